@@ -1,0 +1,100 @@
+//! Kernel throughput: GB/s of weight bytes through the fast and the scalar dot product, one thread,
+//! on a 4096×4096 matrix of random (valid) blocks. Used by `clef bench-kernels` (native and wasm).
+
+use crate::quant::{self, kernels, quantize_q8, GgmlType, QAct};
+
+/// Milliseconds from a monotonic-enough clock (performance.now()/Date.now() on wasm).
+pub fn now_ms() -> f64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        js_sys::Date::now()
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use std::sync::OnceLock;
+        use std::time::Instant;
+        static T0: OnceLock<Instant> = OnceLock::new();
+        T0.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e3
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct KernelBench {
+    pub ty: GgmlType,
+    pub simd_gbps: f64,
+    pub scalar_gbps: f64,
+}
+
+/// A deterministic `rows × n` weight matrix of `ty` with valid blocks.
+pub fn random_matrix(ty: GgmlType, rows: usize, n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed | 1;
+    let mut data = vec![0u8; rows * ty.row_bytes(n)];
+    for b in data.iter_mut() {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        *b = (s.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8;
+    }
+    if let Some(k) = kernels(ty) {
+        for blk in data.chunks_exact_mut(ty.block_bytes()) {
+            (k.sanitize)(blk);
+        }
+    }
+    data
+}
+
+/// Runs `f` until at least `min_ms` have passed; returns seconds per call.
+fn time_it(min_ms: f64, mut f: impl FnMut() -> f32) -> f64 {
+    let mut sink = 0.0f32;
+    sink += f(); // warm-up
+    let t0 = now_ms();
+    let mut calls = 0u32;
+    loop {
+        sink += f();
+        calls += 1;
+        let dt = now_ms() - t0;
+        if dt >= min_ms {
+            std::hint::black_box(sink);
+            return dt / 1e3 / calls as f64;
+        }
+    }
+}
+
+/// Benchmarks one type: a full 4096×4096 matvec through `vec_dot` and through `vec_dot_ref`.
+pub fn bench_type(ty: GgmlType, min_ms: f64) -> Option<KernelBench> {
+    let (rows, n) = (4096, 4096);
+    let k = kernels(ty);
+    if k.is_none() && !ty.is_float() {
+        return None;
+    }
+    let w = random_matrix(ty, rows, n, 0x5eed ^ ty as u64);
+    let rb = ty.row_bytes(n);
+    let x: Vec<f32> = (0..n).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
+    let (simd, scalar) = match k {
+        Some(k) => {
+            let mut act = QAct::default();
+            quantize_q8(ty.act_kind(), &x, n, &mut act);
+            let a = act.row(0);
+            let fast = time_it(min_ms, || w.chunks_exact(rb).map(|r| (k.vec_dot)(r, a)).sum());
+            let slow = time_it(min_ms / 2.0, || w.chunks_exact(rb).map(|r| (k.vec_dot_ref)(r, a)).sum());
+            (fast, slow)
+        }
+        None => {
+            let fast = time_it(min_ms, || w.chunks_exact(rb).map(|r| quant::float::dot(ty, r, &x)).sum());
+            let slow = time_it(min_ms / 2.0, || w.chunks_exact(rb).map(|r| quant::float::dot_ref(ty, r, &x)).sum());
+            (fast, slow)
+        }
+    };
+    let gb = w.len() as f64 / 1e9;
+    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar })
+}
+
+/// Benchmarks every supported type (or only `only`, when given).
+pub fn bench_all(only: Option<GgmlType>, min_ms: f64) -> Vec<KernelBench> {
+    GgmlType::ALL
+        .iter()
+        .copied()
+        .filter(|t| only.is_none_or(|o| o == *t))
+        .filter_map(|t| bench_type(t, min_ms))
+        .collect()
+}

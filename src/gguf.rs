@@ -1,0 +1,1 @@
+//! GGUF reader (being written).

@@ -1,0 +1,11 @@
+//! clef-web: the Clef-Flash (`qwen35`) language model from GGUF files, in Rust for WebAssembly.
+//!
+//! See ARCHITECTURE.md for how the pieces fit. In one line: [`gguf`] reads the container,
+//! [`quant`] multiplies quantized weights, [`model`] runs the forward pass, [`tokenizer`] turns
+//! text into ids and back, [`sampler`] picks the next token, [`cli`] is the command line shared
+//! by the native binary and the wasm build.
+
+pub mod gguf;
+pub mod quant;
+pub mod tokenizer;
+pub mod bench;

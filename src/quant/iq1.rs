@@ -1,0 +1,5 @@
+//! (family file — kernels not written yet)
+
+use super::QuantKernels;
+
+pub static KERNELS: &[QuantKernels] = &[];

@@ -1,0 +1,382 @@
+//! ggml tensor types: block layouts, scalar reference dequantisers, and dot products of a
+//! quantized weight row with a quantized activation row (SIMD128 on wasm32).
+//!
+//! Every block type lives in one family file and registers one [`QuantKernels`] entry:
+//!
+//! | file        | types                                          |
+//! |-------------|------------------------------------------------|
+//! | `lowbit.rs` | Q1_0, Q2_0                                     |
+//! | `legacy.rs` | Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL           |
+//! | `kquants.rs`| Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS           |
+//! | `iq2.rs`    | IQ2_XXS, IQ2_XS, IQ2_S                         |
+//! | `iq3.rs`    | IQ3_XXS, IQ3_S                                 |
+//! | `iq1.rs`    | IQ1_S, IQ1_M                                   |
+//!
+//! F32 / F16 / BF16 weights are handled by [`float`] (they multiply f32 activations directly).
+//!
+//! The contract of one entry (checked for every type by `tests/kernels.rs`, natively and in wasm):
+//! * `dequantize` is the reference: bit-identical to ggml's `to_float` (and gguf-py's numpy code).
+//! * `vec_dot_ref` is a plain scalar dot product of a weight row with a [`Q8`] activation row, in the
+//!   integer-sums-times-scales form llama.cpp uses; `vec_dot` is the fast kernel (SIMD128 on wasm32)
+//!   and equals `vec_dot_ref` up to f32 summation order.
+//! * `decode_i8` rewrites a row as `w[i] = scale[i/16] * q[i] + offset[i/16]` with `q` in i8 —
+//!   exactly (every type here has this form). Prompt processing decodes each weight row once this
+//!   way and multiplies it with all prompt tokens ([`dot_i8g16`]).
+
+pub mod act;
+pub mod float;
+pub mod iq1;
+pub mod iq2;
+pub mod iq3;
+pub mod kquants;
+pub mod legacy;
+pub mod lowbit;
+pub mod tables;
+
+pub use act::{quantize_q8, ActKind, Q8, QAct};
+
+/// Elements of a K-quant super-block.
+pub const QK_K: usize = 256;
+
+/// A ggml tensor type id as stored in GGUF.
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum GgmlType {
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
+    IQ2_XXS = 16,
+    IQ2_XS = 17,
+    IQ3_XXS = 18,
+    IQ1_S = 19,
+    IQ4_NL = 20,
+    IQ3_S = 21,
+    IQ2_S = 22,
+    IQ4_XS = 23,
+    IQ1_M = 29,
+    BF16 = 30,
+    Q1_0 = 41,
+    Q2_0 = 42,
+}
+
+impl GgmlType {
+    /// Every type this runtime reads, in ggml id order.
+    pub const ALL: [GgmlType; 24] = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+        GgmlType::IQ2_XXS,
+        GgmlType::IQ2_XS,
+        GgmlType::IQ3_XXS,
+        GgmlType::IQ1_S,
+        GgmlType::IQ4_NL,
+        GgmlType::IQ3_S,
+        GgmlType::IQ2_S,
+        GgmlType::IQ4_XS,
+        GgmlType::IQ1_M,
+        GgmlType::BF16,
+        GgmlType::Q1_0,
+        GgmlType::Q2_0,
+    ];
+
+    pub fn from_id(id: u32) -> Option<GgmlType> {
+        GgmlType::ALL.iter().copied().find(|t| *t as u32 == id)
+    }
+
+    pub fn from_name(name: &str) -> Option<GgmlType> {
+        GgmlType::ALL.iter().copied().find(|t| t.name().eq_ignore_ascii_case(name))
+    }
+
+    pub fn name(self) -> &'static str {
+        use GgmlType::*;
+        match self {
+            F32 => "F32",
+            F16 => "F16",
+            Q4_0 => "Q4_0",
+            Q4_1 => "Q4_1",
+            Q5_0 => "Q5_0",
+            Q5_1 => "Q5_1",
+            Q8_0 => "Q8_0",
+            Q2_K => "Q2_K",
+            Q3_K => "Q3_K",
+            Q4_K => "Q4_K",
+            Q5_K => "Q5_K",
+            Q6_K => "Q6_K",
+            IQ2_XXS => "IQ2_XXS",
+            IQ2_XS => "IQ2_XS",
+            IQ3_XXS => "IQ3_XXS",
+            IQ1_S => "IQ1_S",
+            IQ4_NL => "IQ4_NL",
+            IQ3_S => "IQ3_S",
+            IQ2_S => "IQ2_S",
+            IQ4_XS => "IQ4_XS",
+            IQ1_M => "IQ1_M",
+            BF16 => "BF16",
+            Q1_0 => "Q1_0",
+            Q2_0 => "Q2_0",
+        }
+    }
+
+    /// Elements per block.
+    pub fn block_elems(self) -> usize {
+        use GgmlType::*;
+        match self {
+            F32 | F16 | BF16 => 1,
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL => 32,
+            Q2_0 => 64,
+            Q1_0 => 128,
+            _ => QK_K,
+        }
+    }
+
+    /// Bytes per block.
+    pub fn block_bytes(self) -> usize {
+        use GgmlType::*;
+        match self {
+            F32 => 4,
+            F16 | BF16 => 2,
+            Q4_0 => 18,
+            Q4_1 => 20,
+            Q5_0 => 22,
+            Q5_1 => 24,
+            Q8_0 => 34,
+            IQ4_NL => 18,
+            Q1_0 => 18,
+            Q2_0 => 18,
+            Q2_K => 84,
+            Q3_K => 110,
+            Q4_K => 144,
+            Q5_K => 176,
+            Q6_K => 210,
+            IQ2_XXS => 66,
+            IQ2_XS => 74,
+            IQ3_XXS => 98,
+            IQ1_S => 50,
+            IQ3_S => 110,
+            IQ2_S => 82,
+            IQ4_XS => 136,
+            IQ1_M => 56,
+        }
+    }
+
+    /// Bytes of a row of `n` elements (`n` must be a multiple of the block size).
+    pub fn row_bytes(self, n: usize) -> usize {
+        n / self.block_elems() * self.block_bytes()
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16)
+    }
+
+    /// What llama.cpp converts the f32 activation row to before the dot product (`vec_dot_type`).
+    pub fn act_kind(self) -> ActKind {
+        use GgmlType::*;
+        match self {
+            F32 | F16 | BF16 => ActKind::F32,
+            Q4_0 | Q5_0 | Q8_0 | IQ4_NL | Q1_0 | Q2_0 => ActKind::Q8_0,
+            Q4_1 | Q5_1 => ActKind::Q8_1,
+            _ => ActKind::Q8K,
+        }
+    }
+}
+
+impl std::fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The kernels of one quantized block type. See the module docs for the contract.
+pub struct QuantKernels {
+    pub ty: GgmlType,
+    /// Scalar reference dequantiser: `row` holds `out.len() / block_elems` whole blocks.
+    pub dequantize: fn(row: &[u8], out: &mut [f32]),
+    /// Scalar reference dot product of a weight row with an activation row of the same length.
+    pub vec_dot_ref: fn(row: &[u8], act: Q8<'_>) -> f32,
+    /// The fast dot product (SIMD128 on wasm32; may be the reference natively).
+    pub vec_dot: fn(row: &[u8], act: Q8<'_>) -> f32,
+    /// `w[i] = scale[i / 16] * q[i] + offset[i / 16]`, exactly; `q.len()` = elements of `row`.
+    pub decode_i8: fn(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]),
+    /// Turns random bytes into a valid block (finite fp16 scales of a sane magnitude) for tests.
+    pub sanitize: fn(block: &mut [u8]),
+}
+
+/// The kernel entry of a quantized type (`None` for float types and for families not linked in).
+pub fn kernels(ty: GgmlType) -> Option<&'static QuantKernels> {
+    [
+        lowbit::KERNELS,
+        legacy::KERNELS,
+        kquants::KERNELS,
+        iq2::KERNELS,
+        iq3::KERNELS,
+        iq1::KERNELS,
+    ]
+    .into_iter()
+    .flatten()
+    .find(|k| k.ty == ty)
+}
+
+/// Whether this build can run a tensor of this type.
+pub fn is_supported(ty: GgmlType) -> bool {
+    ty.is_float() || kernels(ty).is_some()
+}
+
+/// Dequantises a whole row of any supported type to f32 (`out.len()` elements).
+pub fn dequantize_row(ty: GgmlType, row: &[u8], out: &mut [f32]) {
+    match ty {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => float::to_f32(ty, row, out),
+        _ => (kernels(ty).expect("unsupported type").dequantize)(row, out),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers shared by the family files.
+
+/// fp16 (little-endian, at `b[0..2]`) → f32.
+#[inline(always)]
+pub fn f16_at(b: &[u8], off: usize) -> f32 {
+    half::f16::from_bits(u16::from_le_bytes([b[off], b[off + 1]])).to_f32()
+}
+
+/// Writes a finite fp16 of magnitude in [2^-12, 2^-4) with a random sign taken from the old bits.
+/// Used by the `sanitize` functions so random test blocks have realistic scales.
+pub fn sanitize_f16(b: &mut [u8], off: usize) {
+    let old = u16::from_le_bytes([b[off], b[off + 1]]);
+    let mant = old & 0x03ff;
+    let exp = 3 + (old >> 10) % 8; // biased exponent 3..10 → 2^-12 .. 2^-5
+    let sign = old & 0x8000;
+    let v = sign | (exp << 10) | mant;
+    b[off..off + 2].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Like [`sanitize_f16`] but non-negative (for `dmin`-like fields that are positive in practice;
+/// the kernels must still be right for any sign, so use it only where ggml's quantiser guarantees it).
+pub fn sanitize_f16_pos(b: &mut [u8], off: usize) {
+    sanitize_f16(b, off);
+    b[off + 1] &= 0x7f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The generic "int8 groups of 16" dot product used for prompt processing (and as a fallback).
+
+/// `Σ_g scale[g] * d_a(g) * Σ_{i∈g} q[i]*a[i]  +  offset[g] * d_a(g) * bsum_a(g)` over groups of 16.
+pub fn dot_i8g16_ref(q: &[i8], scale: &[f32], offset: &[f32], act: Q8<'_>) -> f32 {
+    let mut sum = 0.0f32;
+    for g in 0..q.len() / 16 {
+        let mut isum = 0i32;
+        for i in 16 * g..16 * g + 16 {
+            isum += q[i] as i32 * act.qs[i] as i32;
+        }
+        let da = act.d[g / 2];
+        sum += scale[g] * da * isum as f32 + offset[g] * da * act.bsums[g] as f32;
+    }
+    sum
+}
+
+/// Fast version of [`dot_i8g16_ref`] (SIMD128 on wasm32).
+#[inline]
+pub fn dot_i8g16(q: &[i8], scale: &[f32], offset: &[f32], act: Q8<'_>) -> f32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        // SAFETY: simd128 is enabled for this build; lengths are checked inside.
+        return unsafe { simd::dot_i8g16(q, scale, offset, act) };
+    }
+    #[allow(unreachable_code)]
+    dot_i8g16_ref(q, scale, offset, act)
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub mod simd {
+    //! SIMD128 helpers shared by the family kernels.
+    use super::Q8;
+    use core::arch::wasm32::*;
+
+    /// Sum of the four i32 lanes.
+    #[inline(always)]
+    pub fn hsum_i32(v: v128) -> i32 {
+        i32x4_extract_lane::<0>(v)
+            + i32x4_extract_lane::<1>(v)
+            + i32x4_extract_lane::<2>(v)
+            + i32x4_extract_lane::<3>(v)
+    }
+
+    /// Sum of the four f32 lanes.
+    #[inline(always)]
+    pub fn hsum_f32(v: v128) -> f32 {
+        f32x4_extract_lane::<0>(v)
+            + f32x4_extract_lane::<1>(v)
+            + f32x4_extract_lane::<2>(v)
+            + f32x4_extract_lane::<3>(v)
+    }
+
+    /// i32x4 partial sums of Σ a[i]*b[i] for 16 signed bytes each.
+    #[inline(always)]
+    pub fn dot16_i8(a: v128, b: v128) -> v128 {
+        let lo = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b));
+        let hi = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b));
+        i32x4_add(lo, hi)
+    }
+
+    /// # Safety
+    /// Requires simd128 (always true for this module). Slices are bounds-checked.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn dot_i8g16(q: &[i8], scale: &[f32], offset: &[f32], act: Q8<'_>) -> f32 {
+        let n = q.len();
+        assert!(act.qs.len() >= n && scale.len() >= n / 16 && offset.len() >= n / 16);
+        assert!(act.d.len() >= n / 32 && act.bsums.len() >= n / 16);
+        let mut acc = f32x4_splat(0.0);
+        let mut g = 0;
+        // Four groups of 16 at a time: four horizontal i32 sums become one f32x4.
+        while g + 4 <= n / 16 {
+            let mut s = [0i32; 4];
+            for (k, sk) in s.iter_mut().enumerate() {
+                let off = 16 * (g + k);
+                let w = v128_load(q.as_ptr().add(off) as *const v128);
+                let a = v128_load(act.qs.as_ptr().add(off) as *const v128);
+                *sk = hsum_i32(dot16_i8(w, a));
+            }
+            let isum = f32x4_convert_i32x4(i32x4(s[0], s[1], s[2], s[3]));
+            let sc = v128_load(scale.as_ptr().add(g) as *const v128);
+            let of = v128_load(offset.as_ptr().add(g) as *const v128);
+            let da = f32x4(act.d[g / 2], act.d[g / 2], act.d[g / 2 + 1], act.d[g / 2 + 1]);
+            let bs = f32x4(
+                act.bsums[g] as f32,
+                act.bsums[g + 1] as f32,
+                act.bsums[g + 2] as f32,
+                act.bsums[g + 3] as f32,
+            );
+            acc = f32x4_add(acc, f32x4_mul(da, f32x4_add(f32x4_mul(sc, isum), f32x4_mul(of, bs))));
+            g += 4;
+        }
+        let mut sum = hsum_f32(acc);
+        while g < n / 16 {
+            let off = 16 * g;
+            let w = v128_load(q.as_ptr().add(off) as *const v128);
+            let a = v128_load(act.qs.as_ptr().add(off) as *const v128);
+            let isum = hsum_i32(dot16_i8(w, a));
+            let da = act.d[g / 2];
+            sum += scale[g] * da * isum as f32 + offset[g] * da * act.bsums[g] as f32;
+            g += 1;
+        }
+        sum
+    }
+}

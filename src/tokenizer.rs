@@ -1,0 +1,1 @@
+//! Tokenizer (being written).

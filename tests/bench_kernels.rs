@@ -1,0 +1,15 @@
+//! Not a test: prints kernel throughput. Run in wasm (SIMD128) with
+//!   cargo test --release --target wasm32-unknown-unknown --test bench_kernels -- --include-ignored --nocapture
+//! or natively with `-- --ignored --nocapture`. BENCHMARKS.md numbers come from `clef bench-kernels`.
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::{console_log as say, wasm_bindgen_test as test};
+#[cfg(not(target_arch = "wasm32"))]
+use std::println as say;
+
+#[test]
+#[ignore]
+fn bench_kernels() {
+    for b in clef_web::bench::bench_all(None, 300.0) {
+        say!("{:8} simd {:6.2} GB/s  scalar {:6.2} GB/s  ({:.1}x)", b.ty.name(), b.simd_gbps, b.scalar_gbps, b.simd_gbps / b.scalar_gbps);
+    }
+}

@@ -1,0 +1,163 @@
+//! Every quantized type against its references, natively and in wasm (Node runs the SIMD128 code):
+//! * the scalar dequantiser equals gguf-py's numpy dequantiser bit for bit (tests/golden, made by
+//!   tools/gen_golden.py; Q1_0/Q2_0 against the spec formulas there);
+//! * the scalar dot product equals Σ dequant(w)·dequant(a) computed in f64;
+//! * the fast (SIMD128) dot product equals the scalar one on thousands of random blocks;
+//! * `decode_i8` reproduces the dequantised weights, and the int8-group kernel used for prompts
+//!   equals the scalar dot product.
+
+use clef_web::quant::{self, dot_i8g16, dot_i8g16_ref, kernels, quantize_q8, GgmlType, QAct};
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+const GOLDEN: &[(GgmlType, &[u8])] = &[
+    (GgmlType::Q4_0, include_bytes!("golden/Q4_0.bin")),
+    (GgmlType::Q4_1, include_bytes!("golden/Q4_1.bin")),
+    (GgmlType::Q5_0, include_bytes!("golden/Q5_0.bin")),
+    (GgmlType::Q5_1, include_bytes!("golden/Q5_1.bin")),
+    (GgmlType::Q8_0, include_bytes!("golden/Q8_0.bin")),
+    (GgmlType::IQ4_NL, include_bytes!("golden/IQ4_NL.bin")),
+    (GgmlType::Q2_K, include_bytes!("golden/Q2_K.bin")),
+    (GgmlType::Q3_K, include_bytes!("golden/Q3_K.bin")),
+    (GgmlType::Q4_K, include_bytes!("golden/Q4_K.bin")),
+    (GgmlType::Q5_K, include_bytes!("golden/Q5_K.bin")),
+    (GgmlType::Q6_K, include_bytes!("golden/Q6_K.bin")),
+    (GgmlType::IQ4_XS, include_bytes!("golden/IQ4_XS.bin")),
+    (GgmlType::IQ2_XXS, include_bytes!("golden/IQ2_XXS.bin")),
+    (GgmlType::IQ2_XS, include_bytes!("golden/IQ2_XS.bin")),
+    (GgmlType::IQ2_S, include_bytes!("golden/IQ2_S.bin")),
+    (GgmlType::IQ3_XXS, include_bytes!("golden/IQ3_XXS.bin")),
+    (GgmlType::IQ3_S, include_bytes!("golden/IQ3_S.bin")),
+    (GgmlType::IQ1_S, include_bytes!("golden/IQ1_S.bin")),
+    (GgmlType::IQ1_M, include_bytes!("golden/IQ1_M.bin")),
+    (GgmlType::Q1_0, include_bytes!("golden/Q1_0.bin")),
+    (GgmlType::Q2_0, include_bytes!("golden/Q2_0.bin")),
+];
+
+/// xorshift64* — deterministic, dependency-free test randomness.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn bytes(&mut self, out: &mut [u8]) {
+        for b in out {
+            *b = (self.next() >> 56) as u8;
+        }
+    }
+    /// Roughly Gaussian-ish activations with occasional outliers, like real hidden states.
+    fn act(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                let big = self.next() % 61 == 0;
+                if big {
+                    u * 40.0
+                } else {
+                    u * 3.0
+                }
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn dequantizers_match_gguf_py_golden_vectors() {
+    for &(ty, bin) in GOLDEN {
+        let Some(k) = kernels(ty) else {
+            eprintln!("skip {ty}: no kernels linked");
+            continue;
+        };
+        let nb = u32::from_le_bytes(bin[0..4].try_into().unwrap()) as usize;
+        let raw = &bin[4..4 + nb * ty.block_bytes()];
+        let want: Vec<f32> = bin[4 + raw.len()..]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(want.len(), nb * ty.block_elems());
+        let mut got = vec![0.0f32; want.len()];
+        (k.dequantize)(raw, &mut got);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(g.to_bits() == w.to_bits(), "{ty}: element {i}: got {g}, gguf-py {w}");
+        }
+    }
+}
+
+/// Random rows of every type: fast dot == scalar dot == f64 reference; decode_i8 == dequantize.
+#[test]
+fn dot_products_agree_on_random_blocks() {
+    let n = 1024; // 4 super-blocks, 8 Q1_0 blocks, 32 Q8_0 blocks
+    let rows = if cfg!(debug_assertions) { 60 } else { 500 };
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for ty in GgmlType::ALL {
+        let Some(k) = kernels(ty) else {
+            if !ty.is_float() {
+                eprintln!("skip {ty}: no kernels linked");
+            }
+            continue;
+        };
+        let mut row = vec![0u8; ty.row_bytes(n)];
+        let mut w = vec![0.0f32; n];
+        let (mut q, mut sc, mut of) = (vec![0i8; n], vec![0.0f32; n / 16], vec![0.0f32; n / 16]);
+        let mut act = QAct::default();
+        for r in 0..rows {
+            rng.bytes(&mut row);
+            for blk in row.chunks_exact_mut(ty.block_bytes()) {
+                (k.sanitize)(blk);
+            }
+            let x = rng.act(n);
+            quantize_q8(ty.act_kind(), &x, n, &mut act);
+            let a = act.row(0);
+
+            (k.dequantize)(&row, &mut w);
+            assert!(w.iter().all(|v| v.is_finite()), "{ty}: sanitize left a non-finite weight");
+            let exact: f64 = (0..n).map(|i| w[i] as f64 * a.value(i) as f64).sum();
+            let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
+
+            let reference = (k.vec_dot_ref)(&row, a);
+            let fast = (k.vec_dot)(&row, a);
+            let err_ref = (reference as f64 - exact).abs() / scale;
+            let err_fast = (fast as f64 - reference as f64).abs() / scale;
+            assert!(err_ref < 2e-6, "{ty} row {r}: scalar dot {reference} vs exact {exact} (rel {err_ref:e})");
+            assert!(err_fast < 2e-6, "{ty} row {r}: fast dot {fast} vs scalar {reference} (rel {err_fast:e})");
+
+            (k.decode_i8)(&row, &mut q, &mut sc, &mut of);
+            let wmax = w.iter().fold(0.0f32, |m, v| m.max(v.abs())) + 1e-30;
+            for i in 0..n {
+                let d = sc[i / 16] * q[i] as f32 + of[i / 16];
+                assert!((d - w[i]).abs() <= wmax * 1e-6, "{ty} row {r} elem {i}: decode_i8 {d} vs {}", w[i]);
+            }
+            let g_ref = dot_i8g16_ref(&q, &sc, &of, a);
+            let g_fast = dot_i8g16(&q, &sc, &of, a);
+            assert!((g_ref as f64 - exact).abs() / scale < 2e-6, "{ty} row {r}: i8g16 ref {g_ref} vs {exact}");
+            assert!((g_fast as f64 - exact).abs() / scale < 2e-6, "{ty} row {r}: i8g16 fast {g_fast} vs {exact}");
+        }
+    }
+}
+
+/// F32 / F16 / BF16 rows: the fast dot equals the reference.
+#[test]
+fn float_dots_agree() {
+    let mut rng = Rng(7);
+    let n = 1000; // not a multiple of 8: exercises the tails
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
+        let x = rng.act(n);
+        let vals = rng.act(n);
+        let mut row = Vec::new();
+        for v in &vals {
+            match ty {
+                GgmlType::F32 => row.extend_from_slice(&v.to_le_bytes()),
+                GgmlType::F16 => row.extend_from_slice(&half::f16::from_f32(*v).to_bits().to_le_bytes()),
+                _ => row.extend_from_slice(&half::bf16::from_f32(*v).to_bits().to_le_bytes()),
+            }
+        }
+        let r = quant::float::dot_ref(ty, &row, &x);
+        let f = quant::float::dot(ty, &row, &x);
+        let scale: f32 = x.iter().zip(&vals).map(|(a, b)| (a * b).abs()).sum();
+        assert!((r - f).abs() / scale < 1e-5, "{ty}: {r} vs {f}");
+    }
+}
