@@ -9,3 +9,6 @@ pub mod gguf;
 pub mod quant;
 pub mod tokenizer;
 pub mod bench;
+pub mod model;
+pub mod ops;
+pub mod weights;

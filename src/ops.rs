@@ -1,0 +1,193 @@
+//! The numeric building blocks of the forward pass: matrix products against quantized weights,
+//! RMSNorm, activations, RoPE.
+
+use crate::quant::{self, dequantize_row, dot_i8g16, float, kernels, quantize_q8, ActKind, QAct};
+use crate::weights::{TensorView, WeightStore};
+
+/// How activations meet quantized weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// Like llama.cpp's CPU backend: activations are quantized to int8 (Q8_0 / Q8_1 / Q8_K, per
+    /// the weight type) and multiplied with integer SIMD kernels. The default: fastest.
+    #[default]
+    Fast,
+    /// Weights dequantized to f32 and multiplied with f32 activations: matches an exact-arithmetic
+    /// reference to ~1e-6 relative. Several times slower.
+    Exact,
+}
+
+impl Precision {
+    pub fn parse(s: &str) -> Option<Precision> {
+        match s {
+            "fast" => Some(Precision::Fast),
+            "exact" => Some(Precision::Exact),
+            _ => None,
+        }
+    }
+}
+
+/// A weight matrix: `n_out` rows of `n_in` elements (GGUF ne = [n_in, n_out]).
+#[derive(Clone, Debug)]
+pub struct Linear {
+    pub t: TensorView,
+    pub n_in: usize,
+    pub n_out: usize,
+    pub row_bytes: usize,
+}
+
+impl Linear {
+    pub fn new(t: TensorView) -> Linear {
+        let (n_out, n_in) = t.rows_cols();
+        let row_bytes = t.ty.row_bytes(n_in);
+        Linear { t, n_in, n_out, row_bytes }
+    }
+}
+
+/// Reusable buffers for matmuls (no allocation per token once warmed up).
+#[derive(Default)]
+pub struct MatmulScratch {
+    act: QAct,
+    act_kind: Option<ActKind>,
+    q: Vec<i8>,
+    scale: Vec<f32>,
+    offset: Vec<f32>,
+    wrow: Vec<f32>,
+}
+
+/// `y[t][r] = Σ_i W[r][i] · x[t][i]` for `t < T` tokens: x is `T × n_in`, y is `T × n_out`.
+///
+/// One token (decode): the fused per-type SIMD dot product, row by row.
+/// Several tokens (prompt): each weight row is decoded once (to int8 groups, or to f32 in exact
+/// mode) and multiplied with every token, so weight bytes are read and unpacked once per batch.
+pub fn matmul(store: &WeightStore, w: &Linear, x: &[f32], y: &mut [f32], prec: Precision, s: &mut MatmulScratch) {
+    matmul_rows(store, w, x, y, 0..w.n_out, prec, s)
+}
+
+/// [`matmul`] restricted to output rows `rows` (y is still `T × n_out`; other columns untouched).
+pub fn matmul_rows(
+    store: &WeightStore,
+    w: &Linear,
+    x: &[f32],
+    y: &mut [f32],
+    rows: std::ops::Range<usize>,
+    prec: Precision,
+    s: &mut MatmulScratch,
+) {
+    let (n_in, n_out) = (w.n_in, w.n_out);
+    assert_eq!(x.len() % n_in, 0, "{}: input is not a multiple of {n_in}", w.t.name);
+    let t_count = x.len() / n_in;
+    assert_eq!(y.len(), t_count * n_out, "{}: output size", w.t.name);
+    let data = store.bytes(&w.t);
+    let ty = w.t.ty;
+    let row = |r: usize| &data[r * w.row_bytes..(r + 1) * w.row_bytes];
+
+    if ty.is_float() {
+        for r in rows {
+            let wr = row(r);
+            for t in 0..t_count {
+                y[t * n_out + r] = float::dot(ty, wr, &x[t * n_in..(t + 1) * n_in]);
+            }
+        }
+        return;
+    }
+    let k = kernels(ty).unwrap_or_else(|| panic!("no kernels for {ty}"));
+    if prec == Precision::Exact {
+        s.wrow.resize(n_in, 0.0);
+        for r in rows {
+            (k.dequantize)(row(r), &mut s.wrow);
+            for t in 0..t_count {
+                y[t * n_out + r] = float::dot_f32(&s.wrow, &x[t * n_in..(t + 1) * n_in]);
+            }
+        }
+        return;
+    }
+    quantize_q8(ty.act_kind(), x, n_in, &mut s.act);
+    s.act_kind = Some(ty.act_kind());
+    if t_count == 1 {
+        let a = s.act.row(0);
+        for r in rows {
+            y[r] = (k.vec_dot)(row(r), a);
+        }
+        return;
+    }
+    s.q.resize(n_in, 0);
+    s.scale.resize(n_in / 16, 0.0);
+    s.offset.resize(n_in / 16, 0.0);
+    for r in rows {
+        (k.decode_i8)(row(r), &mut s.q, &mut s.scale, &mut s.offset);
+        for t in 0..t_count {
+            y[t * n_out + r] = dot_i8g16(&s.q, &s.scale, &s.offset, s.act.row(t));
+        }
+    }
+}
+
+/// Row `r` of an embedding table, dequantized.
+pub fn embedding_row(store: &WeightStore, table: &Linear, r: usize, out: &mut [f32]) {
+    let data = store.bytes(&table.t);
+    dequantize_row(table.t.ty, &data[r * table.row_bytes..(r + 1) * table.row_bytes], out);
+}
+
+/// Loads a small F32 (or other) tensor fully as f32 (norm weights, conv kernels, …).
+pub fn load_f32(store: &WeightStore, t: &TensorView) -> Vec<f32> {
+    let n: usize = t.dims.iter().product();
+    let mut out = vec![0.0f32; n];
+    quant::dequantize_row(t.ty, store.bytes(t), &mut out);
+    out
+}
+
+/// RMSNorm of each `w.len()`-sized row of `x` in place: x̂ = x / sqrt(mean(x²) + eps) · w.
+/// The sum of squares is accumulated in f64, as llama.cpp does.
+pub fn rmsnorm(x: &mut [f32], w: &[f32], eps: f32) {
+    let n = w.len();
+    for row in x.chunks_exact_mut(n) {
+        let ss: f64 = row.iter().map(|&v| v as f64 * v as f64).sum();
+        let scale = (1.0 / (ss / n as f64 + eps as f64).sqrt()) as f32;
+        for (v, &wi) in row.iter_mut().zip(w) {
+            *v = *v * scale * wi;
+        }
+    }
+}
+
+/// L2 normalisation with eps inside the square root of the sum: x / sqrt(Σx² + eps).
+pub fn l2norm(x: &mut [f32], eps: f32) {
+    let ss: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+    let scale = (1.0 / (ss + eps as f64).sqrt()) as f32;
+    for v in x {
+        *v *= scale;
+    }
+}
+
+#[inline]
+pub fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x * sigmoid(x)
+}
+
+#[inline]
+pub fn softplus(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        x.exp().ln_1p()
+    }
+}
+
+/// NEOX-style rotary embedding of the first `n_rot` dims of one head vector at position `pos`:
+/// pairs (i, i + n_rot/2) rotate by θ_i = pos · base^(−2i/n_rot). θ_i is built by repeated
+/// multiplication in f32, as ggml does.
+pub fn rope_neox(v: &mut [f32], n_rot: usize, pos: usize, base: f32) {
+    let half = n_rot / 2;
+    let theta_scale = base.powf(-2.0 / n_rot as f32);
+    let mut theta = pos as f32;
+    for i in 0..half {
+        let (s, c) = theta.sin_cos();
+        let (x0, x1) = (v[i], v[i + half]);
+        v[i] = x0 * c - x1 * s;
+        v[i + half] = x0 * s + x1 * c;
+        theta *= theta_scale;
+    }
+}
