@@ -21,7 +21,7 @@ impl TensorInfo { pub fn n_elements(&self) -> u64 { self.dims.iter().product() }
 #[derive(Debug, Clone)]
 pub struct Header { pub version: u32, pub alignment: u64, pub metadata: Vec<(String, Value)>, pub tensors: Vec<TensorInfo>, pub data_offset: u64, pub data_size: u64, index: HashMap<String, usize> }
 #[derive(Debug, Clone, PartialEq)]
-pub enum GgufError { NeedMore { needed: u64 }, BadMagic, WrongArchitecture { found: String, expected: String }, MissingKey(String), BadKeyType { key: String, expected: String }, Other(String) }
+pub enum GgufError { NeedMore { needed: u64 }, BadMagic, Truncated { what: String }, WrongArchitecture { found: String, expected: String }, MissingKey(String), BadKeyType { key: String, expected: String }, Other(String) }
 impl std::fmt::Display for GgufError { fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{self:?}") } }
 impl std::error::Error for GgufError {}
 impl Header {

@@ -12,3 +12,9 @@ pub mod bench;
 pub mod model;
 pub mod ops;
 pub mod weights;
+pub mod cli;
+pub mod json;
+pub mod loader;
+pub mod sampler;
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;

@@ -1,0 +1,325 @@
+//! The `clef` command line, shared word for word by the native binary (`src/bin/clef.rs`) and
+//! the wasm build under Node (`www/cli.mjs`): same commands, same output.
+//!
+//! ```text
+//! clef info     --model F
+//! clef logits   --model F --tokens 1,2,3 [--all] [--precision fast|exact]
+//! clef generate --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
+//!               [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
+//!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact]
+//! clef tokenize --model F --text TEXT [--special]
+//! clef bench-kernels [--json] [--type T] [--ms MS]
+//! ```
+
+use crate::gguf::Header;
+use crate::json;
+use crate::loader::{self, ByteSource};
+use crate::model::{Logits, Model, Scratch};
+use crate::ops::Precision;
+use crate::quant::GgmlType;
+use crate::sampler::{Sampler, SamplerParams};
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+use std::collections::BTreeMap;
+
+/// What the command line needs from its environment.
+pub trait Host {
+    /// Opens a model file for ranged reads.
+    fn open(&mut self, path: &str) -> Result<Box<dyn ByteSource>, String>;
+    /// Writes to standard output (streamed: called once per generated piece).
+    fn out(&mut self, s: &str);
+}
+
+pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|bench-kernels> [options]
+  info          --model F
+  logits        --model F --tokens 1,2,3 [--all] [--precision fast|exact]
+  generate      --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
+                [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
+                [--ignore-eos] [--json] [--ctx N] [--precision fast|exact]
+  tokenize      --model F --text TEXT [--special]
+  bench-kernels [--json] [--type T] [--ms MS]";
+
+/// Parsed `--key value` / `--flag` options.
+struct Args {
+    cmd: String,
+    opts: BTreeMap<String, Option<String>>,
+}
+
+const FLAGS: &[&str] = &["all", "chat", "no-think", "json", "special", "ignore-eos"];
+
+impl Args {
+    fn parse(args: &[String]) -> Result<Args, String> {
+        let cmd = args.first().ok_or_else(|| USAGE.to_string())?.clone();
+        let mut opts = BTreeMap::new();
+        let mut i = 1;
+        while i < args.len() {
+            let key = args[i].strip_prefix("--").ok_or_else(|| format!("unexpected argument '{}'", args[i]))?;
+            if FLAGS.contains(&key) {
+                opts.insert(key.to_string(), None);
+                i += 1;
+            } else {
+                let v = args.get(i + 1).ok_or_else(|| format!("--{key} needs a value"))?;
+                opts.insert(key.to_string(), Some(v.clone()));
+                i += 2;
+            }
+        }
+        Ok(Args { cmd, opts })
+    }
+    fn flag(&self, k: &str) -> bool {
+        self.opts.contains_key(k)
+    }
+    fn get(&self, k: &str) -> Option<&str> {
+        self.opts.get(k).and_then(|v| v.as_deref())
+    }
+    fn req(&self, k: &str) -> Result<&str, String> {
+        self.get(k).ok_or_else(|| format!("{} needs --{k}", self.cmd))
+    }
+    fn num<T: std::str::FromStr>(&self, k: &str, default: T) -> Result<T, String> {
+        match self.get(k) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| format!("--{k}: '{v}' is not a valid number")),
+        }
+    }
+    fn precision(&self) -> Result<Precision, String> {
+        match self.get("precision") {
+            None => Ok(Precision::Fast),
+            Some(p) => Precision::parse(p).ok_or_else(|| format!("--precision must be fast or exact, not '{p}'")),
+        }
+    }
+    fn check_known(&self, known: &[&str]) -> Result<(), String> {
+        for k in self.opts.keys() {
+            if !known.contains(&k.as_str()) {
+                return Err(format!("{}: unknown option --{k}", self.cmd));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn parse_ids(s: &str) -> Result<Vec<u32>, String> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| p.trim().parse::<u32>().map_err(|_| format!("--tokens: '{p}' is not a token id")))
+        .collect()
+}
+
+fn load(host: &mut dyn Host, path: &str) -> Result<(Header, Model), String> {
+    let mut src = host.open(path)?;
+    loader::load_model(src.as_mut(), |_, _| {}).map_err(|e| e.to_string())
+}
+
+/// Runs one command. Errors are one human-readable line.
+pub fn run(args: &[String], host: &mut dyn Host) -> Result<(), String> {
+    let a = Args::parse(args)?;
+    match a.cmd.as_str() {
+        "info" => info(&a, host),
+        "logits" => logits(&a, host),
+        "generate" => generate(&a, host),
+        "tokenize" => tokenize(&a, host),
+        "bench-kernels" => bench(&a, host),
+        "help" | "--help" | "-h" => {
+            host.out(USAGE);
+            host.out("\n");
+            Ok(())
+        }
+        other => Err(format!("unknown command '{other}'\n{USAGE}")),
+    }
+}
+
+fn info(a: &Args, host: &mut dyn Host) -> Result<(), String> {
+    a.check_known(&["model"])?;
+    let path = a.req("model")?;
+    let h = {
+        let mut src = host.open(path)?;
+        loader::read_header(src.as_mut()).map_err(|e| e.to_string())?
+    };
+    let cfg = crate::model::Config::from_header(&h).map_err(|e| e.to_string())?;
+    let mut by_type: BTreeMap<GgmlType, (u64, u64)> = BTreeMap::new();
+    for t in &h.tensors {
+        let e = by_type.entry(t.ty).or_default();
+        e.0 += 1;
+        e.1 += t.size;
+    }
+    let (rec, kv) = cfg.state_bytes();
+    let n = |v: usize| v.to_string();
+    let hp = json::object([
+        ("n_vocab", n(cfg.n_vocab)),
+        ("n_embd", n(cfg.n_embd)),
+        ("n_layer", n(cfg.n_layer)),
+        ("n_ff", n(cfg.n_ff)),
+        ("n_head", n(cfg.n_head)),
+        ("n_head_kv", n(cfg.n_head_kv)),
+        ("head_dim", n(cfg.head_dim)),
+        ("n_rot", n(cfg.n_rot)),
+        ("rope_freq_base", json::f32(cfg.rope_base)),
+        ("rms_norm_eps", json::f32(cfg.eps)),
+        ("ssm_conv_kernel", n(cfg.conv_kernel)),
+        ("ssm_state_size", n(cfg.d_state)),
+        ("ssm_group_count", n(cfg.n_k_heads)),
+        ("ssm_time_step_rank", n(cfg.n_v_heads)),
+        ("context_length", n(cfg.context_length)),
+        ("recurrent_layers", json::array(cfg.recurrent.iter().map(|r| r.to_string()))),
+        ("tied_output", cfg.tied_output.to_string()),
+    ]);
+    let types = json::object(by_type.iter().map(|(t, (count, bytes))| {
+        (t.name(), json::object([("tensors", count.to_string()), ("bytes", bytes.to_string())]))
+    }));
+    let out = json::object([
+        ("architecture", json::string(&cfg.arch)),
+        ("gguf_version", h.version.to_string()),
+        ("file_size", h.file_size().to_string()),
+        ("tensor_count", h.tensors.len().to_string()),
+        ("hyperparameters", hp),
+        ("types", types),
+        ("state_bytes_per_sequence", rec.to_string()),
+        ("kv_bytes_per_token", kv.to_string()),
+    ]);
+    host.out(&out);
+    host.out("\n");
+    Ok(())
+}
+
+fn logits(a: &Args, host: &mut dyn Host) -> Result<(), String> {
+    a.check_known(&["model", "tokens", "all", "precision"])?;
+    let ids = parse_ids(a.req("tokens")?)?;
+    if ids.is_empty() {
+        return Err("--tokens is empty".into());
+    }
+    let prec = a.precision()?;
+    let (_, model) = load(host, a.req("model")?)?;
+    let mut st = model.new_state(ids.len());
+    let want = if a.flag("all") { Logits::All } else { Logits::Last };
+    let l = model.forward(&mut st, &ids, want, prec, &mut Scratch::default()).map_err(|e| e.to_string())?;
+    let rows = l.chunks(model.config.n_vocab).map(|r| json::array(r.iter().map(|&v| json::f32(v))));
+    host.out(&json::object([("logits", json::array(rows))]));
+    host.out("\n");
+    Ok(())
+}
+
+fn tokenize(a: &Args, host: &mut dyn Host) -> Result<(), String> {
+    a.check_known(&["model", "text", "special"])?;
+    let h = {
+        let mut src = host.open(a.req("model")?)?;
+        loader::read_header(src.as_mut()).map_err(|e| e.to_string())?
+    };
+    let tok = Tokenizer::from_gguf(&h).map_err(|e| e.to_string())?;
+    let ids = tok.encode(a.req("text")?, a.flag("special"));
+    host.out(&json::object([("ids", json::array(ids.iter().map(|i| i.to_string())))]));
+    host.out("\n");
+    Ok(())
+}
+
+/// ChatML for one user turn, as the Qwen3.5 template renders it (thinking on unless `no_think`).
+pub fn chatml_prompt(user: &str, no_think: bool) -> String {
+    let mut s = format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n");
+    s.push_str(if no_think { "<think>\n\n</think>\n\n" } else { "<think>\n" });
+    s
+}
+
+fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
+    a.check_known(&[
+        "model", "tokens", "prompt", "chat", "no-think", "max-tokens", "temperature", "seed", "top-k", "top-p",
+        "min-p", "repeat-penalty", "ignore-eos", "json", "ctx", "precision",
+    ])?;
+    let prec = a.precision()?;
+    let max_tokens: usize = a.num("max-tokens", 64)?;
+    let defaults = SamplerParams::default();
+    let params = SamplerParams {
+        temperature: a.num("temperature", 0.0)?,
+        seed: a.num("seed", defaults.seed)?,
+        top_k: a.num("top-k", defaults.top_k)?,
+        top_p: a.num("top-p", defaults.top_p)?,
+        min_p: a.num("min-p", defaults.min_p)?,
+        repetition_penalty: a.num("repeat-penalty", 1.0)?,
+        ..defaults
+    };
+    let (h, model) = load(host, a.req("model")?)?;
+    let tok = Tokenizer::from_gguf(&h);
+    let prompt: Vec<u32> = match (a.get("tokens"), a.get("prompt")) {
+        (Some(ids), None) => parse_ids(ids)?,
+        (None, Some(text)) => {
+            let tok = tok.as_ref().map_err(|e| format!("cannot tokenize the prompt: {e}"))?;
+            if a.flag("chat") {
+                tok.encode(&chatml_prompt(text, a.flag("no-think")), true)
+            } else {
+                tok.encode(text, false)
+            }
+        }
+        _ => return Err("generate needs exactly one of --tokens or --prompt".into()),
+    };
+    if prompt.is_empty() {
+        return Err("the prompt is empty".into());
+    }
+    let n_ctx: usize = a.num("ctx", (prompt.len() + max_tokens).min(model.config.context_length.max(1)))?;
+    let mut st = model.new_state(n_ctx.max(prompt.len() + max_tokens));
+    let mut sc = Scratch::default();
+    let mut sampler = Sampler::new(params);
+    prompt.iter().for_each(|&t| sampler.accept(t));
+    let eog: Vec<u32> = match (&tok, a.flag("ignore-eos")) {
+        (Ok(t), false) => t.eog_ids().to_vec(),
+        _ => Vec::new(),
+    };
+    let json_out = a.flag("json");
+    let mut dec = StreamDecoder::new(false);
+    let mut text = String::new();
+    let mut out_ids = Vec::new();
+    let mut logits = model.forward(&mut st, &prompt, Logits::Last, prec, &mut sc).map_err(|e| e.to_string())?;
+    for _ in 0..max_tokens {
+        let next = sampler.sample(&mut logits);
+        if eog.contains(&next) {
+            break;
+        }
+        out_ids.push(next);
+        sampler.accept(next);
+        if let Ok(t) = &tok {
+            let piece = dec.push(t, next);
+            if json_out {
+                text.push_str(&piece);
+            } else if !piece.is_empty() {
+                host.out(&piece);
+            }
+        }
+        if out_ids.len() == max_tokens {
+            break;
+        }
+        logits = model.forward(&mut st, &[next], Logits::Last, prec, &mut sc).map_err(|e| e.to_string())?;
+    }
+    let tail = dec.flush();
+    if json_out {
+        text.push_str(&tail);
+        host.out(&json::object([
+            ("tokens", json::array(out_ids.iter().map(|i| i.to_string()))),
+            ("text", json::string(&text)),
+        ]));
+    } else {
+        host.out(&tail);
+    }
+    host.out("\n");
+    Ok(())
+}
+
+fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
+    a.check_known(&["json", "type", "ms"])?;
+    let only = match a.get("type") {
+        Some(t) => Some(GgmlType::from_name(t).ok_or_else(|| format!("unknown type '{t}'"))?),
+        None => None,
+    };
+    let ms: f64 = a.num("ms", 400.0)?;
+    let rows = crate::bench::bench_all(only, ms);
+    if a.flag("json") {
+        let items = rows.iter().map(|b| {
+            json::object([
+                ("type", json::string(b.ty.name())),
+                ("simd_gbps", format!("{:.3}", b.simd_gbps)),
+                ("scalar_gbps", format!("{:.3}", b.scalar_gbps)),
+            ])
+        });
+        host.out(&json::object([("kernels", json::array(items))]));
+        host.out("\n");
+    } else {
+        host.out("type      simd GB/s  scalar GB/s  speed-up\n");
+        for b in rows {
+            host.out(&format!("{:8} {:10.2} {:12.2} {:8.1}x\n", b.ty.name(), b.simd_gbps, b.scalar_gbps, b.simd_gbps / b.scalar_gbps));
+        }
+    }
+    Ok(())
+}

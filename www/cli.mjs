@@ -1,0 +1,40 @@
+#!/usr/bin/env node
+// The clef command line on the wasm build (SIMD128 kernels), under Node:
+//   ./build.sh && node www/cli.mjs <command> [options]      (same commands and output as `clef`)
+import { closeSync, fstatSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
+import { initSync, runCli } from './pkg/clef_web.js';
+
+initSync({ module: readFileSync(new URL('./pkg/clef_web_bg.wasm', import.meta.url)) });
+
+const files = new Map();
+const fd = (path) => {
+  if (!files.has(path)) files.set(path, openSync(path, 'r'));
+  return files.get(path);
+};
+
+const host = {
+  size: (path) => fstatSync(fd(path)).size,
+  // `buf` is a view of wasm memory: the file is read straight into the model's weight shards.
+  readAt(path, offset, buf) {
+    let done = 0;
+    while (done < buf.length) {
+      const n = readSync(fd(path), buf, done, buf.length - done, offset + done);
+      if (n === 0) throw new Error(`${path}: unexpected end of file at byte ${offset + done}`);
+      done += n;
+    }
+  },
+  write(s) {
+    let b = Buffer.from(s, 'utf8');
+    while (b.length) b = b.subarray(writeSync(1, b));
+  },
+};
+
+try {
+  runCli(process.argv.slice(2), host);
+} catch (e) {
+  const msg = (e instanceof Error ? e.message : String(e)).split('\n')[0];
+  process.stderr.write(`error: ${msg}\n`);
+  process.exitCode = 1;
+} finally {
+  for (const f of files.values()) closeSync(f);
+}
