@@ -262,7 +262,9 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     let mut dec = StreamDecoder::new(false);
     let mut text = String::new();
     let mut out_ids = Vec::new();
+    let t0 = crate::bench::now_ms();
     let mut logits = model.forward(&mut st, &prompt, Logits::Last, prec, &mut sc).map_err(|e| e.to_string())?;
+    let t1 = crate::bench::now_ms();
     for _ in 0..max_tokens {
         let next = sampler.sample(&mut logits);
         if eog.contains(&next) {
@@ -283,12 +285,23 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         }
         logits = model.forward(&mut st, &[next], Logits::Last, prec, &mut sc).map_err(|e| e.to_string())?;
     }
+    let t2 = crate::bench::now_ms();
     let tail = dec.flush();
     if json_out {
         text.push_str(&tail);
+        // Decode steps = generated tokens − 1 (the first one comes from the prompt's logits).
+        let steps = out_ids.len().saturating_sub(1).max(1) as f64;
+        let timings = json::object([
+            ("prompt_tokens", prompt.len().to_string()),
+            ("prompt_ms", format!("{:.3}", t1 - t0)),
+            ("prompt_tokens_per_s", format!("{:.2}", prompt.len() as f64 / ((t1 - t0) / 1e3).max(1e-9))),
+            ("decode_ms", format!("{:.3}", t2 - t1)),
+            ("decode_tokens_per_s", format!("{:.2}", steps / ((t2 - t1) / 1e3).max(1e-9))),
+        ]);
         host.out(&json::object([
             ("tokens", json::array(out_ids.iter().map(|i| i.to_string()))),
             ("text", json::string(&text)),
+            ("timings", timings),
         ]));
     } else {
         host.out(&tail);

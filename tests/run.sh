@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite (README's test command after setup):
+#   1. native cargo tests (kernels, GGUF, tokenizer, model vs the llama.cpp / transformers fixtures)
+#   2. the same kernel / GGUF / tokenizer tests compiled to wasm32 + SIMD128 and run in Node
+#   3. the release wasm build (./build.sh) and the JS tests: the wasm command line against the fixtures
+# Fixtures come from ../shared (next to the repository).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+test -d ../shared/fixtures || { echo "tests/run.sh: ../shared/fixtures is missing" >&2; exit 1; }
+
+echo "== native tests"
+cargo test --profile fast
+
+echo "== wasm32 tests (Node, SIMD128)"
+wasm_tests=$(ls tests/*.rs | xargs -n1 basename | sed 's/\.rs$//' | grep -vx -e fixtures -e bench_kernels)
+for t in $wasm_tests; do
+  cargo test --profile fast --target wasm32-unknown-unknown --test "$t"
+done
+cargo test --profile fast --target wasm32-unknown-unknown --lib
+
+echo "== release wasm build + JS tests"
+./build.sh
+node --test tests/js/

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on a fresh Debian 12 machine with rustup, Node 20 and
+# Python 3 (each step is skipped when already satisfied):
+#   the wasm32 Rust target, wasm-bindgen-cli at the exact version of the crate, the npm packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+
+rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+
+want=$(grep -m1 -A3 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"/\1/p')
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$want" ]; then
+  # Not --locked: its lockfile pins a crate version this registry lacks (see ../shared/spec/toolchain.md).
+  cargo install wasm-bindgen-cli --version "$want"
+fi
+
+npm ci --no-audit --no-fund
