@@ -179,6 +179,8 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
     fn greedy_picks_lowest_id_on_ties() {

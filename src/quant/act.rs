@@ -130,6 +130,8 @@ fn quantize_block_q8k(x: &[f32], q: &mut [i8]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
     fn q8k_roundtrip_is_close() {
