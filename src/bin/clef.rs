@@ -1,11 +1,19 @@
 //! Native command line: `cargo run --release --bin clef -- <command> …` (see `clef_web::cli`).
 
+#[cfg(target_arch = "wasm32")]
+fn main() {} // the wasm command line is www/cli.mjs (it calls `runCli` in the library)
+
+#[cfg(not(target_arch = "wasm32"))]
 use clef_web::cli::{self, Host};
+#[cfg(not(target_arch = "wasm32"))]
 use clef_web::loader::{ByteSource, FileSource};
+#[cfg(not(target_arch = "wasm32"))]
 use std::io::Write;
 
+#[cfg(not(target_arch = "wasm32"))]
 struct NativeHost;
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Host for NativeHost {
     fn open(&mut self, path: &str) -> Result<Box<dyn ByteSource>, String> {
         let f = std::fs::File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?;
@@ -18,6 +26,7 @@ impl Host for NativeHost {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Err(e) = cli::run(&args, &mut NativeHost) {
