@@ -238,8 +238,6 @@ pub enum Logits {
 }
 
 /// Per-sequence state: DeltaNet conv/recurrent state and the attention KV cache.
-/// `Clone` is the snapshot: a hybrid model cannot truncate its recurrent state, so prefix reuse
-/// restores a saved copy instead.
 #[derive(Clone, Debug)]
 pub struct State {
     /// Tokens processed so far (the next position).
@@ -256,6 +254,24 @@ enum LayerState {
     Attention { k: Vec<f32>, v: Vec<f32> },
 }
 
+/// The recurrent part of a [`State`] at position `n_past`.
+///
+/// A hybrid model cannot truncate its recurrent state, so reusing a prefix means restoring a
+/// snapshot taken at the end of that prefix. The KV cache is append-only, so it is not copied:
+/// restoring truncates it to `n_past`, which is valid as long as the state still holds the same
+/// first `n_past` tokens (the caller — the engine's prefix cache — guarantees that).
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub n_past: usize,
+    recurrent: Vec<(Vec<f32>, Vec<f32>)>,
+}
+
+impl Snapshot {
+    pub fn bytes(&self) -> usize {
+        self.recurrent.iter().map(|(c, s)| 4 * (c.len() + s.len())).sum()
+    }
+}
+
 impl State {
     /// Bytes held by this state (for memory reporting).
     pub fn bytes(&self) -> usize {
@@ -266,6 +282,57 @@ impl State {
                 LayerState::Attention { k, v } => 4 * (k.capacity() + v.capacity()),
             })
             .sum()
+    }
+
+    /// Saves the recurrent state at the current position.
+    pub fn snapshot(&self) -> Snapshot {
+        let recurrent = self
+            .layers
+            .iter()
+            .filter_map(|l| match l {
+                LayerState::DeltaNet { conv, ssm } => Some((conv.clone(), ssm.clone())),
+                LayerState::Attention { .. } => None,
+            })
+            .collect();
+        Snapshot { n_past: self.n_past, recurrent }
+    }
+
+    /// Returns to a snapshot taken on this sequence (see [`Snapshot`]).
+    pub fn restore(&mut self, snap: &Snapshot) {
+        assert!(snap.n_past <= self.n_past, "a snapshot from the future of this sequence");
+        let mut rec = snap.recurrent.iter();
+        for l in &mut self.layers {
+            match l {
+                LayerState::DeltaNet { conv, ssm } => {
+                    let (c, s) = rec.next().expect("snapshot of this model");
+                    conv.copy_from_slice(c);
+                    ssm.copy_from_slice(s);
+                }
+                LayerState::Attention { k, v } => {
+                    let kv_len = k.len() / self.n_past.max(1) * snap.n_past;
+                    k.truncate(kv_len);
+                    v.truncate(kv_len);
+                }
+            }
+        }
+        self.n_past = snap.n_past;
+    }
+
+    /// Forgets everything (position 0), keeping the allocations.
+    pub fn clear(&mut self) {
+        for l in &mut self.layers {
+            match l {
+                LayerState::DeltaNet { conv, ssm } => {
+                    conv.fill(0.0);
+                    ssm.fill(0.0);
+                }
+                LayerState::Attention { k, v } => {
+                    k.clear();
+                    v.clear();
+                }
+            }
+        }
+        self.n_past = 0;
     }
 }
 

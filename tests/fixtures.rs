@@ -190,10 +190,10 @@ fn sequential_equals_batched_and_snapshots_restore() {
     for (i, &t) in prompt.iter().enumerate() {
         let half = &prompt[..i];
         if i == 5 {
-            // snapshot mid-way, mess the state up, restore
-            let snap = b.clone();
+            // snapshot mid-way, run other tokens, restore: the continuation must be unaffected
+            let snap = b.snapshot();
             m.forward(&mut b, &[1, 2, 3], Logits::None, Precision::Exact, &mut s).unwrap();
-            b = snap;
+            b.restore(&snap);
             assert_eq!(b.n_past, half.len());
         }
         seq = m.forward(&mut b, &[t], Logits::Last, Precision::Exact, &mut s).unwrap();
