@@ -18,3 +18,4 @@ pub mod loader;
 pub mod sampler;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
+pub mod engine;

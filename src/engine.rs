@@ -1,0 +1,320 @@
+//! The engine behind every front end: one model, one conversation state with prefix reuse, and
+//! generation as small resumable steps (so a Web Worker can stream tokens and honour an abort
+//! between any two of them).
+//!
+//! ```text
+//! begin(prompt ids, params)   restore the longest usable snapshot; queue the rest of the prompt
+//! prefill(n) … until done     run the queued prompt tokens, n at a time
+//! step() … until None         sample, stream the text piece, run the token
+//! ```
+//! Prefix reuse: a hybrid model cannot cut its recurrent state back, so the engine keeps
+//! snapshots at the end of each prompt and of each generation. A new prompt that extends one of
+//! them (a follow-up chat message) only runs the new tokens.
+
+use crate::model::{Logits, Model, Snapshot, State};
+
+use crate::ops::Precision;
+use crate::sampler::{Sampler, SamplerParams};
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+
+/// How many snapshots to keep (each is ~50 MB for the 9B: the recurrent state).
+const MAX_SNAPSHOTS: usize = 4;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenParams {
+    pub sampler: SamplerParams,
+    pub max_tokens: usize,
+    /// Extra stop strings (the end-of-generation tokens always stop).
+    pub stop: Vec<String>,
+    pub ignore_eos: bool,
+}
+
+impl Default for GenParams {
+    fn default() -> Self {
+        GenParams { sampler: SamplerParams::default(), max_tokens: 512, stop: Vec::new(), ignore_eos: false }
+    }
+}
+
+/// Why a generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// An end-of-generation token or a stop string.
+    Stop,
+    /// `max_tokens` reached, or the context is full.
+    Length,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+        }
+    }
+}
+
+/// One generated token and the text it completes (may be empty: partial UTF-8 or held back
+/// because it could be the start of a stop string).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Piece {
+    pub token: u32,
+    pub text: String,
+}
+
+/// Usage of the current / last request.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    /// Prompt tokens served from a snapshot instead of being run again.
+    pub cached_tokens: usize,
+    pub completion_tokens: usize,
+}
+
+struct Generation {
+    params: GenParams,
+    sampler: Sampler,
+    /// Prompt tokens still to run.
+    queue: Vec<u32>,
+    logits: Vec<f32>,
+    decoder: StreamDecoder,
+    /// Text produced but not yet returned (could be the beginning of a stop string).
+    held: String,
+    finished: Option<FinishReason>,
+}
+
+pub struct Engine {
+    pub model: Model,
+    pub tokenizer: Option<Tokenizer>,
+    pub precision: Precision,
+    state: State,
+    /// The tokens `state` holds, positions 0..n_past.
+    tokens: Vec<u32>,
+    snapshots: Vec<Snapshot>,
+    scratch: crate::model::Scratch,
+    gen: Option<Generation>,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineError {
+    /// No request in progress.
+    Idle,
+    /// Prompt + max_tokens do not fit in the context.
+    ContextFull { needed: usize, n_ctx: usize },
+    Model(String),
+    Input(String),
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineError::Idle => f.write_str("no generation in progress"),
+            EngineError::ContextFull { needed, n_ctx } => {
+                write!(f, "the prompt needs {needed} tokens but the context holds {n_ctx}")
+            }
+            EngineError::Model(s) | EngineError::Input(s) => f.write_str(s),
+        }
+    }
+}
+impl std::error::Error for EngineError {}
+
+impl Engine {
+    pub fn new(model: Model, tokenizer: Option<Tokenizer>, n_ctx: usize) -> Engine {
+        let n_ctx = n_ctx.clamp(1, model.config.context_length.max(1));
+        let state = model.new_state(n_ctx);
+        Engine {
+            model,
+            tokenizer,
+            precision: Precision::Fast,
+            state,
+            tokens: Vec::new(),
+            snapshots: Vec::new(),
+            scratch: Default::default(),
+            gen: None,
+            usage: Usage::default(),
+        }
+    }
+
+    pub fn n_ctx(&self) -> usize {
+        self.state.n_ctx
+    }
+
+    /// Starts a request. Returns how many prompt tokens were reused from a snapshot.
+    pub fn begin(&mut self, prompt: &[u32], params: GenParams) -> Result<usize, EngineError> {
+        if prompt.is_empty() {
+            return Err(EngineError::Input("the prompt is empty".into()));
+        }
+        let n_ctx = self.state.n_ctx;
+        if prompt.len() + 1 > n_ctx {
+            return Err(EngineError::ContextFull { needed: prompt.len() + 1, n_ctx });
+        }
+        if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= self.model.config.n_vocab) {
+            return Err(EngineError::Input(format!("token id {bad} is out of range")));
+        }
+        // The longest snapshot that is a strict prefix of the prompt and of what the state holds
+        // (at least one prompt token must run to produce logits).
+        let common = self.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        let limit = common.min(prompt.len() - 1);
+        self.snapshots.retain(|s| s.n_past <= common);
+        let reuse = self.snapshots.iter().filter(|s| s.n_past <= limit).max_by_key(|s| s.n_past).cloned();
+        match &reuse {
+            Some(s) => self.state.restore(s),
+            None => self.state.clear(),
+        }
+        let start = self.state.n_past;
+        self.tokens.truncate(start);
+        let mut sampler = Sampler::new(params.sampler.clone());
+        prompt.iter().for_each(|&t| sampler.accept(t));
+        self.usage = Usage { prompt_tokens: prompt.len(), cached_tokens: start, completion_tokens: 0 };
+        self.gen = Some(Generation {
+            params,
+            sampler,
+            queue: prompt[start..].to_vec(),
+            logits: Vec::new(),
+            decoder: StreamDecoder::new(false),
+            held: String::new(),
+            finished: None,
+        });
+        Ok(start)
+    }
+
+    /// Runs up to `max` queued prompt tokens. Returns the number still queued (0 = ready).
+    pub fn prefill(&mut self, max: usize) -> Result<usize, EngineError> {
+        let gen = self.gen.as_mut().ok_or(EngineError::Idle)?;
+        if gen.queue.is_empty() {
+            return Ok(0);
+        }
+        let n = max.max(1).min(gen.queue.len());
+        let chunk: Vec<u32> = gen.queue.drain(..n).collect();
+        let want = if gen.queue.is_empty() { Logits::Last } else { Logits::None };
+        let out = self
+            .model
+            .forward(&mut self.state, &chunk, want, self.precision, &mut self.scratch)
+            .map_err(|e| EngineError::Model(e.to_string()))?;
+        self.tokens.extend_from_slice(&chunk);
+        let left = gen.queue.len();
+        if left == 0 {
+            gen.logits = out;
+            self.push_snapshot();
+        }
+        Ok(left)
+    }
+
+    /// Samples and runs one token. `None` when the generation has finished (see [`Engine::finish_reason`]).
+    pub fn step(&mut self) -> Result<Option<Piece>, EngineError> {
+        if !self.gen.as_ref().ok_or(EngineError::Idle)?.queue.is_empty() {
+            self.prefill(usize::MAX)?;
+        }
+        let n_ctx = self.state.n_ctx;
+        let eog: Vec<u32> = self.tokenizer.as_ref().map(|t| t.eog_ids().to_vec()).unwrap_or_default();
+        let gen = self.gen.as_mut().ok_or(EngineError::Idle)?;
+        if gen.finished.is_some() {
+            return Ok(None);
+        }
+        if self.usage.completion_tokens >= gen.params.max_tokens {
+            gen.finished = Some(FinishReason::Length);
+            return Ok(None);
+        }
+        let tok = gen.sampler.sample(&mut gen.logits);
+        if !gen.params.ignore_eos && eog.contains(&tok) {
+            gen.finished = Some(FinishReason::Stop);
+            return Ok(None);
+        }
+        gen.sampler.accept(tok);
+        self.usage.completion_tokens += 1;
+        let mut text = match &self.tokenizer {
+            Some(t) => gen.decoder.push(t, tok),
+            None => String::new(),
+        };
+        // Stop strings: cut at the first one; hold back a tail that could start one.
+        if !gen.params.stop.is_empty() {
+            gen.held.push_str(&text);
+            if let Some(pos) = gen.params.stop.iter().filter_map(|s| gen.held.find(s.as_str())).min() {
+                text = gen.held[..pos].to_string();
+                gen.held.clear();
+                let piece = Piece { token: tok, text };
+                gen.finished = Some(FinishReason::Stop);
+                return Ok(Some(piece));
+            }
+            let keep = gen.params.stop.iter().map(|s| partial_suffix(&gen.held, s)).max().unwrap_or(0);
+            let cut = gen.held.len() - keep;
+            text = gen.held[..cut].to_string();
+            gen.held.drain(..cut);
+        }
+        // Run the token unless this was the last one allowed (its logits would be unused).
+        let last = self.usage.completion_tokens >= gen.params.max_tokens || self.state.n_past + 1 >= n_ctx;
+        if last {
+            gen.finished = Some(FinishReason::Length);
+        } else {
+            gen.logits = self
+                .model
+                .forward(&mut self.state, &[tok], Logits::Last, self.precision, &mut self.scratch)
+                .map_err(|e| EngineError::Model(e.to_string()))?;
+            self.tokens.push(tok);
+        }
+        Ok(Some(Piece { token: tok, text }))
+    }
+
+    /// Text still held back at the end (partial UTF-8 or a stop-string prefix that never completed).
+    pub fn flush(&mut self) -> String {
+        let Some(gen) = self.gen.as_mut() else { return String::new() };
+        let mut s = std::mem::take(&mut gen.held);
+        if gen.finished != Some(FinishReason::Stop) || gen.params.stop.is_empty() {
+            s.push_str(&gen.decoder.flush());
+        }
+        s
+    }
+
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        self.gen.as_ref().and_then(|g| g.finished)
+    }
+
+    /// Ends the request (normally or aborted), keeping a snapshot for the next one.
+    pub fn end_request(&mut self) {
+        if self.gen.take().is_some() && self.state.n_past > 0 {
+            self.push_snapshot();
+        }
+    }
+
+    fn push_snapshot(&mut self) {
+        let n = self.state.n_past;
+        if self.snapshots.iter().any(|s| s.n_past == n) {
+            return;
+        }
+        if self.snapshots.len() >= MAX_SNAPSHOTS {
+            self.snapshots.remove(0);
+        }
+        self.snapshots.push(self.state.snapshot());
+    }
+
+    /// Forgets the conversation state and snapshots.
+    pub fn reset(&mut self) {
+        self.gen = None;
+        self.snapshots.clear();
+        self.tokens.clear();
+        self.state.clear();
+    }
+}
+
+/// Length of the longest suffix of `text` that is a proper prefix of `stop`.
+fn partial_suffix(text: &str, stop: &str) -> usize {
+    (1..stop.len().min(text.len() + 1))
+        .rev()
+        .find(|&k| stop.is_char_boundary(k) && text.is_char_boundary(text.len() - k) && text.ends_with(&stop[..k]))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partial_suffix;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn partial_stop_suffix() {
+        assert_eq!(partial_suffix("hello wor", "world"), 3);
+        assert_eq!(partial_suffix("hello", "world"), 0);
+        assert_eq!(partial_suffix("abc", "c"), 0); // a full match is found by `find`, not held
+        assert_eq!(partial_suffix("été", "été!"), "été".len());
+    }
+}

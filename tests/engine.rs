@@ -1,0 +1,88 @@
+//! The engine: generation steps, prefix reuse through snapshots, aborts, limits.
+#![cfg(not(target_arch = "wasm32"))]
+
+use clef_web::engine::{Engine, FinishReason, GenParams};
+use clef_web::model::Model;
+use clef_web::sampler::SamplerParams;
+use std::path::Path;
+
+fn engine() -> Engine {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/qwen35-tiny/A-F32.gguf");
+    let bytes = std::fs::read(p).unwrap();
+    let h = clef_web::gguf::parse_header(&bytes, Some(bytes.len() as u64)).unwrap();
+    let tok = clef_web::tokenizer::Tokenizer::from_gguf(&h).ok();
+    Engine::new(Model::from_bytes(&bytes).unwrap(), tok, 256)
+}
+
+fn greedy(n: usize) -> GenParams {
+    GenParams { sampler: SamplerParams::greedy(), max_tokens: n, ignore_eos: true, ..Default::default() }
+}
+
+fn run(e: &mut Engine, prompt: &[u32], p: GenParams) -> Vec<u32> {
+    e.begin(prompt, p).unwrap();
+    while e.prefill(4).unwrap() > 0 {}
+    let mut out = Vec::new();
+    while let Some(piece) = e.step().unwrap() {
+        out.push(piece.token);
+    }
+    e.end_request();
+    out
+}
+
+const P0: [u32; 18] = [8001, 846, 198, 3710, 369, 279, 6511, 314, 2776, 663, 30, 8002, 198, 8001, 389, 375, 505, 198];
+const GREEDY0: [u32; 16] = [6726, 7291, 501, 376, 2364, 6359, 390, 5592, 6177, 7432, 2922, 6829, 6072, 6146, 749, 7987];
+
+#[test]
+fn greedy_matches_llama_cpp_in_chunks() {
+    let mut e = engine();
+    assert_eq!(run(&mut e, &P0, greedy(16)), GREEDY0);
+    assert_eq!(e.finish_reason(), None); // request ended
+    assert_eq!(e.usage.completion_tokens, 16);
+}
+
+#[test]
+fn follow_up_reuses_the_prefix_and_gives_identical_tokens() {
+    let mut e = engine();
+    let first = run(&mut e, &P0, greedy(6));
+    // Follow-up: previous prompt + reply + more tokens.
+    let mut p2 = P0.to_vec();
+    p2.extend(&first);
+    p2.extend([8002, 198, 8001, 846, 198, 2776]);
+    let cached = e.begin(&p2, greedy(8)).unwrap();
+    assert_eq!(cached, P0.len() + first.len() - 1, "the end-of-generation snapshot is reused");
+    e.end_request();
+    let again = run(&mut e, &p2, greedy(8));
+    let mut fresh = engine();
+    assert_eq!(again, run(&mut fresh, &p2, greedy(8)), "reused prefix must not change the output");
+    // A diverging prompt falls back to an earlier snapshot or a fresh state, still correct.
+    let mut p3 = P0[..10].to_vec();
+    p3.extend([100, 200, 300]);
+    let a = run(&mut e, &p3, greedy(5));
+    let mut fresh = engine();
+    assert_eq!(a, run(&mut fresh, &p3, greedy(5)));
+}
+
+#[test]
+fn abort_mid_generation_leaves_a_usable_engine() {
+    let mut e = engine();
+    e.begin(&P0, greedy(16)).unwrap();
+    e.prefill(5).unwrap(); // abort in the middle of the prompt
+    e.end_request();
+    e.begin(&P0, greedy(3)).unwrap();
+    e.step().unwrap();
+    e.end_request(); // abort after one token
+    assert_eq!(run(&mut e, &P0, greedy(16)), GREEDY0);
+}
+
+#[test]
+fn limits() {
+    let mut e = engine();
+    assert!(e.begin(&[], greedy(1)).is_err());
+    assert!(e.begin(&vec![1; 300], greedy(1)).is_err());
+    assert!(e.step().is_err()); // no request
+    let out = run(&mut e, &P0, greedy(2));
+    assert_eq!(out.len(), 2);
+    e.begin(&P0, greedy(2)).unwrap();
+    while e.step().unwrap().is_some() {}
+    assert_eq!(e.finish_reason(), Some(FinishReason::Length));
+}
