@@ -11,6 +11,7 @@
 //! clef bench-kernels [--json] [--type T] [--ms MS]
 //! ```
 
+use crate::chat::{simple_messages, ChatInput, ChatTemplate};
 use crate::gguf::Header;
 use crate::json;
 use crate::loader::{self, ByteSource};
@@ -208,11 +209,15 @@ fn tokenize(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     Ok(())
 }
 
-/// ChatML for one user turn, as the Qwen3.5 template renders it (thinking on unless `no_think`).
-pub fn chatml_prompt(user: &str, no_think: bool) -> String {
-    let mut s = format!("<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n");
-    s.push_str(if no_think { "<think>\n\n</think>\n\n" } else { "<think>\n" });
-    s
+/// One user turn rendered with the file's chat template (built-in ChatML if it has none).
+pub fn chat_prompt(h: &Header, user: &str, no_think: bool) -> Result<String, String> {
+    let t = ChatTemplate::new(h.get_str("tokenizer.chat_template"))?;
+    t.render(&ChatInput {
+        messages: simple_messages(&[("user", user)]),
+        add_generation_prompt: true,
+        enable_thinking: Some(!no_think),
+        ..Default::default()
+    })
 }
 
 fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
@@ -239,7 +244,7 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         (None, Some(text)) => {
             let tok = tok.as_ref().map_err(|e| format!("cannot tokenize the prompt: {e}"))?;
             if a.flag("chat") {
-                tok.encode(&chatml_prompt(text, a.flag("no-think")), true)
+                tok.encode(&chat_prompt(&h, text, a.flag("no-think"))?, true)
             } else {
                 tok.encode(text, false)
             }

@@ -19,3 +19,4 @@ pub mod sampler;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 pub mod engine;
+pub mod chat;

@@ -104,3 +104,18 @@ test('bench-kernels --json lists every quantized type with SIMD and scalar figur
   }
   for (const k of out.kernels) assert.ok(k.simd_gbps > 0 && k.scalar_gbps > 0, JSON.stringify(k));
 });
+
+test('tokenize in wasm: every fixture string gives the Hugging Face ids (specials parsed) and llama.cpp ids (not parsed)', () => {
+  const vocab = join(root, '..', 'shared', 'fixtures', 'tokenizer', 'qwen35-vocab.gguf');
+  const { cases } = json(join(root, '..', 'shared', 'fixtures', 'tokenizer', 'tokenizer_fixtures.json'));
+  assert.ok(cases.length >= 60);
+  for (const c of cases) {
+    const text = Buffer.from(c.utf8_hex, 'hex').toString('utf8');
+    const hf = JSON.parse(clef('tokenize', '--model', vocab, '--text', text, '--special')).ids;
+    assert.deepEqual(hf, c.hf, `special: ${JSON.stringify(text)}`);
+    const plain = JSON.parse(clef('tokenize', '--model', vocab, '--text', text)).ids;
+    // With specials off, llama.cpp differs from HF only where NFC changes the text.
+    const want = c.nfc_changes_text ? c.hf : c.llama_no_parse_special;
+    assert.deepEqual(plain, want, `plain: ${JSON.stringify(text)}`);
+  }
+});
