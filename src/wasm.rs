@@ -63,3 +63,388 @@ impl Host for JsHost {
 pub fn run_cli(args: Vec<String>, host: CliHost) -> Result<(), JsValue> {
     cli::run(&args, &mut JsHost(host)).map_err(|e| JsValue::from_str(&e))
 }
+
+// ---------------------------------------------------------------------------------------------
+// The browser engine API (used by the Web Worker in www/src/worker.ts).
+//
+//   const info = parseHeader(prefix, fileSize)        // {status:'need', needed} | {status:'ok', …}
+//   const loader = new ModelLoader(prefix, fileSize)  // allocates the weight shards once
+//   for (const r of loader.plan()) { …write file bytes [r.fileOffset, +r.len) at loader.shardPtr(r.shard)…; loader.markFilled(r.shard) }
+//   const engine = loader.finish(nCtx)                // WasmEngine
+//
+// Errors are JS `Error`s with a `code`: need_more, bad_gguf, wrong_architecture, unsupported_type,
+// out_of_memory, context_full, bad_request, template, internal.
+
+use crate::chat::{ChatInput, ChatTemplate};
+use crate::engine::{Engine, EngineError, GenParams};
+use crate::gguf::{GgufError, Header};
+use crate::model::{Config, Model, ModelError};
+use crate::sampler::SamplerParams;
+use crate::tokenizer::Tokenizer;
+use crate::weights::{StoreError, WeightStore};
+use js_sys::{Array, Object, Reflect};
+
+fn err(code: &str, msg: impl std::fmt::Display) -> JsValue {
+    let e = js_sys::Error::new(&msg.to_string());
+    let _ = Reflect::set(&e, &"code".into(), &code.into());
+    e.into()
+}
+
+fn model_err(e: &ModelError) -> JsValue {
+    let code = match e {
+        ModelError::Gguf(GgufError::NeedMore { .. }) => "need_more",
+        ModelError::Gguf(GgufError::WrongArchitecture { .. }) => "wrong_architecture",
+        ModelError::Gguf(GgufError::UnknownTensorType { .. }) => "unsupported_type",
+        ModelError::Tensor(s) if s.contains("cannot run") => "unsupported_type",
+        ModelError::Store(StoreError::OutOfMemory { .. }) => "out_of_memory",
+        ModelError::Input(_) => "bad_request",
+        _ => "bad_gguf",
+    };
+    err(code, e)
+}
+
+fn engine_err(e: EngineError) -> JsValue {
+    let code = match e {
+        EngineError::ContextFull { .. } => "context_full",
+        EngineError::Input(_) | EngineError::Idle => "bad_request",
+        EngineError::Model(_) => "internal",
+    };
+    err(code, e)
+}
+
+fn set(o: &Object, k: &str, v: impl Into<JsValue>) {
+    let _ = Reflect::set(o, &k.into(), &v.into());
+}
+
+fn get(o: &JsValue, k: &str) -> Option<JsValue> {
+    Reflect::get(o, &k.into()).ok().filter(|v| !v.is_undefined() && !v.is_null())
+}
+
+fn get_f64(o: &JsValue, k: &str) -> Option<f64> {
+    get(o, k).and_then(|v| v.as_f64())
+}
+
+/// What a page needs to know about a model before downloading its weights.
+fn header_info(h: &Header, cfg: &Config) -> Object {
+    let o = Object::new();
+    set(&o, "status", "ok");
+    set(&o, "architecture", cfg.arch.as_str());
+    set(&o, "name", h.get_str("general.name").unwrap_or(""));
+    set(&o, "fileType", h.get_u64("general.file_type").map(|v| v as f64).unwrap_or(-1.0));
+    set(&o, "fileSize", h.file_size() as f64);
+    set(&o, "dataOffset", h.data_offset as f64);
+    set(&o, "tensorCount", h.tensors.len() as f64);
+    set(&o, "weightBytes", h.tensors.iter().map(|t| t.size).sum::<u64>() as f64);
+    let (state, kv) = cfg.state_bytes();
+    set(&o, "stateBytes", state as f64);
+    set(&o, "kvBytesPerToken", kv as f64);
+    set(&o, "contextLength", cfg.context_length as f64);
+    set(&o, "nVocab", cfg.n_vocab as f64);
+    set(&o, "nLayer", cfg.n_layer as f64);
+    set(&o, "nEmbd", cfg.n_embd as f64);
+    let unsupported: Array = h
+        .tensors
+        .iter()
+        .filter(|t| !crate::quant::is_supported(t.ty))
+        .map(|t| JsValue::from(format!("{} ({})", t.name, t.ty)))
+        .collect();
+    set(&o, "unsupported", unsupported);
+    if let Some(t) = h.get_str("tokenizer.chat_template") {
+        set(&o, "chatTemplate", t);
+    }
+    o
+}
+
+/// Parses a GGUF header from the first bytes of a file.
+/// Returns `{status: 'need', needed}` when `prefix` is too short, else `{status: 'ok', …info}`.
+#[wasm_bindgen(js_name = parseHeader)]
+pub fn parse_header(prefix: &[u8], file_size: f64) -> Result<JsValue, JsValue> {
+    match crate::gguf::parse_header(prefix, Some(file_size as u64)) {
+        Err(GgufError::NeedMore { needed }) => {
+            let o = Object::new();
+            set(&o, "status", "need");
+            set(&o, "needed", needed as f64);
+            Ok(o.into())
+        }
+        Err(e) => Err(model_err(&ModelError::Gguf(e))),
+        Ok(h) => {
+            let cfg = Config::from_header(&h).map_err(|e| model_err(&e))?;
+            Ok(header_info(&h, &cfg).into())
+        }
+    }
+}
+
+/// The wasm linear memory (for writing downloaded bytes straight into the weight shards).
+#[wasm_bindgen(js_name = wasmMemory)]
+pub fn wasm_memory() -> JsValue {
+    wasm_bindgen::memory()
+}
+
+/// Allocates a model's weight shards and tells the page which file bytes go where.
+#[wasm_bindgen]
+pub struct ModelLoader {
+    header: Header,
+    config: Config,
+    store: Option<WeightStore>,
+}
+
+#[wasm_bindgen]
+impl ModelLoader {
+    /// `prefix` must hold the whole header (see `parseHeader`). Throws `out_of_memory` if the
+    /// weights cannot be allocated here.
+    #[wasm_bindgen(constructor)]
+    pub fn new(prefix: &[u8], file_size: f64) -> Result<ModelLoader, JsValue> {
+        let header = crate::gguf::parse_header(prefix, Some(file_size as u64)).map_err(|e| model_err(&ModelError::Gguf(e)))?;
+        let (config, store) = Model::allocate(&header).map_err(|e| model_err(&e))?;
+        Ok(ModelLoader { header, config, store: Some(store) })
+    }
+
+    pub fn info(&self) -> JsValue {
+        header_info(&self.header, &self.config).into()
+    }
+
+    /// `[{shard, fileOffset, len}]`: copy file bytes `[fileOffset, fileOffset+len)` to `shardPtr(shard)`.
+    pub fn plan(&self) -> Array {
+        let store = self.store.as_ref().expect("loader already finished");
+        store
+            .plan()
+            .iter()
+            .map(|r| {
+                let o = Object::new();
+                set(&o, "shard", r.shard as u32);
+                set(&o, "fileOffset", r.file_offset as f64);
+                set(&o, "len", r.len as f64);
+                JsValue::from(o)
+            })
+            .collect()
+    }
+
+    /// Address of shard `i` in wasm memory.
+    #[wasm_bindgen(js_name = shardPtr)]
+    pub fn shard_ptr(&mut self, i: usize) -> u32 {
+        let store = self.store.as_mut().expect("loader already finished");
+        store.shard_mut(i).as_mut_ptr() as u32
+    }
+
+    #[wasm_bindgen(js_name = markFilled)]
+    pub fn mark_filled(&mut self, i: usize) {
+        if let Some(s) = self.store.as_mut() {
+            s.mark_filled(i);
+        }
+    }
+
+    /// Builds the engine (checks every tensor). `n_ctx` = context length to allocate for.
+    pub fn finish(&mut self, n_ctx: usize) -> Result<WasmEngine, JsValue> {
+        let store = self.store.take().ok_or_else(|| err("bad_request", "loader already finished"))?;
+        let model = Model::from_store(self.config.clone(), store).map_err(|e| model_err(&e))?;
+        let tokenizer = Tokenizer::from_gguf(&self.header).map_err(|e| err("bad_gguf", e))?;
+        let template = ChatTemplate::new(self.header.get_str("tokenizer.chat_template")).map_err(|e| err("template", e))?;
+        Ok(WasmEngine { engine: Engine::new(model, Some(tokenizer), n_ctx), template })
+    }
+}
+
+/// A loaded model with its conversation state.
+#[wasm_bindgen]
+pub struct WasmEngine {
+    engine: Engine,
+    template: ChatTemplate,
+}
+
+/// JS value → template value (objects, arrays, strings, numbers, booleans, null).
+fn to_template_value(v: &JsValue) -> minijinja::Value {
+    if let Some(s) = v.as_string() {
+        minijinja::Value::from(s)
+    } else if let Some(b) = v.as_bool() {
+        minijinja::Value::from(b)
+    } else if let Some(n) = v.as_f64() {
+        if n.fract() == 0.0 && n.abs() < 9e15 {
+            minijinja::Value::from(n as i64)
+        } else {
+            minijinja::Value::from(n)
+        }
+    } else if Array::is_array(v) {
+        minijinja::Value::from(Array::from(v).iter().map(|x| to_template_value(&x)).collect::<Vec<_>>())
+    } else if v.is_object() {
+        let mut m = std::collections::BTreeMap::new();
+        for e in Object::entries(&Object::from(v.clone())).iter() {
+            let pair = Array::from(&e);
+            if let Some(k) = pair.get(0).as_string() {
+                m.insert(k, to_template_value(&pair.get(1)));
+            }
+        }
+        minijinja::Value::from(m)
+    } else {
+        minijinja::Value::from(())
+    }
+}
+
+#[wasm_bindgen]
+impl WasmEngine {
+    #[wasm_bindgen(js_name = nCtx)]
+    pub fn n_ctx(&self) -> usize {
+        self.engine.n_ctx()
+    }
+
+    pub fn tokenize(&self, text: &str, special: bool) -> Vec<u32> {
+        self.engine.tokenizer.as_ref().map(|t| t.encode(text, special)).unwrap_or_default()
+    }
+
+    pub fn detokenize(&self, ids: &[u32], special: bool) -> String {
+        self.engine.tokenizer.as_ref().map(|t| t.decode(ids, special)).unwrap_or_default()
+    }
+
+    /// Renders the chat template. `options`: {addGenerationPrompt, enableThinking, tools}.
+    #[wasm_bindgen(js_name = applyChatTemplate)]
+    pub fn apply_chat_template(&self, messages: JsValue, options: JsValue) -> Result<String, JsValue> {
+        let tok = self.engine.tokenizer.as_ref();
+        let input = ChatInput {
+            messages: to_template_value(&messages),
+            tools: get(&options, "tools").map(|t| to_template_value(&t)),
+            add_generation_prompt: get(&options, "addGenerationPrompt").and_then(|v| v.as_bool()).unwrap_or(true),
+            enable_thinking: get(&options, "enableThinking").and_then(|v| v.as_bool()),
+            bos_token: tok.and_then(|t| t.bos()).and_then(|b| t_text(tok, b)).unwrap_or_default(),
+            eos_token: tok.and_then(|t| t.eos()).and_then(|b| t_text(tok, b)).unwrap_or_default(),
+        };
+        self.template.render(&input).map_err(|e| err("template", e))
+    }
+
+    /// Starts a request; returns how many prompt tokens were reused from the previous state.
+    /// `params`: {max_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
+    /// presence_penalty, frequency_penalty, seed, stop: string[], logit_bias: {id: bias}, ignore_eos}.
+    pub fn begin(&mut self, prompt: &[u32], params: JsValue) -> Result<usize, JsValue> {
+        let d = SamplerParams::default();
+        let f = |k: &str, def: f32| get_f64(&params, k).map(|v| v as f32).unwrap_or(def);
+        let mut logit_bias = Vec::new();
+        if let Some(lb) = get(&params, "logit_bias") {
+            for e in Object::entries(&Object::from(lb)).iter() {
+                let pair = Array::from(&e);
+                if let (Some(k), Some(v)) = (pair.get(0).as_string(), pair.get(1).as_f64()) {
+                    let id: u32 = k.parse().map_err(|_| err("bad_request", format!("logit_bias key '{k}' is not a token id")))?;
+                    logit_bias.push((id, v as f32));
+                }
+            }
+        }
+        let stop = match get(&params, "stop") {
+            Some(s) if s.is_string() => vec![s.as_string().unwrap()],
+            Some(s) if Array::is_array(&s) => Array::from(&s).iter().filter_map(|x| x.as_string()).collect(),
+            _ => Vec::new(),
+        };
+        let gp = GenParams {
+            sampler: SamplerParams {
+                temperature: f("temperature", 0.8),
+                top_k: get_f64(&params, "top_k").map(|v| v as usize).unwrap_or(d.top_k),
+                top_p: f("top_p", d.top_p),
+                min_p: f("min_p", d.min_p),
+                repetition_penalty: f("repetition_penalty", 1.0),
+                presence_penalty: f("presence_penalty", 0.0),
+                frequency_penalty: f("frequency_penalty", 0.0),
+                penalty_last_n: d.penalty_last_n,
+                logit_bias,
+                seed: get_f64(&params, "seed").map(|v| v as u64).unwrap_or(d.seed),
+            },
+            max_tokens: get_f64(&params, "max_tokens").map(|v| v as usize).unwrap_or(512),
+            stop,
+            ignore_eos: get(&params, "ignore_eos").and_then(|v| v.as_bool()).unwrap_or(false),
+        };
+        self.engine.begin(prompt, gp).map_err(engine_err)
+    }
+
+    /// Runs up to `max` prompt tokens; returns how many are still queued.
+    pub fn prefill(&mut self, max: usize) -> Result<usize, JsValue> {
+        self.engine.prefill(max).map_err(engine_err)
+    }
+
+    /// Generates one token: `{token, text}`, or `null` when finished (see `finishReason`).
+    pub fn step(&mut self) -> Result<JsValue, JsValue> {
+        match self.engine.step().map_err(engine_err)? {
+            None => Ok(JsValue::NULL),
+            Some(p) => {
+                let o = Object::new();
+                set(&o, "token", p.token);
+                set(&o, "text", p.text);
+                Ok(o.into())
+            }
+        }
+    }
+
+    /// Text held back at the end of a generation.
+    pub fn flush(&mut self) -> String {
+        self.engine.flush()
+    }
+
+    #[wasm_bindgen(js_name = finishReason)]
+    pub fn finish_reason(&self) -> Option<String> {
+        self.engine.finish_reason().map(|r| r.as_str().to_string())
+    }
+
+    /// Ends (or aborts) the current request, keeping its state for prefix reuse.
+    #[wasm_bindgen(js_name = endRequest)]
+    pub fn end_request(&mut self) {
+        self.engine.end_request();
+    }
+
+    /// `{prompt_tokens, cached_tokens, completion_tokens}` of the current / last request.
+    pub fn usage(&self) -> JsValue {
+        let u = self.engine.usage;
+        let o = Object::new();
+        set(&o, "prompt_tokens", u.prompt_tokens as f64);
+        set(&o, "cached_tokens", u.cached_tokens as f64);
+        set(&o, "completion_tokens", u.completion_tokens as f64);
+        o.into()
+    }
+
+    /// Forgets the conversation state.
+    pub fn reset(&mut self) {
+        self.engine.reset();
+    }
+
+    /// `fast` (int8 activations, default) or `exact` (f32).
+    #[wasm_bindgen(js_name = setPrecision)]
+    pub fn set_precision(&mut self, p: &str) -> Result<(), JsValue> {
+        self.engine.precision = crate::ops::Precision::parse(p).ok_or_else(|| err("bad_request", format!("unknown precision '{p}'")))?;
+        Ok(())
+    }
+}
+
+fn t_text(tok: Option<&Tokenizer>, id: u32) -> Option<String> {
+    tok.and_then(|t| t.token_text(id)).map(str::to_string)
+}
+
+/// Incremental SHA-256 (the Hub's LFS oid) over bytes already in wasm memory or passed in.
+#[wasm_bindgen]
+pub struct Sha256 {
+    h: sha2::Sha256,
+}
+
+#[wasm_bindgen]
+impl Sha256 {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Sha256 {
+        use sha2::Digest;
+        Sha256 { h: sha2::Sha256::new() }
+    }
+    pub fn update(&mut self, bytes: &[u8]) {
+        use sha2::Digest;
+        self.h.update(bytes);
+    }
+    /// Hashes `len` bytes of wasm memory at `ptr` (e.g. a filled part of a weight shard) without copying.
+    #[wasm_bindgen(js_name = updateFromMemory)]
+    pub fn update_from_memory(&mut self, ptr: u32, len: u32) {
+        use sha2::Digest;
+        // SAFETY: the caller passes a range inside a live allocation (a shard from ModelLoader).
+        let s = unsafe { std::slice::from_raw_parts(ptr as *const u8, len as usize) };
+        self.h.update(s);
+    }
+    /// Hex digest (consumes the state; create a new hasher to start over).
+    pub fn hex(&mut self) -> String {
+        use sha2::Digest;
+        let h = std::mem::take(&mut self.h);
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl Default for Sha256 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
