@@ -1,5 +1,453 @@
-//! (family file — kernels not written yet)
+//! Q1_0 and Q2_0: the upstream ggml 1-bit and 2-bit types (spec §5.2), both multiplied with Q8_0
+//! activations (one scale per 32 elements), so one Q1_0 block spans 4 activation blocks and one
+//! Q2_0 block spans 2.
+//!
+//! The smallest clef-flash files use these types for nearly every tensor, so the SIMD kernels here
+//! are the hot loop of those models (llama.cpp's wasm build runs both scalar). Per activation block
+//! k (activation sum `A_k` = `bsums[2k] + bsums[2k+1]`):
+//! * Q1_0: `Σ ±a = A_k − 2·C_k` with `C_k` the sum of the activations whose sign bit is clear.
+//!   The bits are broadcast to bytes with a tree of unpacks, turned into byte masks (and + eq 0),
+//!   the masked activations are summed pairwise to i16 — no multiplication at all.
+//! * Q2_0: `Σ (q−1)·a = Σ q·a − A_k`; the 2-bit codes are unpacked with shifts and masks and
+//!   multiplied with `i32x4.dot_i16x8_s` (see `simd::q2_block` for the cheap widening).
+//!
+//! Natively `vec_dot` is a scalar version of the same integer identities.
 
-use super::QuantKernels;
+use super::legacy::f16_bits_to_f32;
+use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8};
 
-pub static KERNELS: &[QuantKernels] = &[];
+pub static KERNELS: &[QuantKernels] = &[
+    QuantKernels {
+        ty: GgmlType::Q1_0,
+        dequantize: dequantize_q1_0,
+        vec_dot_ref: vec_dot_q1_0_ref,
+        vec_dot: vec_dot_q1_0,
+        decode_i8: decode_i8_q1_0,
+        sanitize: sanitize_d0,
+    },
+    QuantKernels {
+        ty: GgmlType::Q2_0,
+        dequantize: dequantize_q2_0,
+        vec_dot_ref: vec_dot_q2_0_ref,
+        vec_dot: vec_dot_q2_0,
+        decode_i8: decode_i8_q2_0,
+        sanitize: sanitize_d0,
+    },
+];
+
+/// Both types keep their only fp16 field, `d`, at offset 0.
+fn sanitize_d0(block: &mut [u8]) {
+    sanitize_f16(block, 0);
+}
+
+#[inline(always)]
+fn u16_at(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([b[off], b[off + 1]])
+}
+
+// =============================================================================================
+// Q1_0 — 128 elements in 18 bytes (1.125 bpw).
+//
+//   offset 0  : d       fp16
+//   offset 2  : qs[16]  sign bits, LSB first: element j is bit (j % 8) of qs[j / 8]
+//
+//   y[j] = bit ? +d : −d
+// =============================================================================================
+
+const Q1_0_BYTES: usize = 18;
+const Q1_0_ELEMS: usize = 128;
+
+fn dequantize_q1_0(row: &[u8], out: &mut [f32]) {
+    for (blk, y) in row.chunks_exact(Q1_0_BYTES).zip(out.chunks_exact_mut(Q1_0_ELEMS)) {
+        let d = f16_at(blk, 0);
+        for (j, yj) in y.iter_mut().enumerate() {
+            let bit = (blk[2 + j / 8] >> (j % 8)) & 1;
+            *yj = if bit != 0 { d } else { -d };
+        }
+    }
+}
+
+/// `Σ_i d_w,i · Σ_{k<4} d_a,k · Σ_{l<32} ±q_a` (spec §5.4).
+fn vec_dot_q1_0_ref(row: &[u8], act: Q8<'_>) -> f32 {
+    let mut sum = 0.0f32;
+    for (i, blk) in row.chunks_exact(Q1_0_BYTES).enumerate() {
+        let mut sblk = 0.0f32;
+        for k in 0..4 {
+            let mut isum = 0i32;
+            for l in 0..32 {
+                let j = 32 * k + l;
+                let a = act.qs[Q1_0_ELEMS * i + j] as i32;
+                isum += if (blk[2 + j / 8] >> (j % 8)) & 1 != 0 { a } else { -a };
+            }
+            sblk += act.d[4 * i + k] * isum as f32;
+        }
+        sum += f16_at(blk, 0) * sblk;
+    }
+    sum
+}
+
+fn decode_i8_q1_0(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
+    for (i, blk) in row.chunks_exact(Q1_0_BYTES).enumerate() {
+        let d = f16_at(blk, 0);
+        for j in 0..Q1_0_ELEMS {
+            q[Q1_0_ELEMS * i + j] = if (blk[2 + j / 8] >> (j % 8)) & 1 != 0 { 1 } else { -1 };
+        }
+        scale[8 * i..8 * i + 8].fill(d);
+        offset[8 * i..8 * i + 8].fill(0.0);
+    }
+}
+
+fn vec_dot_q1_0(row: &[u8], act: Q8<'_>) -> f32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        // SAFETY: simd128 is enabled for this build; lengths are checked inside.
+        return unsafe { simd::vec_dot_q1_0(row, act) };
+    }
+    #[allow(unreachable_code)]
+    vec_dot_q1_0_native(row, act)
+}
+
+/// Native fallback: the same `A_k − 2·C_k` form as the SIMD kernel, scalar.
+#[allow(dead_code)]
+fn vec_dot_q1_0_native(row: &[u8], act: Q8<'_>) -> f32 {
+    let nb = row.len() / Q1_0_BYTES;
+    assert!(act.qs.len() >= nb * Q1_0_ELEMS && act.d.len() >= 4 * nb && act.bsums.len() >= 8 * nb);
+    let mut sum = 0.0f32;
+    for (i, blk) in row.chunks_exact(Q1_0_BYTES).enumerate() {
+        let a = &act.qs[Q1_0_ELEMS * i..Q1_0_ELEMS * (i + 1)];
+        let mut sblk = 0.0f32;
+        for k in 0..4 {
+            let mut clear = 0i32;
+            for (l, &al) in a[32 * k..32 * k + 32].iter().enumerate() {
+                let bits = blk[2 + 4 * k + l / 8];
+                clear += (1 - ((bits >> (l % 8)) & 1) as i32) * al as i32;
+            }
+            let all = act.bsums[8 * i + 2 * k] as i32 + act.bsums[8 * i + 2 * k + 1] as i32;
+            sblk += act.d[4 * i + k] * (all - 2 * clear) as f32;
+        }
+        sum += f16_bits_to_f32(u16_at(blk, 0)) * sblk;
+    }
+    sum
+}
+
+// =============================================================================================
+// Q2_0 — 64 elements in 18 bytes (2.25 bpw).
+//
+//   offset 0  : d       fp16
+//   offset 2  : qs[16]  2-bit codes: element j is bits 2·(j % 4) .. 2·(j % 4)+1 of qs[j / 4]
+//
+//   y[j] = (q − 1) · d,  q ∈ {0,1,2,3}  ⇒  {−1, 0, +1, +2} · d
+// =============================================================================================
+
+const Q2_0_BYTES: usize = 18;
+const Q2_0_ELEMS: usize = 64;
+
+#[inline(always)]
+fn q2_0_code(blk: &[u8], j: usize) -> i32 {
+    ((blk[2 + j / 4] >> (2 * (j % 4))) & 3) as i32
+}
+
+fn dequantize_q2_0(row: &[u8], out: &mut [f32]) {
+    for (blk, y) in row.chunks_exact(Q2_0_BYTES).zip(out.chunks_exact_mut(Q2_0_ELEMS)) {
+        let d = f16_at(blk, 0);
+        for (j, yj) in y.iter_mut().enumerate() {
+            *yj = (q2_0_code(blk, j) - 1) as f32 * d;
+        }
+    }
+}
+
+/// `Σ_i d_w,i · Σ_{k<2} d_a,k · Σ_{l<32} (q_w − 1)·q_a` (spec §5.4).
+fn vec_dot_q2_0_ref(row: &[u8], act: Q8<'_>) -> f32 {
+    let mut sum = 0.0f32;
+    for (i, blk) in row.chunks_exact(Q2_0_BYTES).enumerate() {
+        let mut sblk = 0.0f32;
+        for k in 0..2 {
+            let mut isum = 0i32;
+            for l in 0..32 {
+                let j = 32 * k + l;
+                isum += (q2_0_code(blk, j) - 1) * act.qs[Q2_0_ELEMS * i + j] as i32;
+            }
+            sblk += act.d[2 * i + k] * isum as f32;
+        }
+        sum += f16_at(blk, 0) * sblk;
+    }
+    sum
+}
+
+fn decode_i8_q2_0(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
+    for (i, blk) in row.chunks_exact(Q2_0_BYTES).enumerate() {
+        let d = f16_at(blk, 0);
+        for j in 0..Q2_0_ELEMS {
+            q[Q2_0_ELEMS * i + j] = (q2_0_code(blk, j) - 1) as i8;
+        }
+        scale[4 * i..4 * i + 4].fill(d);
+        offset[4 * i..4 * i + 4].fill(0.0);
+    }
+}
+
+fn vec_dot_q2_0(row: &[u8], act: Q8<'_>) -> f32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        // SAFETY: simd128 is enabled for this build; lengths are checked inside.
+        return unsafe { simd::vec_dot_q2_0(row, act) };
+    }
+    #[allow(unreachable_code)]
+    vec_dot_q2_0_native(row, act)
+}
+
+/// Native fallback: `Σ q·a − Σ a` per activation block, scalar.
+#[allow(dead_code)]
+fn vec_dot_q2_0_native(row: &[u8], act: Q8<'_>) -> f32 {
+    let nb = row.len() / Q2_0_BYTES;
+    assert!(act.qs.len() >= nb * Q2_0_ELEMS && act.d.len() >= 2 * nb && act.bsums.len() >= 4 * nb);
+    let mut sum = 0.0f32;
+    for (i, blk) in row.chunks_exact(Q2_0_BYTES).enumerate() {
+        let a = &act.qs[Q2_0_ELEMS * i..Q2_0_ELEMS * (i + 1)];
+        let mut sblk = 0.0f32;
+        for k in 0..2 {
+            let mut qa = 0i32;
+            for (l, &al) in a[32 * k..32 * k + 32].iter().enumerate() {
+                qa += q2_0_code(blk, 32 * k + l) * al as i32;
+            }
+            let all = act.bsums[4 * i + 2 * k] as i32 + act.bsums[4 * i + 2 * k + 1] as i32;
+            sblk += act.d[2 * i + k] * (qa - all) as f32;
+        }
+        sum += f16_bits_to_f32(u16_at(blk, 0)) * sblk;
+    }
+    sum
+}
+
+// =============================================================================================
+// SIMD128 kernels.
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd {
+    //! What V8 (the engine these kernels are tuned for; measured on x64) does with them shaped the
+    //! code: a constant `i8x16.shuffle` that is not an unpack / `pshufd`-like pattern costs ~5
+    //! instructions (its pshufb mask is rebuilt through general registers at every use), so bytes
+    //! are broadcast with trees of unpacks (1 instruction each); `i8x16.ne` costs 3, so masks come
+    //! from `eq 0` (sums over *clear* bits); and V8 schedules every load of a loop iteration first,
+    //! spilling what does not fit in 16 registers, so `fence` (a volatile store) splits the work
+    //! into chunks whose loads stay in registers (measured +8 % for Q1_0 and Q2_0, +40 % for Q8_0).
+    use super::super::legacy::simd::{f16x4_to_f32x4, fence, hsum4_i32x4};
+    use super::super::simd::hsum_f32;
+    use super::{Q1_0_BYTES, Q1_0_ELEMS, Q2_0_BYTES, Q2_0_ELEMS, Q8};
+    use core::arch::wasm32::*;
+
+    /// Lane i tests bit (i % 8) of the byte broadcast into it.
+    const BIT_OF_LANE: v128 = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+
+    /// Byte-interleaves `x` with itself: lo = [x0,x0,x1,x1,…,x7,x7], hi = the same for x8..x15.
+    #[inline(always)]
+    fn dup8(x: v128) -> (v128, v128) {
+        (
+            i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(x, x),
+            i8x16_shuffle::<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>(x, x),
+        )
+    }
+
+    /// Same with 16-bit lanes: lo = [x0,x0,x1,x1,x2,x2,x3,x3], hi = x4..x7.
+    #[inline(always)]
+    fn dup16(x: v128) -> (v128, v128) {
+        (
+            i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(x, x),
+            i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(x, x),
+        )
+    }
+
+    /// Same with 32-bit lanes.
+    #[inline(always)]
+    fn dup32(x: v128) -> (v128, v128) {
+        (i32x4_shuffle::<0, 4, 1, 5>(x, x), i32x4_shuffle::<2, 6, 3, 7>(x, x))
+    }
+
+    /// Four i16x8 vectors → `[Σp0, Σp1, Σp2, Σp3]` as i32x4 (each sum must fit in i16).
+    #[inline(always)]
+    fn hsum4_i16x8(p0: v128, p1: v128, p2: v128, p3: v128) -> v128 {
+        // [p0 (0+4), p0 (1+5), p1 (0+4), p1 (1+5), p0 (2+6), p0 (3+7), p1 (2+6), p1 (3+7)]
+        let t01 = i16x8_add(i32x4_shuffle::<0, 4, 1, 5>(p0, p1), i32x4_shuffle::<2, 6, 3, 7>(p0, p1));
+        let t23 = i16x8_add(i32x4_shuffle::<0, 4, 1, 5>(p2, p3), i32x4_shuffle::<2, 6, 3, 7>(p2, p3));
+        // [p0 a, p0 b, p1 a, p1 b, p2 a, p2 b, p3 a, p3 b]
+        let r = i16x8_add(i64x2_shuffle::<0, 2>(t01, t23), i64x2_shuffle::<1, 3>(t01, t23));
+        i32x4_extadd_pairwise_i16x8(r)
+    }
+
+    /// Σ of the activations at `a` whose weight bit is clear, pairwise in i16; `sel` holds the
+    /// two sign bytes of these 16 elements, each broadcast over 8 lanes.
+    ///
+    /// # Safety
+    /// `a..a+16` must be readable.
+    #[inline(always)]
+    unsafe fn q1_clear(sel: v128, a: *const i8, zero: v128) -> v128 {
+        let clear = i8x16_eq(v128_and(sel, BIT_OF_LANE), zero);
+        i16x8_extadd_pairwise_i8x16(v128_and(clear, v128_load(a as *const v128)))
+    }
+
+    /// `[C0, C1, C2, C3]`: for each 32-element activation block of one Q1_0 block, the sum of
+    /// the activations whose weight bit is clear.
+    ///
+    /// # Safety
+    /// `blk..blk+18` and `a..a+128` must be readable.
+    #[inline(always)]
+    unsafe fn q1_block(blk: *const u8, a: *const i8, zero: v128) -> v128 {
+        // Broadcast tree: s[v] = [byte 2v × 8, byte 2v+1 × 8] for the 16 elements 16v..16v+16.
+        let (u0, u1) = dup8(v128_load(blk.add(2) as *const v128));
+        let (w0, w1) = dup16(u0);
+        let (w2, w3) = dup16(u1);
+        let (s0, s1) = dup32(w0);
+        let (s2, s3) = dup32(w1);
+        let (s4, s5) = dup32(w2);
+        let (s6, s7) = dup32(w3);
+        let c0 = i16x8_add(q1_clear(s0, a, zero), q1_clear(s1, a.add(16), zero));
+        let c1 = fence(i16x8_add(q1_clear(s2, a.add(32), zero), q1_clear(s3, a.add(48), zero)));
+        let c2 = i16x8_add(q1_clear(s4, a.add(64), zero), q1_clear(s5, a.add(80), zero));
+        let c3 = i16x8_add(q1_clear(s6, a.add(96), zero), q1_clear(s7, a.add(112), zero));
+        hsum4_i16x8(c0, c1, c2, c3)
+    }
+
+    /// Q1_0 · Q8_0. Per 32-element activation block k with activation sum `A_k` and `C_k` = Σ of
+    /// the activations under clear bits: `Σ ±a = A_k − 2·C_k`; the block's value is
+    /// `d_w · Σ_k d_a,k · (A_k − 2·C_k)`. Two blocks per step share the fp16 conversion.
+    ///
+    /// # Safety
+    /// Requires simd128. Slice lengths are checked before any unchecked load.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q1_0(row: &[u8], act: Q8<'_>) -> f32 {
+        let nb = row.len() / Q1_0_BYTES;
+        assert!(row.len() == nb * Q1_0_BYTES);
+        assert!(act.qs.len() >= nb * Q1_0_ELEMS && act.d.len() >= 4 * nb && act.bsums.len() >= 8 * nb);
+        let zero = i8x16_splat(0);
+        let mut acc = f32x4_splat(0.0);
+        // The f32 update of block i (activation sums, scales) given its clear sums.
+        let update = |acc: v128, i: usize, clear: v128, dw: v128| {
+            // SAFETY: d 4i..4i+4 and bsums 8i..8i+8 are in bounds for every block i < nb.
+            let all = i32x4_extadd_pairwise_i16x8(v128_load(act.bsums.as_ptr().add(8 * i) as *const v128));
+            let da = v128_load(act.d.as_ptr().add(4 * i) as *const v128);
+            let isum = i32x4_sub(all, i32x4_shl(clear, 1));
+            f32x4_add(acc, f32x4_mul(dw, f32x4_mul(da, f32x4_convert_i32x4(isum))))
+        };
+        let mut i = 0;
+        while i + 2 <= nb {
+            // SAFETY: blocks i, i+1 are bytes 18i..18i+36 of `row` (each 16-byte load at +2 ends
+            // exactly at its block's end); activations 128i..128i+256 are in bounds.
+            let blk = row.as_ptr().add(Q1_0_BYTES * i);
+            let a = act.qs.as_ptr().add(Q1_0_ELEMS * i);
+            let c0 = fence(q1_block(blk, a, zero));
+            let c1 = q1_block(blk.add(Q1_0_BYTES), a.add(Q1_0_ELEMS), zero);
+            let h0 = u16::from_le_bytes([*blk, *blk.add(1)]) as i32;
+            let h1 = u16::from_le_bytes([*blk.add(Q1_0_BYTES), *blk.add(Q1_0_BYTES + 1)]) as i32;
+            let d = f16x4_to_f32x4(i32x4(h0, h1, h0, h1));
+            acc = update(acc, i, c0, i32x4_shuffle::<0, 0, 0, 0>(d, d));
+            acc = update(acc, i + 1, c1, i32x4_shuffle::<1, 1, 1, 1>(d, d));
+            i += 2;
+        }
+        if i < nb {
+            // SAFETY: block i and its activations are in bounds (i < nb).
+            let blk = row.as_ptr().add(Q1_0_BYTES * i);
+            let c = q1_block(blk, act.qs.as_ptr().add(Q1_0_ELEMS * i), zero);
+            let dw = f32x4_splat(super::f16_bits_to_f32(u16::from_le_bytes([*blk, *blk.add(1)])));
+            acc = update(acc, i, c, dw);
+        }
+        hsum_f32(acc)
+    }
+
+    /// i32x4 partial sums of `256 · Σ q·a` for one Q2_0 block's two 32-element halves.
+    ///
+    /// The 2-bit codes are unpacked with shifts and masks into y_k (field k of every byte), then
+    /// interleaved (unpacks, one instruction each) so that 16-bit lanes hold the zero-extended
+    /// codes of the even elements (fields 0, 2) or of the odd elements (fields 1, 3) of 16
+    /// consecutive elements. The matching activations are `256·a` taken straight from the loaded
+    /// bytes (even: shift left by 8; odd: mask the high byte), so the products are `256·q·a` and
+    /// one `i32x4.dot_i16x8_s` does eight multiply-adds.
+    ///
+    /// # Safety
+    /// `blk..blk+18` and `a..a+64` must be readable.
+    #[inline(always)]
+    unsafe fn q2_block(blk: *const u8, a: *const i8, three: v128, zero: v128) -> (v128, v128) {
+        let high_byte = u16x8_splat(0xff00);
+        let x = v128_load(blk.add(2) as *const v128);
+        let y0 = v128_and(x, three);
+        let y1 = v128_and(u16x8_shr(x, 2), three);
+        let y2 = v128_and(u16x8_shr(x, 4), three);
+        let y3 = v128_and(u16x8_shr(x, 6), three);
+        // Even elements 0..32 and 32..64 (fields 0 and 2 alternating), odd likewise.
+        let e_lo = i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(y0, y2);
+        let e_hi = i8x16_shuffle::<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>(y0, y2);
+        let o_lo = i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(y1, y3);
+        let o_hi = i8x16_shuffle::<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>(y1, y3);
+        // Zero-extended 16-bit codes of the first / second 8 bytes of `v`.
+        macro_rules! zext_lo {
+            ($v:expr) => {
+                i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>($v, zero)
+            };
+        }
+        macro_rules! zext_hi {
+            ($v:expr) => {
+                i8x16_shuffle::<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>($v, zero)
+            };
+        }
+        let chunk = |t: usize, we: v128, wo: v128| {
+            let av = v128_load(a.add(16 * t) as *const v128);
+            let a_even = i16x8_shl(av, 8);
+            let a_odd = v128_and(av, high_byte);
+            i32x4_add(i32x4_dot_i16x8(we, a_even), i32x4_dot_i16x8(wo, a_odd))
+        };
+        let h0 = fence(i32x4_add(
+            chunk(0, zext_lo!(e_lo), zext_lo!(o_lo)),
+            chunk(1, zext_hi!(e_lo), zext_hi!(o_lo)),
+        ));
+        let h1 = i32x4_add(
+            chunk(2, zext_lo!(e_hi), zext_lo!(o_hi)),
+            chunk(3, zext_hi!(e_hi), zext_hi!(o_hi)),
+        );
+        (h0, h1)
+    }
+
+    /// Q2_0 · Q8_0: `Σ d_w · d_a,k · (Σ q·a − Σ a)`, two blocks (four activation blocks) per
+    /// step so that the reduction and the float work are shared.
+    ///
+    /// # Safety
+    /// Requires simd128. Slice lengths are checked before any unchecked load.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q2_0(row: &[u8], act: Q8<'_>) -> f32 {
+        let nb = row.len() / Q2_0_BYTES;
+        assert!(row.len() == nb * Q2_0_BYTES);
+        assert!(act.qs.len() >= nb * Q2_0_ELEMS && act.d.len() >= 2 * nb && act.bsums.len() >= 4 * nb);
+        let three = u8x16_splat(3);
+        let zero = u8x16_splat(0);
+        let mut acc = f32x4_splat(0.0);
+        let mut i = 0;
+        while i + 2 <= nb {
+            // SAFETY: blocks i, i+1 lie in `row` (each 16-byte load at +2 ends at its block's
+            // end); activations 64i..64i+128, d 2i..2i+4 and bsums 4i..4i+8 are in bounds.
+            let blk = row.as_ptr().add(Q2_0_BYTES * i);
+            let a = act.qs.as_ptr().add(Q2_0_ELEMS * i);
+            let (h0, h1) = q2_block(blk, a, three, zero);
+            let h1 = fence(h1);
+            let (h2, h3) = q2_block(blk.add(Q2_0_BYTES), a.add(Q2_0_ELEMS), three, zero);
+            let qa = i32x4_shr(hsum4_i32x4(h0, h1, h2, h3), 8);
+            let all = i32x4_extadd_pairwise_i16x8(v128_load(act.bsums.as_ptr().add(4 * i) as *const v128));
+            let isum = i32x4_sub(qa, all);
+            let da = v128_load(act.d.as_ptr().add(2 * i) as *const v128);
+            let h0 = u16::from_le_bytes([*blk, *blk.add(1)]) as i32;
+            let h1 = u16::from_le_bytes([*blk.add(Q2_0_BYTES), *blk.add(Q2_0_BYTES + 1)]) as i32;
+            let dw = f16x4_to_f32x4(i32x4(h0, h0, h1, h1));
+            acc = f32x4_add(acc, f32x4_mul(dw, f32x4_mul(da, f32x4_convert_i32x4(isum))));
+            i += 2;
+        }
+        if i < nb {
+            // SAFETY: block i is in bounds (i < nb); lanes 2, 3 are zero.
+            let blk = row.as_ptr().add(Q2_0_BYTES * i);
+            let (h0, h1) = q2_block(blk, act.qs.as_ptr().add(Q2_0_ELEMS * i), three, zero);
+            let qa = i32x4_shr(hsum4_i32x4(h0, h1, zero, zero), 8);
+            let all = i32x4_extadd_pairwise_i16x8(v128_load64_zero(act.bsums.as_ptr().add(4 * i) as *const u64));
+            let da = v128_load64_zero(act.d.as_ptr().add(2 * i) as *const u64);
+            let dw = f32x4_splat(super::f16_bits_to_f32(u16::from_le_bytes([*blk, *blk.add(1)])));
+            acc = f32x4_add(
+                acc,
+                f32x4_mul(dw, f32x4_mul(da, f32x4_convert_i32x4(i32x4_sub(qa, all)))),
+            );
+        }
+        hsum_f32(acc)
+    }
+}
