@@ -1,5 +1,492 @@
-//! (family file — kernels not written yet)
+//! IQ1_S and IQ1_M: ~1.6–1.75-bit "grid" quants. Groups of 8 weights share one entry of
+//! `IQ1S_GRID` (2048 u64s of eight signed bytes ∈ {−1, 0, +1}); every weight also gets a shift
+//! `delta = ±1/8` (per 32-weight sub-block for IQ1_S, per 8-weight group for IQ1_M). Both are
+//! multiplied with Q8_K activations (spec §5.2, §5.4).
+//!
+//! Integer form used by the fast paths: `w = dl * (g + delta) = (dl / 8) * (8g ± 1)`, so a weight
+//! is an exact int8 `8g ± 1 ∈ {−9, −7, −1, 1, 7, 9}` times `dl / 8`. [`GRID8D`] (derived at compile
+//! time from `IQ1S_GRID`) holds these int8 weights for every grid entry and delta sign, so
+//! `decode_i8` copies them and the SIMD128 kernels gather two entries (16 finished weights) per
+//! v128 — no per-element work. The references follow llama.cpp: grid sums and delta sums kept
+//! apart, `+ 0.125 * delta_sum` at the end.
+//!
+//! SIMD128 kernel shape (both types): per 16 weights two 8-byte gathers, `i16x8.extmul_{low,high}`
+//! with the activations (|w·a| ≤ 9·127, so the sum of the two products fits i16) and one
+//! `i32x4.dot_i16x8` with the splatted sub-block scale, accumulated in an i32x4 per super-block.
+//! Indices are computed with scalar ops: on V8 that beats SIMD index math + `extract_lane` here.
 
-use super::QuantKernels;
+use super::tables::IQ1S_GRID;
+use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8, QK_K};
 
-pub static KERNELS: &[QuantKernels] = &[];
+pub static KERNELS: &[QuantKernels] = &[
+    QuantKernels {
+        ty: GgmlType::IQ1_S,
+        dequantize: iq1_s::dequantize,
+        vec_dot_ref: iq1_s::vec_dot_ref,
+        vec_dot: iq1_s::vec_dot,
+        decode_i8: iq1_s::decode_i8,
+        sanitize: iq1_s::sanitize,
+    },
+    QuantKernels {
+        ty: GgmlType::IQ1_M,
+        dequantize: iq1_m::dequantize,
+        vec_dot_ref: iq1_m::vec_dot_ref,
+        vec_dot: iq1_m::vec_dot,
+        decode_i8: iq1_m::decode_i8,
+        sanitize: iq1_m::sanitize,
+    },
+];
+
+/// `IQ1S_DELTA` = `IQ1M_DELTA` of ggml.
+const DELTA: f32 = 0.125;
+
+/// Bit of a [`GRID8D`] index that selects the negative delta.
+const NEG: usize = 1 << 11;
+
+/// The exact int8 weights `8g ± 1` of every grid entry and delta sign (32 KiB): entry
+/// `idx | neg << 11` holds `8 * IQ1S_GRID[idx] + (neg ? −1 : +1)` bytewise.
+static GRID8D: [u64; 4096] = {
+    let mut t = [0u64; 4096];
+    let mut i = 0;
+    while i < 4096 {
+        let g = IQ1S_GRID[i & 2047];
+        let delta: i8 = if i & NEG != 0 { -1 } else { 1 };
+        let mut j = 0;
+        while j < 8 {
+            let byte = ((g >> (8 * j)) as u8 as i8).wrapping_mul(8).wrapping_add(delta) as u8;
+            t[i] |= (byte as u64) << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// Grid value (−1, 0 or +1) of element j (0..8) of grid entry `idx`.
+#[inline(always)]
+fn grid(idx: usize, j: usize) -> i32 {
+    (IQ1S_GRID[idx] >> (8 * j)) as u8 as i8 as i32
+}
+
+/// Writes the 8 int8 weights `8g ± 1` of `GRID8D[e]` to `q[..8]`.
+#[inline(always)]
+fn put8(q: &mut [i8], e: usize) {
+    for (j, v) in GRID8D[e].to_le_bytes().iter().enumerate() {
+        q[j] = *v as i8;
+    }
+}
+
+#[inline(always)]
+fn u16_at(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([b[off], b[off + 1]])
+}
+
+/// Checks that a row of `nb` blocks of `bytes` bytes and its activation row belong together; returns `nb`.
+#[inline(always)]
+fn check_lengths(row: &[u8], bytes: usize, act: &Q8<'_>) -> usize {
+    assert!(row.len() % bytes == 0, "row of {} bytes is not whole blocks of {bytes}", row.len());
+    let nb = row.len() / bytes;
+    assert!(act.qs.len() == nb * QK_K, "activation row has {} elements, weights {}", act.qs.len(), nb * QK_K);
+    assert!(act.d.len() >= nb * 8 && act.bsums.len() >= nb * 16);
+    nb
+}
+
+/// Checks the output lengths of a `decode_i8` call; returns the number of blocks.
+#[inline(always)]
+fn check_decode(row: &[u8], bytes: usize, q: &[i8], scale: &[f32], offset: &[f32]) -> usize {
+    let nb = row.len() / bytes;
+    assert!(row.len() == nb * bytes && q.len() == nb * QK_K);
+    assert!(scale.len() >= nb * 16 && offset.len() >= nb * 16);
+    nb
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd {
+    use core::arch::wasm32::*;
+
+    /// Sixteen int8 weights from `GRID8D` entries `e0` (lanes 0..8) and `e1` (lanes 8..16).
+    ///
+    /// # Safety
+    /// `e0, e1 < 4096`.
+    #[inline(always)]
+    pub unsafe fn weights16(e0: usize, e1: usize) -> v128 {
+        let g = super::GRID8D.as_ptr();
+        v128_load64_lane::<1>(v128_load64_zero(g.add(e0)), g.add(e1))
+    }
+
+    /// `ls · Σ w·a` over 16 int8 pairs (|w| ≤ 9, |a| ≤ 127) as i32x4 partial sums; `ls` is an i16
+    /// splat. The two i16 products per lane cannot overflow.
+    #[inline(always)]
+    pub fn dot16_scaled(w: v128, a: v128, ls: v128) -> v128 {
+        let p = i16x8_add(i16x8_extmul_low_i8x16(w, a), i16x8_extmul_high_i8x16(w, a));
+        i32x4_dot_i16x8(p, ls)
+    }
+}
+
+// =============================================================================================
+/// IQ1_S — 50 bytes per 256 weights (1.5625 bpw).
+///
+/// | offset | size | field                                                                  |
+/// |--------|------|------------------------------------------------------------------------|
+/// | 0      | 2    | `d`: fp16 super-block scale                                            |
+/// | 2      | 32   | low 8 bits of the grid indices, 4 per sub-block b (bytes `4b..4b+4`)   |
+/// | 34     | 16   | `qh[b]`: u16 per sub-block: bits `3l..3l+3` = index bits 8..10 of      |
+/// |        |      | group l, bits 12..14 = scale `s`, bit 15 = delta sign (set ⇒ −)        |
+///
+/// Weight `32b + 8l + j` = `dl * (grid[j] + delta)` with `dl = d * (2s + 1)`,
+/// grid = `IQ1S_GRID[qs[4b+l] | ((qh[b] >> 3l) & 7) << 8]`, `delta = ±0.125`.
+pub mod iq1_s {
+    use super::*;
+
+    pub const BYTES: usize = 50;
+
+    /// Grid index of group l (0..4) given the sub-block's low index bytes `qs` and `qh`.
+    #[inline(always)]
+    fn index(qs: &[u8], qh: u16, l: usize) -> usize {
+        qs[l] as usize | (((qh >> (3 * l)) & 7) as usize) << 8
+    }
+
+    /// `2s + 1` of a sub-block.
+    #[inline(always)]
+    fn scale(qh: u16) -> i32 {
+        2 * ((qh >> 12) & 7) as i32 + 1
+    }
+
+    pub fn sanitize(block: &mut [u8]) {
+        sanitize_f16(block, 0);
+    }
+
+    pub fn dequantize(row: &[u8], out: &mut [f32]) {
+        assert_eq!(row.len(), out.len() / QK_K * BYTES);
+        for (blk, y) in row.chunks_exact(BYTES).zip(out.chunks_exact_mut(QK_K)) {
+            let d = f16_at(blk, 0);
+            for (b, y) in y.chunks_exact_mut(32).enumerate() {
+                let qh = u16_at(blk, 34 + 2 * b);
+                let dl = d * scale(qh) as f32;
+                let delta = if qh & 0x8000 != 0 { -DELTA } else { DELTA };
+                for (l, y) in y.chunks_exact_mut(8).enumerate() {
+                    let idx = index(&blk[2 + 4 * b..], qh, l);
+                    for (j, y) in y.iter_mut().enumerate() {
+                        *y = dl * (grid(idx, j) as f32 + delta);
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn vec_dot_ref(row: &[u8], act: Q8<'_>) -> f32 {
+        let nb = check_lengths(row, BYTES, &act);
+        let mut sumf = 0.0f32;
+        for i in 0..nb {
+            let blk = &row[i * BYTES..(i + 1) * BYTES];
+            let (mut sumi1, mut sumi2) = (0i32, 0i32);
+            for b in 0..8 {
+                let qh = u16_at(blk, 34 + 2 * b);
+                let a = &act.qs[i * QK_K + 32 * b..i * QK_K + 32 * b + 32];
+                let mut sumi = 0i32;
+                for l in 0..4 {
+                    let g = IQ1S_GRID[index(&blk[2 + 4 * b..], qh, l)].to_le_bytes();
+                    for j in 0..8 {
+                        sumi += g[j] as i8 as i32 * a[8 * l + j] as i32;
+                    }
+                }
+                let ls = scale(qh);
+                let bsum = act.bsums[16 * i + 2 * b] as i32 + act.bsums[16 * i + 2 * b + 1] as i32;
+                sumi1 += sumi * ls;
+                sumi2 += ls * if qh & 0x8000 != 0 { -bsum } else { bsum };
+            }
+            sumf += f16_at(blk, 0) * act.d[8 * i] * (sumi1 as f32 + DELTA * sumi2 as f32);
+        }
+        sumf
+    }
+
+    /// `w = (dl / 8) * (8g ± 1)` (exact: dl/8 is a power-of-two scaling of the same product).
+    pub fn decode_i8(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
+        let nb = check_decode(row, BYTES, q, scale, offset);
+        offset[..nb * 16].fill(0.0);
+        for (i, blk) in row.chunks_exact(BYTES).enumerate() {
+            let d = f16_at(blk, 0);
+            for b in 0..8 {
+                let qh = u16_at(blk, 34 + 2 * b);
+                scale[16 * i + 2 * b..16 * i + 2 * b + 2].fill(d * self::scale(qh) as f32 * DELTA);
+                let neg = if qh & 0x8000 != 0 { NEG } else { 0 };
+                for l in 0..4 {
+                    let at = QK_K * i + 32 * b + 8 * l;
+                    put8(&mut q[at..at + 8], index(&blk[2 + 4 * b..], qh, l) | neg);
+                }
+            }
+        }
+    }
+
+    pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        {
+            // SAFETY: simd128 is enabled for this build.
+            return unsafe { simd::vec_dot(row, act) };
+        }
+        #[allow(unreachable_code)]
+        vec_dot_ref(row, act)
+    }
+
+    /// The weights are gathered as `8g + 1` (the positive-delta half of `GRID8D`); sub-blocks with
+    /// a negative delta get `−2·ls·Σa` from the activation `bsums` once per super-block.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    mod simd {
+        use super::super::check_lengths;
+        use super::super::simd::{dot16_scaled, weights16};
+        use super::BYTES;
+        use crate::quant::simd::hsum_f32;
+        use crate::quant::{f16_at, Q8, QK_K};
+        use core::arch::wasm32::*;
+
+        /// # Safety
+        /// Requires simd128.
+        #[target_feature(enable = "simd128")]
+        pub unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+            let nb = check_lengths(row, BYTES, &act);
+            let mut acc = f32x4_splat(0.0);
+            for i in 0..nb {
+                let blk = &row[i * BYTES..(i + 1) * BYTES];
+                // SAFETY (all pointer reads below): `blk` has BYTES bytes, the activation block 256
+                // elements and 16 bsums (checked above); grid indices have 8 + 3 bits, < 2048.
+                let p = blk.as_ptr();
+                let a = act.qs.as_ptr().add(i * QK_K);
+                let mut isum = i32x4_splat(0);
+                for b in 0..8 {
+                    let h = (p.add(34 + 2 * b) as *const u16).read_unaligned() as usize;
+                    let q = p.add(2 + 4 * b);
+                    let (i0, i1) = (*q as usize | (h << 8) & 0x700, *q.add(1) as usize | (h << 5) & 0x700);
+                    let (i2, i3) = (*q.add(2) as usize | (h << 2) & 0x700, *q.add(3) as usize | (h >> 1) & 0x700);
+                    let w0 = weights16(i0, i1);
+                    let w1 = weights16(i2, i3);
+                    let ls = i16x8_splat(2 * ((h >> 12) & 7) as i16 + 1);
+                    let a = a.add(32 * b);
+                    let s0 = dot16_scaled(w0, v128_load(a as *const v128), ls);
+                    let s1 = dot16_scaled(w1, v128_load(a.add(16) as *const v128), ls);
+                    isum = i32x4_add(isum, i32x4_add(s0, s1));
+                }
+                // Delta correction: lane b of `neg_ls` = ls_b where sub-block b's delta is negative
+                // (bit 15 of qh[b]), else 0; pmaddwd with the bsums (two per sub-block, so each
+                // lane is duplicated) gives Σ neg_ls·Σa.
+                let qh = v128_load(p.add(34) as *const v128);
+                let ls = v128_or(v128_and(u16x8_shr(qh, 11), u16x8_splat(14)), u16x8_splat(1));
+                let neg_ls = v128_and(ls, i16x8_shr(qh, 15));
+                let bs = act.bsums.as_ptr().add(16 * i);
+                let dup_lo = i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(neg_ls, neg_ls);
+                let dup_hi = i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(neg_ls, neg_ls);
+                let c = i32x4_add(
+                    i32x4_dot_i16x8(v128_load(bs as *const v128), dup_lo),
+                    i32x4_dot_i16x8(v128_load(bs.add(8) as *const v128), dup_hi),
+                );
+                isum = i32x4_sub(isum, i32x4_shl(c, 1));
+                let d = f16_at(blk, 0) * act.d[8 * i];
+                acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
+            }
+            0.125 * hsum_f32(acc)
+        }
+    }
+}
+
+// =============================================================================================
+/// IQ1_M — 56 bytes per 256 weights (1.75 bpw). No explicit `d`: its 16 bits are spread over the
+/// top nibbles of the four u16 scale words.
+///
+/// | offset | size | field                                                                  |
+/// |--------|------|------------------------------------------------------------------------|
+/// | 0      | 32   | low 8 bits of the grid indices, 4 per sub-block b (bytes `4b..4b+4`)   |
+/// | 32     | 16   | `qh`: 2 bytes per sub-block; byte `2b + h` covers groups `2h` and      |
+/// |        |      | `2h+1`: bits 0..2 / 4..6 = index bits 8..10, bit 3 / 7 = delta sign    |
+/// | 48     | 8    | `sc[4]`: u16; sub-block b uses `sc[b/2] >> 6(b%2)`: bits 0..2 = scale  |
+/// |        |      | of its first 16 weights, 3..5 = of its last 16; bits 12..15 of sc[k] = |
+/// |        |      | bits 4k..4k+3 of the fp16 `d`                                          |
+///
+/// Weight `32b + 8l + j` = `dl * (grid[j] + delta_l)`, `dl = d * (2s + 1)` with s of its 16-half.
+pub mod iq1_m {
+    use super::*;
+
+    pub const BYTES: usize = 56;
+
+    /// The fp16 super-block scale, assembled from the top nibbles of the scale words.
+    #[inline(always)]
+    fn super_scale(blk: &[u8]) -> f32 {
+        let u = (0..4).fold(0u16, |u, k| u | (u16_at(blk, 48 + 2 * k) >> 12) << (4 * k));
+        half::f16::from_bits(u).to_f32()
+    }
+
+    /// `2s + 1` for the 16-weight half `h` (0, 1) of sub-block `b`.
+    #[inline(always)]
+    fn scale(blk: &[u8], b: usize, h: usize) -> i32 {
+        let sc = u16_at(blk, 48 + 2 * (b / 2));
+        2 * ((sc >> (6 * (b % 2) + 3 * h)) & 7) as i32 + 1
+    }
+
+    /// The `GRID8D` index of group l (0..4) of sub-block b: grid index | negative delta bit. The
+    /// group's qh nibble holds index bits 8..10 and the delta bit, in that order, so it simply
+    /// becomes bits 8..11.
+    #[inline(always)]
+    fn index_d(blk: &[u8], b: usize, l: usize) -> usize {
+        let nib = (blk[32 + 2 * b + l / 2] >> (4 * (l % 2))) & 15;
+        blk[4 * b + l] as usize | (nib as usize) << 8
+    }
+
+    /// Sanitises the fp16 `d` scattered over the scale nibbles (same rule as tools/gen_golden.py).
+    pub fn sanitize(block: &mut [u8]) {
+        let bits = (0..4).fold(0u16, |u, k| u | (u16_at(block, 48 + 2 * k) >> 12) << (4 * k));
+        let mut u = bits.to_le_bytes();
+        sanitize_f16(&mut u, 0);
+        let bits = u16::from_le_bytes(u);
+        for k in 0..4 {
+            let sc = u16_at(block, 48 + 2 * k) & 0x0fff | ((bits >> (4 * k)) & 15) << 12;
+            block[48 + 2 * k..50 + 2 * k].copy_from_slice(&sc.to_le_bytes());
+        }
+    }
+
+    pub fn dequantize(row: &[u8], out: &mut [f32]) {
+        assert_eq!(row.len(), out.len() / QK_K * BYTES);
+        for (blk, y) in row.chunks_exact(BYTES).zip(out.chunks_exact_mut(QK_K)) {
+            let d = super_scale(blk);
+            for (g, y) in y.chunks_exact_mut(8).enumerate() {
+                let (b, l) = (g / 4, g % 4);
+                let dl = d * scale(blk, b, l / 2) as f32;
+                let e = index_d(blk, b, l);
+                let delta = if e & NEG != 0 { -DELTA } else { DELTA };
+                for (j, y) in y.iter_mut().enumerate() {
+                    *y = dl * (grid(e & 2047, j) as f32 + delta);
+                }
+            }
+        }
+    }
+
+    pub fn vec_dot_ref(row: &[u8], act: Q8<'_>) -> f32 {
+        let nb = check_lengths(row, BYTES, &act);
+        let mut sumf = 0.0f32;
+        for i in 0..nb {
+            let blk = &row[i * BYTES..(i + 1) * BYTES];
+            let (mut sumi1, mut sumi2) = (0i32, 0i32);
+            for b in 0..8 {
+                let a = &act.qs[i * QK_K + 32 * b..i * QK_K + 32 * b + 32];
+                // Per 16-weight half: grid sum and delta sum (Σ ±Σ_group a).
+                let (mut sum1, mut sum2) = ([0i32; 2], [0i32; 2]);
+                for l in 0..4 {
+                    let e = index_d(blk, b, l);
+                    let g = IQ1S_GRID[e & 2047].to_le_bytes();
+                    let (mut sg, mut sa) = (0i32, 0i32);
+                    for j in 0..8 {
+                        let q = a[8 * l + j] as i32;
+                        sg += g[j] as i8 as i32 * q;
+                        sa += q;
+                    }
+                    sum1[l / 2] += sg;
+                    sum2[l / 2] += if e & NEG != 0 { -sa } else { sa };
+                }
+                let (ls1, ls2) = (scale(blk, b, 0), scale(blk, b, 1));
+                sumi1 += sum1[0] * ls1 + sum1[1] * ls2;
+                sumi2 += sum2[0] * ls1 + sum2[1] * ls2;
+            }
+            sumf += super_scale(blk) * act.d[8 * i] * (sumi1 as f32 + DELTA * sumi2 as f32);
+        }
+        sumf
+    }
+
+    /// `w = (dl / 8) * (8g ± 1)` per 16-weight half.
+    pub fn decode_i8(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
+        let nb = check_decode(row, BYTES, q, scale, offset);
+        offset[..nb * 16].fill(0.0);
+        for (i, blk) in row.chunks_exact(BYTES).enumerate() {
+            let d = super_scale(blk);
+            for b in 0..8 {
+                for h in 0..2 {
+                    scale[16 * i + 2 * b + h] = d * self::scale(blk, b, h) as f32 * DELTA;
+                }
+                for l in 0..4 {
+                    let at = QK_K * i + 32 * b + 8 * l;
+                    put8(&mut q[at..at + 8], index_d(blk, b, l));
+                }
+            }
+        }
+    }
+
+    pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        {
+            // SAFETY: simd128 is enabled for this build.
+            return unsafe { simd::vec_dot(row, act) };
+        }
+        #[allow(unreachable_code)]
+        vec_dot_ref(row, act)
+    }
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    mod simd {
+        use super::super::check_lengths;
+        use super::super::simd::{dot16_scaled, weights16};
+        use super::{super_scale, BYTES};
+        use crate::quant::simd::hsum_f32;
+        use crate::quant::{Q8, QK_K};
+        use core::arch::wasm32::*;
+        use core::hint::black_box;
+
+        /// # Safety
+        /// Requires simd128.
+        #[target_feature(enable = "simd128")]
+        pub unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+            let nb = check_lengths(row, BYTES, &act);
+            // The 16 scales of a block are computed with SIMD: scale word w is spread to 4 u16
+            // lanes, field k (bits 3k..3k+3) moved to the top by a multiply and shifted down.
+            // black_box keeps LLVM from turning the swizzle into a shuffle (whose mask V8 rebuilds
+            // from immediates every time) and the multiply into per-lane shifts (scalarised).
+            let spread = black_box([
+                u8x16(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3),
+                u8x16(4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7),
+            ]);
+            let to_top = black_box(u16x8(8192, 1024, 128, 16, 8192, 1024, 128, 16));
+            let mut acc = f32x4_splat(0.0);
+            for i in 0..nb {
+                let blk = &row[i * BYTES..(i + 1) * BYTES];
+                // SAFETY (all pointer reads below): `blk` has BYTES bytes and the activation block
+                // 256 elements (checked above); GRID8D indices have 8 + 4 bits, < 4096.
+                let p = blk.as_ptr();
+                let a = act.qs.as_ptr().add(i * QK_K);
+                // scales[0] lane 4w + k (w = 0, 1) = `2s + 1` of field k of word w, i.e. sub-block
+                // 2w + k/2, half k%2; scales[1] the same for words 2, 3.
+                let words = v128_load64_zero(p.add(48) as *const u64);
+                let mut scales = [i16x8_splat(0); 2];
+                for (half, s) in scales.iter_mut().enumerate() {
+                    let field = u16x8_shr(i16x8_mul(i8x16_swizzle(words, spread[half]), to_top), 13);
+                    *s = v128_or(i16x8_shl(field, 1), i16x8_splat(1));
+                }
+                let mut isum = i32x4_splat(0);
+                // Unrolled so the scale lanes can be splatted with constant shuffles.
+                macro_rules! sub_block {
+                    ($b:literal, $sv:expr, $k0:literal, $k1:literal) => {{
+                        // qh bytes 2b, 2b+1 as one u16; each nibble (3 index bits + delta bit)
+                        // becomes bits 8..11 of a GRID8D index.
+                        let h = (p.add(32 + 2 * $b) as *const u16).read_unaligned() as usize;
+                        let q = p.add(4 * $b);
+                        let (i0, i1) = (*q as usize | (h << 8) & 0xf00, *q.add(1) as usize | (h << 4) & 0xf00);
+                        let (i2, i3) = (*q.add(2) as usize | h & 0xf00, *q.add(3) as usize | (h >> 4) & 0xf00);
+                        let w0 = weights16(i0, i1);
+                        let w1 = weights16(i2, i3);
+                        let ls0 = i16x8_shuffle::<$k0, $k0, $k0, $k0, $k0, $k0, $k0, $k0>($sv, $sv);
+                        let ls1 = i16x8_shuffle::<$k1, $k1, $k1, $k1, $k1, $k1, $k1, $k1>($sv, $sv);
+                        let a = a.add(32 * $b);
+                        let s0 = dot16_scaled(w0, v128_load(a as *const v128), ls0);
+                        let s1 = dot16_scaled(w1, v128_load(a.add(16) as *const v128), ls1);
+                        isum = i32x4_add(isum, i32x4_add(s0, s1));
+                    }};
+                }
+                sub_block!(0, scales[0], 0, 1);
+                sub_block!(1, scales[0], 2, 3);
+                sub_block!(2, scales[0], 4, 5);
+                sub_block!(3, scales[0], 6, 7);
+                sub_block!(4, scales[1], 0, 1);
+                sub_block!(5, scales[1], 2, 3);
+                sub_block!(6, scales[1], 4, 5);
+                sub_block!(7, scales[1], 6, 7);
+                let d = super_scale(blk) * act.d[8 * i];
+                acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
+            }
+            0.125 * hsum_f32(acc)
+        }
+    }
+}

@@ -1,5 +1,442 @@
-//! (family file — kernels not written yet)
+//! IQ3_XXS and IQ3_S: 3-bit "grid" quants. Groups of 4 weights share one codebook entry (a u32 of
+//! four unsigned magnitude bytes); signs are stored separately, one bit per weight. Both types use
+//! 256-element super-blocks of eight 32-element sub-blocks with one odd 4-bit scale each and are
+//! multiplied with Q8_K activations (spec §5.2, §5.4).
+//!
+//! SIMD128 kernel shape (both types), per 32-weight sub-block: eight grid entries are gathered
+//! into two v128 with `v128_load32_lane`, the sign bits become 0x00/0xff byte masks that are applied
+//! to the magnitudes, `i16x8.extmul_{low,high}` with the activations gives i16 products (|w·a| ≤
+//! 62·127, so the sum of four per lane fits i16), and one `i32x4.dot_i16x8` with the splatted
+//! sub-block scale adds the sub-block to an i32x4 accumulator, converted to f32 once per block.
 
-use super::QuantKernels;
+use super::tables::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8, QK_K};
 
-pub static KERNELS: &[QuantKernels] = &[];
+pub static KERNELS: &[QuantKernels] = &[
+    QuantKernels {
+        ty: GgmlType::IQ3_XXS,
+        dequantize: iq3_xxs::dequantize,
+        vec_dot_ref: iq3_xxs::vec_dot_ref,
+        vec_dot: iq3_xxs::vec_dot,
+        decode_i8: iq3_xxs::decode_i8,
+        sanitize: sanitize_d0,
+    },
+    QuantKernels {
+        ty: GgmlType::IQ3_S,
+        dequantize: iq3_s::dequantize,
+        vec_dot_ref: iq3_s::vec_dot_ref,
+        vec_dot: iq3_s::vec_dot,
+        decode_i8: iq3_s::decode_i8,
+        sanitize: sanitize_d0,
+    },
+];
+
+/// Both types start with their fp16 super-block scale `d` at offset 0 and have no other float field.
+fn sanitize_d0(block: &mut [u8]) {
+    sanitize_f16(block, 0);
+}
+
+#[inline(always)]
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+/// The signed magnitudes of one 8-weight group: magnitudes from two grid entries (4 + 4), weight
+/// j negative when bit j of `signs` is set.
+#[inline(always)]
+fn signed8(g1: u32, g2: u32, signs: u8) -> [i32; 8] {
+    let m = (g1 as u64 | (g2 as u64) << 32).to_le_bytes();
+    let mut w = [0i32; 8];
+    for j in 0..8 {
+        w[j] = if signs >> j & 1 != 0 { -(m[j] as i32) } else { m[j] as i32 };
+    }
+    w
+}
+
+/// `y[j] = db * mag * (±1)` in ggml's order (the sign applied last, exactly).
+#[inline(always)]
+fn dequant8(y: &mut [f32], db: f32, w: &[i32; 8]) {
+    for (y, &q) in y.iter_mut().zip(w) {
+        let v = db * q.unsigned_abs() as f32;
+        *y = if q < 0 { -v } else { v };
+    }
+}
+
+#[inline(always)]
+fn dot8(w: &[i32; 8], a: &[i8]) -> i32 {
+    let a = &a[..8];
+    let mut s = 0;
+    for j in 0..8 {
+        s += w[j] * a[j] as i32;
+    }
+    s
+}
+
+/// Checks that a row of `nb` blocks of `bytes` bytes and its activation row belong together; returns `nb`.
+#[inline(always)]
+fn check_lengths(row: &[u8], bytes: usize, act: &Q8<'_>) -> usize {
+    assert!(row.len() % bytes == 0, "row of {} bytes is not whole blocks of {bytes}", row.len());
+    let nb = row.len() / bytes;
+    assert!(act.qs.len() == nb * QK_K, "activation row has {} elements, weights {}", act.qs.len(), nb * QK_K);
+    assert!(act.d.len() >= nb * 8);
+    nb
+}
+
+/// Checks the output lengths of a `decode_i8` call; returns the number of blocks.
+#[inline(always)]
+fn check_decode(row: &[u8], bytes: usize, q: &[i8], scale: &[f32], offset: &[f32]) -> usize {
+    let nb = row.len() / bytes;
+    assert!(row.len() == nb * bytes && q.len() == nb * QK_K);
+    assert!(scale.len() >= nb * 16 && offset.len() >= nb * 16);
+    nb
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd {
+    use core::arch::wasm32::*;
+
+    /// `ls · Σ w·a` over the 32 int8 pairs (w0, a0), (w1, a1) as i32x4 partial sums; `ls` is an i16
+    /// splat. Requires |w| ≤ 62 and |a| ≤ 128: four products per i16 lane stay below 2^15.
+    #[inline(always)]
+    pub fn dot32_scaled(w0: v128, a0: v128, w1: v128, a1: v128, ls: v128) -> v128 {
+        let p0 = i16x8_add(i16x8_extmul_low_i8x16(w0, a0), i16x8_extmul_high_i8x16(w0, a0));
+        let p1 = i16x8_add(i16x8_extmul_low_i8x16(w1, a1), i16x8_extmul_high_i8x16(w1, a1));
+        i32x4_dot_i16x8(i16x8_add(p0, p1), ls)
+    }
+}
+
+// =============================================================================================
+/// IQ3_XXS — 98 bytes per 256 weights (3.0625 bpw).
+///
+/// | offset | size | field                                                                   |
+/// |--------|------|-------------------------------------------------------------------------|
+/// | 0      | 2    | `d`: fp16 super-block scale                                             |
+/// | 2      | 64   | grid indices, 8 per sub-block b (bytes `8b..8b+8`), into `IQ3XXS_GRID`  |
+/// | 66     | 32   | one u32 `w` per sub-block b: bits `7l..7l+7` = sign index of group l    |
+/// |        |      | (0..3, 8 weights, into `KSIGNS_IQ2XS`), bits 28..31 = scale `s`         |
+///
+/// Sub-block b, group l (weights `32b + 8l + j`, j < 8): magnitudes `j < 4` are byte j of
+/// `IQ3XXS_GRID[idx[8b+2l]]`, `j ≥ 4` byte j−4 of `IQ3XXS_GRID[idx[8b+2l+1]]`; the weight is negative
+/// when bit j of `KSIGNS_IQ2XS[(w >> 7l) & 127]` is set. `y = d * (0.5 + s) * 0.5 * mag * sign`.
+/// In integers: `y = d/4 * (2s+1) * (±mag)`.
+pub mod iq3_xxs {
+    use super::*;
+
+    pub const BYTES: usize = 98;
+
+    /// The 8 signed magnitudes of group l (0..4) of sub-block b.
+    #[inline(always)]
+    fn group(blk: &[u8], b: usize, l: usize) -> [i32; 8] {
+        let w = u32_at(blk, 66 + 4 * b);
+        let qs = &blk[2 + 8 * b + 2 * l..];
+        let signs = KSIGNS_IQ2XS[((w >> (7 * l)) & 127) as usize];
+        signed8(IQ3XXS_GRID[qs[0] as usize], IQ3XXS_GRID[qs[1] as usize], signs)
+    }
+
+    /// `d * (0.5 + s) * 0.5` of sub-block b, as ggml computes it.
+    #[inline(always)]
+    fn db(blk: &[u8], b: usize) -> f32 {
+        f16_at(blk, 0) * (0.5 + (u32_at(blk, 66 + 4 * b) >> 28) as f32) * 0.5
+    }
+
+    pub fn dequantize(row: &[u8], out: &mut [f32]) {
+        assert_eq!(row.len(), out.len() / QK_K * BYTES);
+        for (blk, y) in row.chunks_exact(BYTES).zip(out.chunks_exact_mut(QK_K)) {
+            for (g, y) in y.chunks_exact_mut(8).enumerate() {
+                dequant8(y, db(blk, g / 4), &group(blk, g / 4, g % 4));
+            }
+        }
+    }
+
+    pub fn vec_dot_ref(row: &[u8], act: Q8<'_>) -> f32 {
+        let nb = check_lengths(row, BYTES, &act);
+        let mut sumf = 0.0f32;
+        for i in 0..nb {
+            let blk = &row[i * BYTES..(i + 1) * BYTES];
+            let a = &act.qs[i * QK_K..(i + 1) * QK_K];
+            let mut bsum = 0i32;
+            for b in 0..8 {
+                let sumi: i32 = (0..4).map(|l| dot8(&group(blk, b, l), &a[32 * b + 8 * l..])).sum();
+                bsum += sumi * (2 * (u32_at(blk, 66 + 4 * b) >> 28) as i32 + 1);
+            }
+            sumf += f16_at(blk, 0) * act.d[8 * i] * bsum as f32;
+        }
+        0.25 * sumf
+    }
+
+    /// `w = (d * (0.5 + s) * 0.5) * (±mag)`: the scale is the dequantiser's `db`, q the signed magnitude.
+    pub fn decode_i8(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
+        let nb = check_decode(row, BYTES, q, scale, offset);
+        offset[..nb * 16].fill(0.0);
+        for (i, blk) in row.chunks_exact(BYTES).enumerate() {
+            for b in 0..8 {
+                scale[16 * i + 2 * b..16 * i + 2 * b + 2].fill(db(blk, b));
+                for l in 0..4 {
+                    let at = QK_K * i + 32 * b + 8 * l;
+                    for (q, w) in q[at..at + 8].iter_mut().zip(group(blk, b, l)) {
+                        *q = w as i8;
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        {
+            // SAFETY: simd128 is enabled for this build.
+            return unsafe { simd::vec_dot(row, act) };
+        }
+        #[allow(unreachable_code)]
+        vec_dot_ref(row, act)
+    }
+
+    /// Sign masks come straight from `KSIGNS64` (the 128 sign patterns expanded to 0x00/0xff bytes),
+    /// applied as `(g ^ m) − m`. Grid indices are plain bytes, loaded with scalar ops.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    mod simd {
+        use super::super::check_lengths;
+        use super::super::simd::dot32_scaled;
+        use super::BYTES;
+        use crate::quant::simd::hsum_f32;
+        use crate::quant::tables::{IQ3XXS_GRID, KSIGNS64};
+        use crate::quant::{f16_at, Q8, QK_K};
+        use core::arch::wasm32::*;
+
+        /// Four grid entries (indices = bytes `q[0..4]`) as 16 magnitude bytes.
+        ///
+        /// # Safety
+        /// `q` must point to 4 readable bytes.
+        #[inline(always)]
+        unsafe fn grid4(q: *const u8) -> v128 {
+            let g = IQ3XXS_GRID.as_ptr();
+            // SAFETY: indices are u8, the grid has 256 entries.
+            let v = v128_load32_zero(g.add(*q as usize));
+            let v = v128_load32_lane::<1>(v, g.add(*q.add(1) as usize));
+            let v = v128_load32_lane::<2>(v, g.add(*q.add(2) as usize));
+            v128_load32_lane::<3>(v, g.add(*q.add(3) as usize))
+        }
+
+        /// Byte masks (0xff = negative) of two 8-weight groups from their 7-bit sign indices.
+        ///
+        /// # Safety
+        /// `i0, i1 < 128`.
+        #[inline(always)]
+        unsafe fn signs2(i0: u32, i1: u32) -> v128 {
+            let t = KSIGNS64.as_ptr();
+            v128_load64_lane::<1>(v128_load64_zero(t.add(i0 as usize)), t.add(i1 as usize))
+        }
+
+        /// # Safety
+        /// Requires simd128.
+        #[target_feature(enable = "simd128")]
+        pub unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+            let nb = check_lengths(row, BYTES, &act);
+            let mut acc = f32x4_splat(0.0);
+            for i in 0..nb {
+                let blk = &row[i * BYTES..(i + 1) * BYTES];
+                // SAFETY (all pointer reads below): `blk` has BYTES bytes and the activation block
+                // 256 elements (checked above); sign indices are masked to 7 bits.
+                let qs = blk.as_ptr().add(2);
+                let sg = blk.as_ptr().add(66);
+                let a = act.qs.as_ptr().add(i * QK_K);
+                let mut isum = i32x4_splat(0);
+                for b in 0..8 {
+                    let w = (sg.add(4 * b) as *const u32).read_unaligned();
+                    let g0 = grid4(qs.add(8 * b));
+                    let g1 = grid4(qs.add(8 * b + 4));
+                    let s0 = signs2(w & 127, (w >> 7) & 127);
+                    let s1 = signs2((w >> 14) & 127, (w >> 21) & 127);
+                    let w0 = i8x16_sub(v128_xor(g0, s0), s0);
+                    let w1 = i8x16_sub(v128_xor(g1, s1), s1);
+                    let a0 = v128_load(a.add(32 * b) as *const v128);
+                    let a1 = v128_load(a.add(32 * b + 16) as *const v128);
+                    let ls = i16x8_splat(2 * (w >> 28) as i16 + 1);
+                    isum = i32x4_add(isum, dot32_scaled(w0, a0, w1, a1, ls));
+                }
+                let d = f16_at(blk, 0) * act.d[8 * i];
+                acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
+            }
+            0.25 * hsum_f32(acc)
+        }
+    }
+}
+
+// =============================================================================================
+/// IQ3_S — 110 bytes per 256 weights (3.4375 bpw).
+///
+/// | offset | size | field                                                                  |
+/// |--------|------|------------------------------------------------------------------------|
+/// | 0      | 2    | `d`: fp16 super-block scale                                            |
+/// | 2      | 64   | low 8 bits of the grid indices, 8 per sub-block b (bytes `8b..8b+8`)   |
+/// | 66     | 8    | `qh[b]`: bit k = bit 8 of index k of sub-block b                       |
+/// | 74     | 32   | sign bytes, 4 per sub-block (one per 8-weight group, bit j ⇒ negative) |
+/// | 106    | 4    | scales: sub-block b uses nibble `b % 2` of byte `b / 2`                |
+///
+/// Weight `32b + 4k + j` (k < 8, j < 4) = `d * (1 + 2*s_b) * mag * sign` with
+/// `mag` = byte j of `IQ3S_GRID[qs[8b+k] | ((qh[b] >> k) & 1) << 8]` and the sign from bit `(4k+j) % 8`
+/// of sign byte `4b + k/2`.
+pub mod iq3_s {
+    use super::*;
+
+    pub const BYTES: usize = 110;
+
+    /// The 8 signed magnitudes of group l (0..4) of sub-block b.
+    #[inline(always)]
+    fn group(blk: &[u8], b: usize, l: usize) -> [i32; 8] {
+        let qh = blk[66 + b] as usize;
+        let k = 2 * l;
+        let i1 = blk[2 + 8 * b + k] as usize | ((qh >> k) & 1) << 8;
+        let i2 = blk[2 + 8 * b + k + 1] as usize | ((qh >> (k + 1)) & 1) << 8;
+        signed8(IQ3S_GRID[i1], IQ3S_GRID[i2], blk[74 + 4 * b + l])
+    }
+
+    /// `1 + 2s` of sub-block `b`.
+    #[inline(always)]
+    fn scale(blk: &[u8], b: usize) -> i32 {
+        1 + 2 * ((blk[106 + b / 2] >> (4 * (b % 2))) & 15) as i32
+    }
+
+    pub fn dequantize(row: &[u8], out: &mut [f32]) {
+        assert_eq!(row.len(), out.len() / QK_K * BYTES);
+        for (blk, y) in row.chunks_exact(BYTES).zip(out.chunks_exact_mut(QK_K)) {
+            let d = f16_at(blk, 0);
+            for (g, y) in y.chunks_exact_mut(8).enumerate() {
+                dequant8(y, d * scale(blk, g / 4) as f32, &group(blk, g / 4, g % 4));
+            }
+        }
+    }
+
+    pub fn vec_dot_ref(row: &[u8], act: Q8<'_>) -> f32 {
+        let nb = check_lengths(row, BYTES, &act);
+        let mut sumf = 0.0f32;
+        for i in 0..nb {
+            let blk = &row[i * BYTES..(i + 1) * BYTES];
+            let a = &act.qs[i * QK_K..(i + 1) * QK_K];
+            let mut bsum = 0i32;
+            for b in 0..8 {
+                let sumi: i32 = (0..4).map(|l| dot8(&group(blk, b, l), &a[32 * b + 8 * l..])).sum();
+                bsum += sumi * scale(blk, b);
+            }
+            sumf += f16_at(blk, 0) * act.d[8 * i] * bsum as f32;
+        }
+        sumf
+    }
+
+    /// `w = (d * (1 + 2s)) * (±mag)`.
+    pub fn decode_i8(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
+        let nb = check_decode(row, BYTES, q, scale, offset);
+        offset[..nb * 16].fill(0.0);
+        for (i, blk) in row.chunks_exact(BYTES).enumerate() {
+            let d = f16_at(blk, 0);
+            for b in 0..8 {
+                scale[16 * i + 2 * b..16 * i + 2 * b + 2].fill(d * self::scale(blk, b) as f32);
+                for l in 0..4 {
+                    let at = QK_K * i + 32 * b + 8 * l;
+                    for (q, w) in q[at..at + 8].iter_mut().zip(group(blk, b, l)) {
+                        *q = w as i8;
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        {
+            // SAFETY: simd128 is enabled for this build.
+            return unsafe { simd::vec_dot(row, act) };
+        }
+        #[allow(unreachable_code)]
+        vec_dot_ref(row, act)
+    }
+
+    /// Grid indices are built with SIMD (8 per sub-block in u16 lanes) and extracted per gather —
+    /// cheaper in V8 than scalar byte loads and bit fiddling for the 9th index bit. Sign bytes are
+    /// spread to their 8 lanes with a swizzle and compared against the lane's bit.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    mod simd {
+        use super::super::check_lengths;
+        use super::super::simd::dot32_scaled;
+        use super::BYTES;
+        use crate::quant::simd::hsum_f32;
+        use crate::quant::tables::IQ3S_GRID;
+        use crate::quant::{f16_at, Q8, QK_K};
+        use core::arch::wasm32::*;
+        use core::hint::black_box;
+
+        /// Four grid entries whose indices are u16 lanes `K..K+4` (K = 0 or 4) of `idx`.
+        ///
+        /// # Safety
+        /// The four lanes must hold indices < 512.
+        #[inline(always)]
+        unsafe fn grid4<const K: usize>(idx: v128) -> v128 {
+            let g = IQ3S_GRID.as_ptr();
+            let lane = |k: usize| match k {
+                0 => u16x8_extract_lane::<0>(idx),
+                1 => u16x8_extract_lane::<1>(idx),
+                2 => u16x8_extract_lane::<2>(idx),
+                3 => u16x8_extract_lane::<3>(idx),
+                4 => u16x8_extract_lane::<4>(idx),
+                5 => u16x8_extract_lane::<5>(idx),
+                6 => u16x8_extract_lane::<6>(idx),
+                _ => u16x8_extract_lane::<7>(idx),
+            } as usize;
+            let v = v128_load32_zero(g.add(lane(K)));
+            let v = v128_load32_lane::<1>(v, g.add(lane(K + 1)));
+            let v = v128_load32_lane::<2>(v, g.add(lane(K + 2)));
+            v128_load32_lane::<3>(v, g.add(lane(K + 3)))
+        }
+
+        /// # Safety
+        /// Requires simd128.
+        #[target_feature(enable = "simd128")]
+        pub unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+            let nb = check_lengths(row, BYTES, &act);
+            // `black_box` hides these constants from LLVM, which would otherwise turn the swizzles
+            // into shuffles (V8 rebuilds a shuffle's mask from immediates every time), `== bit`
+            // into `!= 0` (three x64 ops in V8 instead of one) and the multiply by per-lane powers
+            // of two into scalarised shifts.
+            let spread0 = black_box(u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+            let spread1 = black_box(u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+            let bits = black_box(u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128));
+            let qh_bits = u16x8(1, 2, 4, 8, 16, 32, 64, 128);
+            let qh_to_bit8 = black_box(u16x8(256, 128, 64, 32, 16, 8, 4, 2));
+            let one = i8x16_splat(1);
+            let mut acc = f32x4_splat(0.0);
+            for i in 0..nb {
+                let blk = &row[i * BYTES..(i + 1) * BYTES];
+                // SAFETY (all pointer reads below): `blk` has BYTES bytes and the activation block
+                // 256 elements (checked above); grid indices have 9 bits, < 512.
+                let p = blk.as_ptr();
+                let a = act.qs.as_ptr().add(i * QK_K);
+                let sc = (p.add(106) as *const u32).read_unaligned();
+                let mut isum = i32x4_splat(0);
+                for b in 0..8 {
+                    // Index k = qs[8b+k] | (bit k of qh[b]) << 8 in u16 lane k: the qh byte is
+                    // splatted, bit k kept and moved to bit 8 by a multiply.
+                    let lo = u16x8_extend_low_u8x16(v128_load64_zero(p.add(2 + 8 * b) as *const u64));
+                    let qh = v128_load8_splat(p.add(66 + b));
+                    let idx = v128_or(lo, i16x8_mul(v128_and(qh, qh_bits), qh_to_bit8));
+                    let g0 = grid4::<0>(idx);
+                    let g1 = grid4::<4>(idx);
+                    // Lane j of m0 sees sign byte j/8 and tests bit j%8 (m1: bytes 2, 3).
+                    let sg = v128_load32_zero(p.add(74 + 4 * b) as *const u32);
+                    let m0 = i8x16_eq(v128_and(i8x16_swizzle(sg, spread0), bits), bits);
+                    let m1 = i8x16_eq(v128_and(i8x16_swizzle(sg, spread1), bits), bits);
+                    // Magnitudes are odd, so −g = !g + 1 = !g | 1: `(g ^ m) | 1` applies the sign
+                    // in two cheap ops (LLVM would turn `(g ^ m) − m` into neg + bitselect).
+                    let w0 = v128_or(v128_xor(g0, m0), one);
+                    let w1 = v128_or(v128_xor(g1, m1), one);
+                    let a0 = v128_load(a.add(32 * b) as *const v128);
+                    let a1 = v128_load(a.add(32 * b + 16) as *const v128);
+                    let ls = i16x8_splat(1 + 2 * ((sc >> (4 * b)) & 15) as i16);
+                    isum = i32x4_add(isum, dot32_scaled(w0, a0, w1, a1, ls));
+                }
+                let d = f16_at(blk, 0) * act.d[8 * i];
+                acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
+            }
+            hsum_f32(acc)
+        }
+    }
+}
