@@ -4,10 +4,10 @@
 //! One layout serves all three ggml activation types, so a kernel never needs to know which one
 //! it got beyond what its own weight type implies:
 //! * `qs[i]`    — the int8 value of element i;
-//! * `d[b]`     — the scale of elements `32b..32b+32` (Q8_K: its 256-block's f32 `d`, repeated 8×;
-//!                Q8_0 / Q8_1: the fp16-rounded block scale);
-//! * `bsums[g]` — Σ qs over elements `16g..16g+16` (ggml's Q8_K `bsums`; for Q8_1 the block sum is
-//!                `bsums[2b] + bsums[2b+1]`).
+//! * `d[b]`     — the scale of elements `32b..32b+32` (Q8_K: its 256-block's f32 `d`, repeated
+//!   8×; Q8_0 / Q8_1: the fp16-rounded block scale);
+//! * `bsums[g]` — Σ qs over elements `16g..16g+16` (ggml's Q8_K `bsums`; for Q8_1 the block sum
+//!   is `bsums[2b] + bsums[2b+1]`).
 
 /// Which ggml activation format a weight type is multiplied with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

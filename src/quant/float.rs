@@ -54,9 +54,8 @@ pub fn dot(ty: GgmlType, row: &[u8], x: &[f32]) -> f32 {
             }
             let mut sum: f32 = acc.iter().sum();
             let done = x.len() / 8 * 8;
-            for i in done..x.len() {
-                let o = 4 * i;
-                sum += f32::from_le_bytes([row[o], row[o + 1], row[o + 2], row[o + 3]]) * x[i];
+            for (b, xi) in row[4 * done..].chunks_exact(4).zip(&x[done..]) {
+                sum += f32::from_le_bytes([b[0], b[1], b[2], b[3]]) * xi;
             }
             sum
         }

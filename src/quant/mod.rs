@@ -205,6 +205,9 @@ impl std::fmt::Display for GgmlType {
     }
 }
 
+/// `decode_i8(row, q, scale, offset)`: see [`QuantKernels::decode_i8`].
+pub type DecodeI8 = fn(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]);
+
 /// The kernels of one quantized block type. See the module docs for the contract.
 pub struct QuantKernels {
     pub ty: GgmlType,
@@ -215,7 +218,7 @@ pub struct QuantKernels {
     /// The fast dot product (SIMD128 on wasm32; may be the reference natively).
     pub vec_dot: fn(row: &[u8], act: Q8<'_>) -> f32,
     /// `w[i] = scale[i / 16] * q[i] + offset[i / 16]`, exactly; `q.len()` = elements of `row`.
-    pub decode_i8: fn(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]),
+    pub decode_i8: DecodeI8,
     /// Turns random bytes into a valid block (finite fp16 scales of a sane magnitude) for tests.
     pub sanitize: fn(block: &mut [u8]),
 }
@@ -282,10 +285,8 @@ pub fn sanitize_f16_pos(b: &mut [u8], off: usize) {
 pub fn dot_i8g16_ref(q: &[i8], scale: &[f32], offset: &[f32], act: Q8<'_>) -> f32 {
     let mut sum = 0.0f32;
     for g in 0..q.len() / 16 {
-        let mut isum = 0i32;
-        for i in 16 * g..16 * g + 16 {
-            isum += q[i] as i32 * act.qs[i] as i32;
-        }
+        let range = 16 * g..16 * g + 16;
+        let isum: i32 = q[range.clone()].iter().zip(&act.qs[range]).map(|(&w, &a)| w as i32 * a as i32).sum();
         let da = act.d[g / 2];
         sum += scale[g] * da * isum as f32 + offset[g] * da * act.bsums[g] as f32;
     }
