@@ -1,5 +1,0 @@
-//! (family file — kernels not written yet)
-
-use super::QuantKernels;
-
-pub static KERNELS: &[QuantKernels] = &[];

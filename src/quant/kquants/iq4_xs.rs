@@ -1,0 +1,126 @@
+//! IQ4_XS: 256 weights in 136 bytes, 4.25 bits per weight.
+//!
+//! | offset | bytes | field                                                           |
+//! |--------|-------|-----------------------------------------------------------------|
+//! | 0      | 2     | `d` (fp16)                                                      |
+//! | 2      | 2     | `scales_h: u16`: top 2 bits of the 8 sub-block scales           |
+//! | 4      | 4     | `scales_l`: low 4 bits of the 8 sub-block scales (two per byte) |
+//! | 8      | 128   | `qs`: 4-bit indices into `KVALUES_IQ4NL`                        |
+//!
+//! Sub-block b (0..7) = elements `32b..32b+32`: element `32b + j` (j < 16) is `kv[qs[16b + j] & 15]`,
+//! element `32b + 16 + j` is `kv[qs[16b + j] >> 4]`;
+//! `ls_b = ((scales_l[b/2] >> 4(b%2)) & 15) | ((scales_h >> 2b) & 3) << 4` and `y = d * (ls_b - 32) * kv`.
+//!
+//! Dot with Q8_K: `Σ_blk d_a * d * Σ_b (ls_b - 32) * Σ kv·a`.
+
+use super::{dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
+use crate::quant::tables::KVALUES_IQ4NL;
+use crate::quant::{f16_at, sanitize_f16, GgmlType};
+
+const BB: usize = 136;
+
+pub(super) const KERNELS: QuantKernels = kernels::<IQ4XS>(GgmlType::IQ4_XS, vec_dot, sanitize);
+
+struct IQ4XS;
+
+impl KBlock for IQ4XS {
+    const BB: usize = BB;
+    const HAS_MIN: bool = false;
+
+    fn d(blk: &[u8]) -> (f32, f32) {
+        (f16_at(blk, 0), 0.0)
+    }
+
+    /// Group g belongs to sub-block b = g/2: `ls_b - 32`.
+    fn scales(blk: &[u8]) -> ([i32; 16], [i32; 16]) {
+        let sh = u16::from_le_bytes([blk[2], blk[3]]);
+        let sc = core::array::from_fn(|g| {
+            let b = g / 2;
+            let lo = (blk[4 + b / 2] >> (4 * (b % 2))) & 15;
+            let hi = ((sh >> (2 * b)) & 3) as u8;
+            (lo | hi << 4) as i32 - 32
+        });
+        (sc, [0; 16])
+    }
+
+    fn decode(blk: &[u8], q: &mut [i8; QK_K]) {
+        for (b, qb) in q.chunks_exact_mut(32).enumerate() {
+            let src = &blk[8 + 16 * b..][..16];
+            let (lo, hi) = qb.split_at_mut(16);
+            for ((l, h), &v) in lo.iter_mut().zip(hi).zip(src) {
+                *l = KVALUES_IQ4NL[(v & 15) as usize];
+                *h = KVALUES_IQ4NL[(v >> 4) as usize];
+            }
+        }
+    }
+}
+
+fn sanitize(block: &mut [u8]) {
+    sanitize_f16(block, 0);
+}
+
+dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<IQ4XS>);
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd {
+    //! Each block is first decoded to 256 signed bytes (codebook values, one `i8x16_swizzle` per
+    //! 16 weights) on the stack, then multiplied by [`dot_bytes_g16`] (|kv·a| ≤ 127², so two
+    //! products still fit an i16 lane).
+    use super::super::simd::{block_ptrs, dot_bytes_g16, f16_splat};
+    use super::super::{check_lens, Q8};
+    use super::{BB, KVALUES_IQ4NL};
+    use crate::quant::simd::hsum_f32;
+    use core::arch::wasm32::*;
+
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_lens`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+        let nb = check_lens(row, BB, &act);
+        let kv = v128_load(KVALUES_IQ4NL.as_ptr() as *const v128);
+        // Opaque: constant multipliers would become per-lane shifts, which wasm lacks.
+        let (lo_mul, hi_mul) = core::hint::black_box((
+            i16x8(16, 1, 16, 1, 16, 1, 16, 1),
+            i16x8(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1),
+        ));
+        let mut acc = f32x4_splat(0.0);
+        let mut sbuf = [i32x4_splat(0); 4];
+        let mut wbuf = [i32x4_splat(0); 16];
+        for b in 0..nb {
+            // SAFETY: check_lens guarantees nb whole blocks in `row` and nb*256 activations and
+            // nb*8 scales in `act`; every load below stays inside them.
+            let (x, a, _, da) = block_ptrs(row, BB, &act, b);
+            let sc = unpack_scales(x, lo_mul, hi_mul);
+            // Group g (16 elements) has the scale of sub-block g / 2.
+            let sp = sbuf.as_mut_ptr();
+            v128_store(sp, i16x8_shuffle::<0, 0, 0, 0, 1, 1, 1, 1>(sc, sc));
+            v128_store(sp.add(1), i16x8_shuffle::<2, 2, 2, 2, 3, 3, 3, 3>(sc, sc));
+            v128_store(sp.add(2), i16x8_shuffle::<4, 4, 4, 4, 5, 5, 5, 5>(sc, sc));
+            v128_store(sp.add(3), i16x8_shuffle::<6, 6, 6, 6, 7, 7, 7, 7>(sc, sc));
+            let out = wbuf.as_mut_ptr();
+            for s in 0..8 {
+                let v = v128_load(x.add(8 + 16 * s) as *const v128);
+                v128_store(out.add(2 * s), i8x16_swizzle(kv, v128_and(v, u8x16_splat(15))));
+                v128_store(out.add(2 * s + 1), i8x16_swizzle(kv, u8x16_shr(v, 4)));
+            }
+            let isum = dot_bytes_g16::<true>(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32);
+            let dall = f32x4_mul(f16_splat(x), da);
+            acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), dall));
+        }
+        hsum_f32(acc)
+    }
+
+    /// The 8 sub-block scales `ls_b - 32` as i16 lanes.
+    #[inline(always)]
+    unsafe fn unpack_scales(x: *const u8, lo_mul: v128, hi_mul: v128) -> v128 {
+        let v = v128_load64_zero(x as *const u64); // d, scales_h, scales_l
+        let z = i8x16_splat(0);
+        // Low nibbles: lane b = scales_l[b/2] (u16), × 16 for even b, then >> 4 and & 15.
+        let lo = i8x16_shuffle::<4, 16, 4, 16, 5, 16, 5, 16, 6, 16, 6, 16, 7, 16, 7, 16>(v, z);
+        let lo = v128_and(u16x8_shr(i16x8_mul(lo, lo_mul), 4), u16x8_splat(15));
+        // High bits: lane b = scales_h × 2^(14-2b) keeps bits 2b..2b+1 at 14..15; >> 10 puts them at 4..5.
+        let sh = i8x16_shuffle::<2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3>(v, z);
+        let hi = v128_and(u16x8_shr(i16x8_mul(sh, hi_mul), 10), u16x8_splat(0x30));
+        i16x8_sub(v128_or(lo, hi), i16x8_splat(32))
+    }
+}

@@ -1,0 +1,374 @@
+//! K-quants and IQ4_XS: 256-element super-blocks multiplied with Q8_K activations (spec §5.2, §5.4).
+//!
+//! | file        | type    | bytes | weights                                  |
+//! |-------------|---------|-------|------------------------------------------|
+//! | `q2_k.rs`   | Q2_K    | 84    | 2-bit, 16 groups of 16 with 4-bit scale + 4-bit min |
+//! | `q3_k.rs`   | Q3_K    | 110   | 3-bit (2 + high-bit mask), 16 six-bit signed scales  |
+//! | `q4_k.rs`   | Q4_K    | 144   | 4-bit, 8 sub-blocks of 32 with 6-bit scale + min     |
+//! | `q4_k.rs`   | Q5_K    | 176   | Q4_K plus a fifth bit per weight                     |
+//! | `q6_k.rs`   | Q6_K    | 210   | 6-bit (4 + 2), 16 signed 8-bit scales                |
+//! | `iq4_xs.rs` | IQ4_XS  | 136   | 4-bit indices into `KVALUES_IQ4NL`, 6-bit scales     |
+//!
+//! All of them use the Q8_K activation layout: `act.d[8 * blk]` is the scale of super-block `blk`
+//! and `act.bsums[16 * blk + g]` the sum of its 16-element group `g`, which turns every per-group
+//! constant (the `- dmin * min` terms, and the `-4` / `-32` offsets of Q3_K / Q6_K) into one small
+//! dot product per block.
+//!
+//! The scalar side is generic over the private trait `KBlock`: a type describes its scales and how to decode a
+//! block to 256 integers, and `dequantize` / `vec_dot_ref` / `decode_i8` are written once (the
+//! per-group integer sums auto-vectorise natively, where `vec_dot` is the reference).
+//!
+//! How the SIMD128 kernels work:
+//! * Weights end up as **u16 lanes** (`u16x8_load_extend_u8x8` of packed bytes plus shifts / masks
+//!   on u16 lanes — Q2_K, Q4_K), or the block is first decoded to 256 bytes on the stack with
+//!   16-lane byte operations and then read back the same way (Q3_K, Q5_K, Q6_K, IQ4_XS: their
+//!   decode is heavier, and bytes halve its cost). Activations are loaded with
+//!   `i16x8_load_extend_i8x8` (8 bytes → i16x8, one instruction).
+//! * The products `w·a` are summed **in i16** over elements sharing one scale (two or four
+//!   products per lane, never more than 2^15), then one `i32x4_dot_i16x8` against the scale
+//!   widens to i32 and applies the scale. The scale comes as `sc | sc << 16` from a small stack
+//!   buffer via `v128_load32_splat` — a plain load in V8, no shuffle.
+//! * Unsigned weight codes (`q + 4` for Q3_K, `q + 32` for Q6_K) and the `- dmin·min` terms are
+//!   corrected once per block with `i32x4_dot_i16x8(scales or mins, bsums)`. Per block the i32x4
+//!   sum is converted to f32 once and multiplied by `d_w·d_a` (fp16 converted in SIMD); the f32x4
+//!   accumulator is reduced once per row.
+//!
+//! Measured pitfalls (V8 in Node 20, which the tests and benchmarks run in):
+//! * A fully unrolled block makes TurboFan hoist all its loads to the top and spill most of them;
+//!   the inner steps therefore stay real loops (trip count through `black_box`, 32 weights per
+//!   step).
+//! * LLVM turns a multiply by a constant vector of powers of two into per-lane shifts, which wasm
+//!   lacks, and scalarises them; such multipliers are passed through `black_box` once per row.
+
+use super::{QuantKernels, Q8, QK_K};
+
+mod iq4_xs;
+mod q2_k;
+mod q3_k;
+mod q4_k;
+mod q6_k;
+
+pub static KERNELS: &[QuantKernels] = &[
+    q2_k::KERNELS,
+    q3_k::KERNELS,
+    q4_k::KERNELS_Q4K,
+    q4_k::KERNELS_Q5K,
+    q6_k::KERNELS,
+    iq4_xs::KERNELS,
+];
+
+/// Number of super-blocks in `row`; panics unless `row` holds whole blocks of `block_bytes` and
+/// `act` has the matching number of elements (the SIMD kernels rely on this for their raw loads).
+#[inline(always)]
+fn check_lens(row: &[u8], block_bytes: usize, act: &Q8<'_>) -> usize {
+    let nb = row.len() / block_bytes;
+    assert_eq!(row.len(), nb * block_bytes, "row is not a whole number of blocks");
+    assert!(
+        act.qs.len() >= nb * QK_K && act.d.len() >= nb * 8 && act.bsums.len() >= nb * 16,
+        "activation row shorter than the weight row"
+    );
+    nb
+}
+
+/// What the scalar reference functions need to know about one block type. Every type here has
+/// the form `y = d·sc_g·q - dmin·mn_g` per 16-element group g (no `- dmin·mn_g` without mins).
+trait KBlock {
+    /// Bytes per block.
+    const BB: usize;
+    /// Whether the type has `- dmin·mn` terms.
+    const HAS_MIN: bool;
+    /// `(d, dmin)` (`dmin` = 0 without mins).
+    fn d(blk: &[u8]) -> (f32, f32);
+    /// Integer scale and min of each 16-element group (mins 0 without mins).
+    fn scales(blk: &[u8]) -> ([i32; 16], [i32; 16]);
+    /// The 256 integer weights `q` of a block, in element order.
+    fn decode(blk: &[u8], q: &mut [i8; QK_K]);
+}
+
+/// Scalar dequantiser, bit-identical to ggml: `dl = d * sc` then `dl * q - dmin * mn`.
+fn dequantize<T: KBlock>(row: &[u8], out: &mut [f32]) {
+    let mut q = [0i8; QK_K];
+    for (blk, y) in row.chunks_exact(T::BB).zip(out.chunks_exact_mut(QK_K)) {
+        let (d, dmin) = T::d(blk);
+        let (sc, mn) = T::scales(blk);
+        T::decode(blk, &mut q);
+        for (g, (yg, qg)) in y.chunks_exact_mut(16).zip(q.chunks_exact(16)).enumerate() {
+            let dl = d * sc[g] as f32;
+            if T::HAS_MIN {
+                let ml = dmin * mn[g] as f32;
+                for (yi, &qi) in yg.iter_mut().zip(qg) {
+                    *yi = dl * qi as f32 - ml;
+                }
+            } else {
+                for (yi, &qi) in yg.iter_mut().zip(qg) {
+                    *yi = dl * qi as f32;
+                }
+            }
+        }
+    }
+}
+
+/// Scalar reference dot product in llama.cpp's integer form: per block
+/// `d_a * (d * Σ_g sc_g Σ_l q·a  -  dmin * Σ_g mn_g bsum_g)`.
+fn vec_dot_ref<T: KBlock>(row: &[u8], act: Q8<'_>) -> f32 {
+    let nb = check_lens(row, T::BB, &act);
+    let mut q = [0i8; QK_K];
+    let mut sumf = 0.0f32;
+    for (b, blk) in row.chunks_exact(T::BB).enumerate().take(nb) {
+        let (a, da, bsums) = (
+            &act.qs[QK_K * b..QK_K * b + QK_K],
+            act.d[8 * b],
+            &act.bsums[16 * b..16 * b + 16],
+        );
+        let (d, dmin) = T::d(blk);
+        let (sc, mn) = T::scales(blk);
+        T::decode(blk, &mut q);
+        let (mut isum, mut summs) = (0i32, 0i32);
+        for (g, (qg, ag)) in q.chunks_exact(16).zip(a.chunks_exact(16)).enumerate() {
+            let s: i32 = qg.iter().zip(ag).map(|(&w, &x)| w as i32 * x as i32).sum();
+            isum += sc[g] * s;
+            summs += mn[g] * bsums[g] as i32;
+        }
+        sumf += da * d * isum as f32;
+        if T::HAS_MIN {
+            sumf -= da * dmin * summs as f32;
+        }
+    }
+    sumf
+}
+
+/// `w[i] = scale[i/16] * q[i] + offset[i/16]` with `scale = d * sc`, `offset = -(dmin * mn)`.
+fn decode_i8<T: KBlock>(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
+    let nb = row.len() / T::BB;
+    assert_eq!(row.len(), nb * T::BB, "row is not a whole number of blocks");
+    assert!(q.len() >= nb * QK_K && scale.len() >= nb * 16 && offset.len() >= nb * 16);
+    for (b, blk) in row.chunks_exact(T::BB).enumerate() {
+        let (d, dmin) = T::d(blk);
+        let (sc, mn) = T::scales(blk);
+        T::decode(blk, (&mut q[QK_K * b..QK_K * b + QK_K]).try_into().unwrap());
+        for g in 0..16 {
+            scale[16 * b + g] = d * sc[g] as f32;
+            offset[16 * b + g] = if T::HAS_MIN { -(dmin * mn[g] as f32) } else { 0.0 };
+        }
+    }
+}
+
+/// The kernel entry of a block type: the generic scalar functions plus its `vec_dot`.
+const fn kernels<T: KBlock>(
+    ty: crate::quant::GgmlType,
+    vec_dot: fn(&[u8], Q8<'_>) -> f32,
+    sanitize: fn(&mut [u8]),
+) -> QuantKernels {
+    QuantKernels {
+        ty,
+        dequantize: dequantize::<T>,
+        vec_dot_ref: vec_dot_ref::<T>,
+        vec_dot,
+        decode_i8: decode_i8::<T>,
+        sanitize,
+    }
+}
+
+/// The 6-bit scales and mins of Q4_K / Q5_K, packed in 12 bytes (`s` = bytes 4..16 of the block):
+/// pair k < 4: `sc = s[k] & 63`, `mn = s[k+4] & 63`; k ≥ 4: `sc = (s[k+4] & 15) | (s[k-4] >> 6) << 4`,
+/// `mn = (s[k+4] >> 4) | (s[k] >> 6) << 4`.
+#[inline(always)]
+fn k4_scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
+    for k in 0..4 {
+        sc[k] = s[k] & 63;
+        mn[k] = s[k + 4] & 63;
+        sc[k + 4] = (s[k + 8] & 15) | ((s[k] >> 6) << 4);
+        mn[k + 4] = (s[k + 8] >> 4) | ((s[k + 4] >> 6) << 4);
+    }
+    (sc, mn)
+}
+
+/// Dispatches `vec_dot` to the SIMD128 kernel `$simd` on wasm32+simd128, else to `$reference`.
+macro_rules! dispatch_vec_dot {
+    ($name:ident, $simd:path, $reference:path) => {
+        fn $name(row: &[u8], act: $crate::quant::Q8<'_>) -> f32 {
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            {
+                // SAFETY: simd128 is enabled for this build; the kernel checks all lengths itself.
+                return unsafe { $simd(row, act) };
+            }
+            #[allow(unreachable_code)]
+            $reference(row, act)
+        }
+    };
+}
+use dispatch_vec_dot;
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd {
+    //! SIMD128 building blocks shared by the K-quant kernels.
+    use super::{Q8, QK_K};
+    use core::arch::wasm32::*;
+
+    /// 8 bytes at `p` zero-extended to u16 lanes.
+    ///
+    /// # Safety
+    /// `p..p+8` must be readable.
+    #[inline(always)]
+    pub unsafe fn ld_u8x8(p: *const u8) -> v128 {
+        u16x8_load_extend_u8x8(p)
+    }
+
+    /// 8 activation bytes at `p` sign-extended to i16 lanes.
+    ///
+    /// # Safety
+    /// `p..p+8` must be readable.
+    #[inline(always)]
+    pub unsafe fn ld_i8x8(p: *const i8) -> v128 {
+        i16x8_load_extend_i8x8(p)
+    }
+
+    /// i16 products of 16 weights (two u16/i16 vectors) with 16 activations at `a`, summed pairwise
+    /// into one i16x8 (lane i = w0[i]·a[i] + w1[i]·a[8+i]).
+    ///
+    /// # Safety
+    /// `a..a+16` must be readable; |w·a| must stay below 2^14.
+    #[inline(always)]
+    pub unsafe fn mul16(w0: v128, w1: v128, a: *const i8) -> v128 {
+        i16x8_add(i16x8_mul(w0, ld_i8x8(a)), i16x8_mul(w1, ld_i8x8(a.add(8))))
+    }
+
+    /// Weight block, activations, group sums, activation scale (f32x4 splat).
+    pub type BlockPtrs = (*const u8, *const i8, *const i16, v128);
+
+    /// Pointers to super-block `b` of `row` (block size `bb`) and of `act`, and the activation
+    /// scale as an f32x4 splat.
+    ///
+    /// # Safety
+    /// `row` must hold more than `b` blocks and `act` more than `b` super-blocks (`check_lens`).
+    #[inline(always)]
+    pub unsafe fn block_ptrs(row: &[u8], bb: usize, act: &Q8<'_>, b: usize) -> BlockPtrs {
+        let x = row.as_ptr().add(bb * b);
+        let a = act.qs.as_ptr().add(QK_K * b);
+        let bs = act.bsums.as_ptr().add(16 * b);
+        (x, a, bs, v128_load32_splat(act.d.as_ptr().add(8 * b) as *const u32))
+    }
+
+    /// f32 of the fp16 in the low 16 bits of every i32 lane of `h` (the upper bits are ignored).
+    /// Exact for every non-NaN input (normal, subnormal, ±0, ±inf; NaN stays NaN): the magnitude bits are moved to
+    /// the f32 position and scaled by 2^112; an all-ones exponent (the only case that scales to
+    /// ≥ 2^16, as the largest finite fp16 is 65504) becomes 255.
+    #[inline(always)]
+    pub fn f16_lanes(h: v128) -> v128 {
+        let mag = u32x4_shr(i32x4_shl(h, 17), 4);
+        let v = f32x4_mul(mag, f32x4_splat(f32::from_bits(0x7780_0000)));
+        let special = f32x4_ge(v, f32x4_splat(65536.0));
+        let v = v128_bitselect(v128_or(mag, i32x4_splat(0x7f80_0000)), v, special);
+        v128_or(v, v128_and(i32x4_shl(h, 16), i32x4_splat(i32::MIN)))
+    }
+
+    /// The fp16 at `p` as an f32x4 splat.
+    ///
+    /// # Safety
+    /// `p..p+2` must be readable.
+    #[inline(always)]
+    pub unsafe fn f16_splat(p: *const u8) -> v128 {
+        f16_lanes(v128_load16_splat(p as *const u16))
+    }
+
+    /// The two fp16 at `p` (`d`) and `p + 2` (`dmin`), each times the f32 `da`, as two f32x4 splats.
+    ///
+    /// # Safety
+    /// `p..p+4` must be readable.
+    #[inline(always)]
+    pub unsafe fn f16_pair_splats(p: *const u8, da: v128) -> (v128, v128) {
+        let f = f32x4_mul(
+            f16_lanes(u32x4_extend_low_u16x8(v128_load32_splat(p as *const u32))),
+            da,
+        );
+        (i32x4_shuffle::<0, 0, 0, 0>(f, f), i32x4_shuffle::<1, 1, 1, 1>(f, f))
+    }
+
+    /// Stores the 16 i16 scales of `lo` (groups 0..7) and `hi` (groups 8..15) as `sc | sc << 16`
+    /// in the i32 words `sp[0..16]`, ready for [`dot_bytes_g16`].
+    ///
+    /// # Safety
+    /// `sp..sp+4` must be writable.
+    #[inline(always)]
+    pub unsafe fn store_scale_pairs(sp: *mut v128, lo: v128, hi: v128) {
+        v128_store(sp, i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(lo, lo));
+        v128_store(sp.add(1), i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(lo, lo));
+        v128_store(sp.add(2), i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(hi, hi));
+        v128_store(sp.add(3), i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(hi, hi));
+    }
+
+    /// `Σ_g sc_g Σ_{l<16} w[16g+l]·a[16g+l]` over one super-block (i32x4 partial sums): `w` = the
+    /// 256 weights decoded to bytes (read as i8 if `SIGNED`, else as u8; two products must fit an
+    /// i16 lane: |w·a| < 2^14), `s` = 16 words `sc_g | sc_g << 16` (see [`store_scale_pairs`]).
+    ///
+    /// # Safety
+    /// `w` and `a` must hold 256 bytes, `s` 16 words.
+    #[inline(always)]
+    pub unsafe fn dot_bytes_g16<const SIGNED: bool>(w: *const u8, a: *const i8, s: *const u32) -> v128 {
+        let ld = |p: *const u8| if SIGNED { ld_i8x8(p as *const i8) } else { ld_u8x8(p) };
+        let (mut w, mut a, mut s) = (w, a, s);
+        let mut isum = i32x4_splat(0);
+        // An opaque trip count keeps this a loop: when V8 (TurboFan) sees the whole block
+        // unrolled it hoists all loads to the top and spills most of them.
+        for _ in 0..core::hint::black_box(8u32) {
+            let p0 = mul16(ld(w), ld(w.add(8)), a);
+            let p1 = mul16(ld(w.add(16)), ld(w.add(24)), a.add(16));
+            let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
+            let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
+            isum = i32x4_add(isum, i32x4_add(s0, s1));
+            w = w.add(32);
+            a = a.add(32);
+            s = s.add(2);
+        }
+        isum
+    }
+
+    /// Like [`dot_bytes_g16`] for 8 sub-blocks of 32 with unsigned weights (four products per i16
+    /// lane: |w·a| < 2^13), `s` = 8 words `sc_k | sc_k << 16`. Same opaque loop.
+    ///
+    /// # Safety
+    /// `w` and `a` must hold 256 bytes, `s` 8 words.
+    #[inline(always)]
+    pub unsafe fn dot_bytes_g32(w: *const u8, a: *const i8, s: *const u32) -> v128 {
+        let (mut w, mut a, mut s) = (w, a, s);
+        let mut isum = i32x4_splat(0);
+        for _ in 0..core::hint::black_box(8u32) {
+            let p0 = mul16(ld_u8x8(w), ld_u8x8(w.add(8)), a);
+            let p1 = mul16(ld_u8x8(w.add(16)), ld_u8x8(w.add(24)), a.add(16));
+            isum = i32x4_add(isum, i32x4_dot_i16x8(i16x8_add(p0, p1), v128_load32_splat(s)));
+            w = w.add(32);
+            a = a.add(32);
+            s = s.add(1);
+        }
+        isum
+    }
+
+    /// `acc + convert(isum) * dall - convert(summs) * dmin` in f32x4 lanes (`dall`, `dmin` splats).
+    #[inline(always)]
+    pub fn fold_block(acc: v128, isum: v128, dall: v128, summs: v128, dmin: v128) -> v128 {
+        let s = f32x4_mul(f32x4_convert_i32x4(isum), dall);
+        let m = f32x4_mul(f32x4_convert_i32x4(summs), dmin);
+        f32x4_add(acc, f32x4_sub(s, m))
+    }
+}
+
+#[cfg(all(test, target_arch = "wasm32", target_feature = "simd128"))]
+mod tests {
+    use core::arch::wasm32::*;
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// The SIMD fp16 conversion equals `half` for all 65536 inputs (NaN → NaN: `half` sets the
+    /// quiet bit of signalling NaNs, which does not matter here).
+    #[test]
+    fn f16_lanes_is_exact() {
+        for h in 0..=u16::MAX {
+            // Garbage in the upper half of the lane must be ignored.
+            let v = super::simd::f16_lanes(u32x4_splat(h as u32 | 0xabcd_0000));
+            let got = f32x4_extract_lane::<3>(v);
+            let want = half::f16::from_bits(h).to_f32();
+            let same = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
+            assert!(same, "fp16 {h:#06x}: {got} vs {want}");
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Q2_K: 256 weights in 84 bytes, 2.625 bits per weight.
+//!
+//! | offset | bytes | field                                                                |
+//! |--------|-------|----------------------------------------------------------------------|
+//! | 0      | 16    | `scales[g]`: low nibble = scale, high nibble = min of group g (16 el.)|
+//! | 16     | 64    | `qs`: 2-bit weights, four per byte                                   |
+//! | 80     | 2     | `d` (fp16)                                                           |
+//! | 82     | 2     | `dmin` (fp16)                                                        |
+//!
+//! Group g = 8n + 2j + h (n = half 0..1, j = shift 0..3, h = 0..1) holds elements `16g..16g+16`;
+//! element `16g + l` is `(qs[32n + 16h + l] >> 2j) & 3`, and
+//! `y = d * (scales[g] & 15) * q - dmin * (scales[g] >> 4)`.
+//!
+//! Dot with Q8_K: `Σ_blk d_a * (d * Σ_g sc_g * Σ_l q·a  -  dmin * Σ_g mn_g * bsum_g)`.
+
+use super::{dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
+use crate::quant::{f16_at, sanitize_f16, GgmlType};
+
+const BB: usize = 84;
+
+pub(super) const KERNELS: QuantKernels = kernels::<Q2K>(GgmlType::Q2_K, vec_dot, sanitize);
+
+struct Q2K;
+
+impl KBlock for Q2K {
+    const BB: usize = BB;
+    const HAS_MIN: bool = true;
+
+    fn d(blk: &[u8]) -> (f32, f32) {
+        (f16_at(blk, 80), f16_at(blk, 82))
+    }
+
+    fn scales(blk: &[u8]) -> ([i32; 16], [i32; 16]) {
+        (
+            core::array::from_fn(|g| (blk[g] & 15) as i32),
+            core::array::from_fn(|g| (blk[g] >> 4) as i32),
+        )
+    }
+
+    fn decode(blk: &[u8], q: &mut [i8; QK_K]) {
+        for (g, qg) in q.chunks_exact_mut(16).enumerate() {
+            let (n, j, h) = (g / 8, (g / 2) % 4, g % 2);
+            let src = &blk[16 + 32 * n + 16 * h..][..16];
+            for (qi, &b) in qg.iter_mut().zip(src) {
+                *qi = ((b >> (2 * j)) & 3) as i8;
+            }
+        }
+    }
+}
+
+fn sanitize(block: &mut [u8]) {
+    sanitize_f16(block, 80);
+    sanitize_f16(block, 82);
+}
+
+dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q2K>);
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd {
+    //! One loop step = one shift j of a half: 32 weights, groups 2j and 2j+1 of the half. The 32
+    //! `qs` bytes of the half sit in four u16x8 vectors; each step takes `v & 3`, multiplies with
+    //! the activations in i16 and shifts `v` right by 2 for the next step.
+    use super::super::simd::{block_ptrs, f16_pair_splats, fold_block, ld_u8x8, mul16, store_scale_pairs};
+    use super::super::{check_lens, Q8};
+    use super::BB;
+    use crate::quant::simd::hsum_f32;
+    use core::arch::wasm32::*;
+
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_lens`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+        let nb = check_lens(row, BB, &act);
+        let mut acc = f32x4_splat(0.0);
+        // Word g = sc_g | sc_g << 16, broadcast by v128_load32_splat.
+        let mut sbuf = [i32x4_splat(0); 4];
+        for b in 0..nb {
+            // SAFETY: check_lens guarantees nb whole blocks in `row` and nb*256 activations,
+            // nb*8 scales and nb*16 group sums in `act`; every load below stays inside them.
+            let (x, a, bs, da) = block_ptrs(row, BB, &act, b);
+            let sm = v128_load(x as *const v128);
+            let sc = v128_and(sm, u8x16_splat(15));
+            store_scale_pairs(
+                sbuf.as_mut_ptr(),
+                u16x8_extend_low_u8x16(sc),
+                u16x8_extend_high_u8x16(sc),
+            );
+
+            let mut isum = i32x4_splat(0);
+            let (mut a, mut s) = (a, sbuf.as_ptr() as *const u32);
+            // An opaque trip count keeps this a loop (see the module docs).
+            let steps = core::hint::black_box(4u32);
+            for n in 0..2 {
+                let q = x.add(16 + 32 * n);
+                let mut v = [ld_u8x8(q), ld_u8x8(q.add(8)), ld_u8x8(q.add(16)), ld_u8x8(q.add(24))];
+                for _ in 0..steps {
+                    let m = u16x8_splat(3);
+                    let p0 = mul16(v128_and(v[0], m), v128_and(v[1], m), a);
+                    let p1 = mul16(v128_and(v[2], m), v128_and(v[3], m), a.add(16));
+                    let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
+                    let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
+                    isum = i32x4_add(isum, i32x4_add(s0, s1));
+                    for vk in v.iter_mut() {
+                        *vk = u16x8_shr(*vk, 2);
+                    }
+                    s = s.add(2);
+                    a = a.add(32);
+                }
+            }
+
+            let mn = u8x16_shr(sm, 4);
+            let summs = i32x4_add(
+                i32x4_dot_i16x8(u16x8_extend_low_u8x16(mn), v128_load(bs as *const v128)),
+                i32x4_dot_i16x8(u16x8_extend_high_u8x16(mn), v128_load(bs.add(8) as *const v128)),
+            );
+            let (dall, dmin) = f16_pair_splats(x.add(80), da);
+            acc = fold_block(acc, isum, dall, summs, dmin);
+        }
+        hsum_f32(acc)
+    }
+}

@@ -1,0 +1,145 @@
+//! Q3_K: 256 weights in 110 bytes, 3.4375 bits per weight.
+//!
+//! | offset | bytes | field                                                                |
+//! |--------|-------|----------------------------------------------------------------------|
+//! | 0      | 32    | `hmask`: high bit of each weight (bit 4n + j of byte 16h + l)        |
+//! | 32     | 64    | `qs`: low 2 bits of each weight, four per byte                       |
+//! | 96     | 12    | `scales`: 16 six-bit scales (low nibbles in bytes 0..8, top 2 bits in 8..12) |
+//! | 108    | 2     | `d` (fp16)                                                           |
+//!
+//! Group g = 8n + 2j + h (n = half, j = shift, h = 0..1) holds elements `16g..16g+16`; element
+//! `16g + l` is `q = ((qs[32n + 16h + l] >> 2j) & 3) - (hmask[16h + l] bit (4n + j) ? 0 : 4)`
+//! (so q ∈ -4..3), and `y = d * sc_g * q` with
+//! `sc_g = ((g < 8 ? scales[g] & 15 : scales[g-8] >> 4) | ((scales[8 + g%4] >> 2(g/4)) & 3) << 4) - 32`.
+//!
+//! Dot with Q8_K: `Σ_blk d_a * d * Σ_g sc_g * Σ_l q·a`. The SIMD kernel uses the unsigned
+//! `u = q + 4 ∈ 0..7` and subtracts `4 * Σ_g sc_g * bsum_g` per block.
+
+use super::{dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
+use crate::quant::{f16_at, sanitize_f16, GgmlType};
+
+const BB: usize = 110;
+
+pub(super) const KERNELS: QuantKernels = kernels::<Q3K>(GgmlType::Q3_K, vec_dot, sanitize);
+
+struct Q3K;
+
+impl KBlock for Q3K {
+    const BB: usize = BB;
+    const HAS_MIN: bool = false;
+
+    fn d(blk: &[u8]) -> (f32, f32) {
+        (f16_at(blk, 108), 0.0)
+    }
+
+    fn scales(blk: &[u8]) -> ([i32; 16], [i32; 16]) {
+        let s = &blk[96..108];
+        let sc = core::array::from_fn(|g| {
+            let lo = if g < 8 { s[g] & 15 } else { s[g - 8] >> 4 };
+            let hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+            (lo | hi << 4) as i32 - 32
+        });
+        (sc, [0; 16])
+    }
+
+    fn decode(blk: &[u8], q: &mut [i8; QK_K]) {
+        for (g, qg) in q.chunks_exact_mut(16).enumerate() {
+            let (n, j, h) = (g / 8, (g / 2) % 4, g % 2);
+            let low = &blk[32 + 32 * n + 16 * h..][..16];
+            let hmask = &blk[16 * h..][..16];
+            let bit = 1u8 << (4 * n + j);
+            for ((qi, &b), &m) in qg.iter_mut().zip(low).zip(hmask) {
+                *qi = ((b >> (2 * j)) & 3) as i8 - if m & bit != 0 { 0 } else { 4 };
+            }
+        }
+    }
+}
+
+fn sanitize(block: &mut [u8]) {
+    sanitize_f16(block, 108);
+}
+
+dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q3K>);
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd {
+    //! Each block is first decoded to 256 bytes `u = q + 4 ∈ 0..7` on the stack (16 lanes per
+    //! operation), then multiplied by [`dot_bytes_g16`]; the `-4` comes back as `4 Σ_g sc_g bsum_g`.
+    use super::super::simd::{block_ptrs, dot_bytes_g16, f16_splat, fold_block, store_scale_pairs};
+    use super::super::{check_lens, Q8};
+    use super::BB;
+    use crate::quant::simd::hsum_f32;
+    use core::arch::wasm32::*;
+
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_lens`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+        let nb = check_lens(row, BB, &act);
+        let mut acc = f32x4_splat(0.0);
+        let mut sbuf = [i32x4_splat(0); 4];
+        let mut wbuf = [i32x4_splat(0); 16];
+        // Opaque: a constant multiplier would become per-lane shifts, which wasm lacks.
+        let hi_mul = core::hint::black_box(i32x4(64, 16, 4, 1));
+        for b in 0..nb {
+            // SAFETY: check_lens guarantees nb whole blocks in `row` and nb*256 activations,
+            // nb*8 scales and nb*16 group sums in `act`; every load below stays inside them
+            // (the scale vector is read from bytes 94..110 of the block).
+            let (x, a, bs, da) = block_ptrs(row, BB, &act, b);
+            let sc = unpack_scales(x, hi_mul);
+            let sc_lo = i16x8_extend_low_i8x16(sc);
+            let sc_hi = i16x8_extend_high_i8x16(sc);
+            store_scale_pairs(sbuf.as_mut_ptr(), sc_lo, sc_hi);
+            decode(x, wbuf.as_mut_ptr());
+            let isum = dot_bytes_g16::<false>(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32);
+            let summs = i32x4_add(
+                i32x4_dot_i16x8(sc_lo, v128_load(bs as *const v128)),
+                i32x4_dot_i16x8(sc_hi, v128_load(bs.add(8) as *const v128)),
+            );
+            let dall = f32x4_mul(f16_splat(x.add(108)), da);
+            acc = fold_block(acc, isum, dall, summs, f32x4_mul(dall, f32x4_splat(4.0)));
+        }
+        hsum_f32(acc)
+    }
+
+    /// `out[g] = u` of the 16 elements of group g: `(qs >> 2j) & 3 | (hmask bit 4n+j) << 2`.
+    /// Byte lanes are shifted as u16 lanes; the masks drop the bits that cross a byte.
+    #[inline(always)]
+    unsafe fn decode(x: *const u8, out: *mut v128) {
+        let hm = [v128_load(x as *const v128), v128_load(x.add(16) as *const v128)];
+        let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
+        for n in 0..2 {
+            for (h, &hmh) in hm.iter().enumerate() {
+                let q = v128_load(x.add(32 + 32 * n + 16 * h) as *const v128);
+                for j in 0..4 {
+                    let low = v128_and(u16x8_shr(q, 2 * j as u32), m3);
+                    let m = (4 * n + j) as u32; // hmask bit → bit 2
+                    let high = if m < 2 {
+                        u16x8_shl(hmh, 2 - m)
+                    } else {
+                        u16x8_shr(hmh, m - 2)
+                    };
+                    v128_store(out.add(8 * n + 2 * j + h), v128_or(low, v128_and(high, m4)));
+                }
+            }
+        }
+    }
+
+    /// The 16 scales as signed bytes (lane g = sc_g). `hi_mul` = `i32x4(64, 16, 4, 1)`.
+    #[inline(always)]
+    unsafe fn unpack_scales(x: *const u8, hi_mul: v128) -> v128 {
+        // Bytes 94..110: scale byte s[i] is lane i + 2.
+        let v = v128_load(x.add(94) as *const v128);
+        // Low nibbles: g < 8 → s[g] & 15, g ≥ 8 → s[g-8] >> 4.
+        let lo = i8x16_shuffle::<2, 3, 4, 5, 6, 7, 8, 9, 18, 19, 20, 21, 22, 23, 24, 25>(
+            v128_and(v, u8x16_splat(15)),
+            u8x16_shr(v, 4),
+        );
+        // Top bits: byte g of the splatted u32 s[8..12] is s[8 + g%4]; in u32 lane k = g/4 move
+        // bits 2k..2k+1 of every byte to bits 4..5 (× 2^(6-2k), then >> 2).
+        let aux = core::ptr::read_unaligned(x.add(104) as *const u32);
+        let hi = i32x4_mul(i32x4_splat(aux as i32), hi_mul);
+        let hi = v128_and(u32x4_shr(hi, 2), u8x16_splat(0x30));
+        i8x16_sub(v128_or(lo, hi), i8x16_splat(32))
+    }
+}

@@ -1,0 +1,222 @@
+//! Q4_K (144 bytes, 4.5 bits per weight) and Q5_K (176 bytes, 5.5 bits per weight).
+//!
+//! Q4_K:
+//! | offset | bytes | field                                                       |
+//! |--------|-------|-------------------------------------------------------------|
+//! | 0      | 2     | `d` (fp16)                                                  |
+//! | 2      | 2     | `dmin` (fp16)                                               |
+//! | 4      | 12    | 8 six-bit scales `sc_k` and mins `mn_k` ([`k4_scales_mins`])|
+//! | 16     | 128   | `qs`: 4-bit weights                                         |
+//!
+//! Q5_K: the same with `qh[32]` at 16 and `qs[128]` at 48.
+//!
+//! Chunk c (0..3) = elements `64c..64c+64` uses `qs[32c..32c+32]`: element `64c + l` (l < 32) is the
+//! low nibble of `qs[32c + l]` (sub-block 2c), element `64c + 32 + l` the high nibble (sub-block
+//! 2c+1). Q5_K adds 16 when bit 2c (low nibble) / 2c+1 (high nibble) of `qh[l]` is set.
+//! `y = d * sc_k * q - dmin * mn_k` for sub-block k.
+//!
+//! Dot with Q8_K: `Σ_blk d_a * (d * Σ_k sc_k * Σ q·a  -  dmin * Σ_k mn_k * (bsum_2k + bsum_2k+1))`.
+
+use super::{dispatch_vec_dot, k4_scales_mins, kernels, KBlock, QuantKernels, QK_K};
+use crate::quant::{f16_at, sanitize_f16, GgmlType};
+
+pub(super) const KERNELS_Q4K: QuantKernels = kernels::<K4<false>>(GgmlType::Q4_K, vec_dot_q4k, sanitize);
+pub(super) const KERNELS_Q5K: QuantKernels = kernels::<K4<true>>(GgmlType::Q5_K, vec_dot_q5k, sanitize);
+
+/// Q4_K (`Q5 = false`) / Q5_K (`Q5 = true`).
+struct K4<const Q5: bool>;
+
+impl<const Q5: bool> KBlock for K4<Q5> {
+    const BB: usize = if Q5 { 176 } else { 144 };
+    const HAS_MIN: bool = true;
+
+    fn d(blk: &[u8]) -> (f32, f32) {
+        (f16_at(blk, 0), f16_at(blk, 2))
+    }
+
+    /// Group g belongs to sub-block g/2.
+    fn scales(blk: &[u8]) -> ([i32; 16], [i32; 16]) {
+        let (sc, mn) = k4_scales_mins(&blk[4..16]);
+        (
+            core::array::from_fn(|g| sc[g / 2] as i32),
+            core::array::from_fn(|g| mn[g / 2] as i32),
+        )
+    }
+
+    fn decode(blk: &[u8], q: &mut [i8; QK_K]) {
+        let qs = &blk[if Q5 { 48 } else { 16 }..];
+        for (c, qc) in q.chunks_exact_mut(64).enumerate() {
+            let src = &qs[32 * c..][..32];
+            let (lo, hi) = qc.split_at_mut(32);
+            for (l, ((ql, qh), &v)) in lo.iter_mut().zip(hi).zip(src).enumerate() {
+                let (mut a, mut b) = (v & 15, v >> 4);
+                if Q5 {
+                    let h = blk[16 + l] >> (2 * c);
+                    a |= (h & 1) << 4;
+                    b |= (h & 2) << 3;
+                }
+                (*ql, *qh) = (a as i8, b as i8);
+            }
+        }
+    }
+}
+
+fn sanitize(block: &mut [u8]) {
+    sanitize_f16(block, 0);
+    sanitize_f16(block, 2);
+}
+
+dispatch_vec_dot!(vec_dot_q4k, simd::vec_dot_q4k, super::vec_dot_ref::<K4<false>>);
+dispatch_vec_dot!(vec_dot_q5k, simd::vec_dot_q5k, super::vec_dot_ref::<K4<true>>);
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd {
+    //! Q4_K: one loop step = 16 bytes of `qs` (two u16x8 vectors) of chunk c: 16 low nibbles
+    //! (sub-block 2c) and 16 high nibbles (sub-block 2c+1), each multiplied with its activations in
+    //! i16 and scaled by one `i32x4_dot_i16x8`. The steps run over c = 0..3, first for bytes
+    //! 0..16 and then for bytes 16..32 of each chunk.
+    //!
+    //! Q5_K: each block is first decoded to 256 bytes (0..31) on the stack with 16-lane byte
+    //! operations, then multiplied by [`dot_bytes_g32`].
+    use super::super::simd::{block_ptrs, dot_bytes_g32, f16_pair_splats, fold_block, ld_u8x8, mul16};
+    use super::super::{check_lens, Q8};
+    use crate::quant::simd::hsum_f32;
+    use core::arch::wasm32::*;
+
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_lens`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot_q4k(row: &[u8], act: Q8<'_>) -> f32 {
+        const BB: usize = 144;
+        let nb = check_lens(row, BB, &act);
+        let mut acc = f32x4_splat(0.0);
+        // Word k = sc_k | sc_k << 16, broadcast by v128_load32_splat.
+        let mut sbuf = [i32x4_splat(0); 2];
+        for b in 0..nb {
+            // SAFETY: check_lens guarantees nb whole blocks in `row` and nb*256 activations,
+            // nb*8 scales and nb*16 group sums in `act`; every load below stays inside them
+            // (the scale vector is read from bytes 4..20 of the block).
+            let (x, a, bs, da) = block_ptrs(row, BB, &act, b);
+            let scm = unpack_scales_mins(x.add(4));
+            store_scales(sbuf.as_mut_ptr(), scm);
+
+            let mut isum = i32x4_splat(0);
+            // An opaque trip count keeps this a loop (see the module docs).
+            let steps = core::hint::black_box(4u32);
+            for half in 0..2 {
+                let (mut q, mut a) = (x.add(16 + 16 * half), a.add(16 * half));
+                let mut s = sbuf.as_ptr() as *const u32;
+                for _ in 0..steps {
+                    let (v0, v1) = (ld_u8x8(q), ld_u8x8(q.add(8)));
+                    let m15 = u16x8_splat(15);
+                    let plo = mul16(v128_and(v0, m15), v128_and(v1, m15), a);
+                    let phi = mul16(u16x8_shr(v0, 4), u16x8_shr(v1, 4), a.add(32));
+                    let s0 = i32x4_dot_i16x8(plo, v128_load32_splat(s));
+                    let s1 = i32x4_dot_i16x8(phi, v128_load32_splat(s.add(1)));
+                    isum = i32x4_add(isum, i32x4_add(s0, s1));
+                    q = q.add(32);
+                    a = a.add(64);
+                    s = s.add(2);
+                }
+            }
+            let summs = mins_dot(scm, bs);
+            let (dall, dmin) = f16_pair_splats(x, da);
+            acc = fold_block(acc, isum, dall, summs, dmin);
+        }
+        hsum_f32(acc)
+    }
+
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_lens`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot_q5k(row: &[u8], act: Q8<'_>) -> f32 {
+        const BB: usize = 176;
+        let nb = check_lens(row, BB, &act);
+        let mut acc = f32x4_splat(0.0);
+        let mut sbuf = [i32x4_splat(0); 2];
+        let mut wbuf = [i32x4_splat(0); 16];
+        for b in 0..nb {
+            // SAFETY: check_lens guarantees nb whole blocks in `row` and nb*256 activations,
+            // nb*8 scales and nb*16 group sums in `act`; every load below stays inside them.
+            let (x, a, bs, da) = block_ptrs(row, BB, &act, b);
+            let scm = unpack_scales_mins(x.add(4));
+            store_scales(sbuf.as_mut_ptr(), scm);
+            decode_q5(x, wbuf.as_mut_ptr());
+            let isum = dot_bytes_g32(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32);
+            let summs = mins_dot(scm, bs);
+            let (dall, dmin) = f16_pair_splats(x, da);
+            acc = fold_block(acc, isum, dall, summs, dmin);
+        }
+        hsum_f32(acc)
+    }
+
+    /// Stores `sc_k | sc_k << 16` (k = 0..7, from bytes 0..7 of `scm`) as 8 i32 words.
+    #[inline(always)]
+    unsafe fn store_scales(sp: *mut v128, scm: v128) {
+        let sc = u16x8_extend_low_u8x16(scm);
+        v128_store(sp, i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(sc, sc));
+        v128_store(sp.add(1), i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(sc, sc));
+    }
+
+    /// `out[i/16]` = the 16 Q5_K values of elements `i..i+16`. Byte lanes are shifted as u16
+    /// lanes; the masks drop the bits that cross a byte.
+    #[inline(always)]
+    unsafe fn decode_q5(x: *const u8, out: *mut v128) {
+        let qh = [v128_load(x.add(16) as *const v128), v128_load(x.add(32) as *const v128)];
+        let (m15, m16) = (u8x16_splat(15), u8x16_splat(16));
+        // Bit `from` of every byte moved to bit 4.
+        let bit4 = |h: v128, from: u32| {
+            let s = if from < 4 {
+                u16x8_shl(h, 4 - from)
+            } else if from > 4 {
+                u16x8_shr(h, from - 4)
+            } else {
+                h
+            };
+            v128_and(s, m16)
+        };
+        for c in 0..4 {
+            for (half, &h) in qh.iter().enumerate() {
+                let q = v128_load(x.add(48 + 32 * c + 16 * half) as *const v128);
+                let lo = v128_or(v128_and(q, m15), bit4(h, 2 * c as u32));
+                let hi = v128_or(v128_and(u16x8_shr(q, 4), m15), bit4(h, 2 * c as u32 + 1));
+                v128_store(out.add(4 * c + half), lo);
+                v128_store(out.add(4 * c + 2 + half), hi);
+            }
+        }
+    }
+
+    /// `Σ_k mn_k (bsum_2k + bsum_2k+1)`, mins in bytes 8..15 of `scm`: each min meets its two
+    /// group sums in one i32 lane.
+    #[inline(always)]
+    unsafe fn mins_dot(scm: v128, bs: *const i16) -> v128 {
+        let mn = u16x8_extend_high_u8x16(scm);
+        i32x4_add(
+            i32x4_dot_i16x8(
+                i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(mn, mn),
+                v128_load(bs as *const v128),
+            ),
+            i32x4_dot_i16x8(
+                i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(mn, mn),
+                v128_load(bs.add(8) as *const v128),
+            ),
+        )
+    }
+
+    /// Bytes: lanes 0..7 = sc_0..7, lanes 8..15 = mn_0..7, from the 12 packed bytes at `s`.
+    #[inline(always)]
+    unsafe fn unpack_scales_mins(s: *const u8) -> v128 {
+        let s = v128_load(s as *const v128); // lanes 0..11 = the 12 scale bytes
+        let s63 = v128_and(s, u8x16_splat(63));
+        let s15 = v128_and(s, u8x16_splat(15));
+        let s4 = u8x16_shr(s, 4);
+        let top = v128_and(u16x8_shr(s, 2), u8x16_splat(0x30)); // (s >> 6) << 4 per byte
+                                                                // sc_0..3 = s[0..4] & 63, sc_4..7 = s[8..12] & 15, mn_0..3 = s[4..8] & 63, mn_4..7 = s[8..12] >> 4
+        let t = i8x16_shuffle::<0, 1, 2, 3, 24, 25, 26, 27, 4, 5, 6, 7, 0, 0, 0, 0>(s63, s15);
+        let t = i8x16_shuffle::<0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 24, 25, 26, 27>(t, s4);
+        // sc_4..7 |= (s[0..4] >> 6) << 4, mn_4..7 |= (s[4..8] >> 6) << 4
+        let z = i8x16_splat(0);
+        let u = i8x16_shuffle::<16, 16, 16, 16, 0, 1, 2, 3, 16, 16, 16, 16, 4, 5, 6, 7>(top, z);
+        v128_or(t, u)
+    }
+}
