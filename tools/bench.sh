@@ -17,7 +17,8 @@ print("| type | SIMD128 GB/s | scalar GB/s | speed-up | G weights/s (SIMD) |")
 print("|---|---|---|---|---|")
 bpw = {"F32":32,"F16":16,"BF16":16,"Q4_0":4.5,"Q4_1":5,"Q5_0":5.5,"Q5_1":6,"Q8_0":8.5,"Q2_K":2.625,"Q3_K":3.4375,"Q4_K":4.5,"Q5_K":5.5,"Q6_K":6.5625,"IQ2_XXS":2.0625,"IQ2_XS":2.3125,"IQ3_XXS":3.0625,"IQ1_S":1.5625,"IQ4_NL":4.5,"IQ3_S":3.4375,"IQ2_S":2.5625,"IQ4_XS":4.25,"IQ1_M":1.75,"Q1_0":1.125,"Q2_0":2.25}
 for r in rows:
-    print(f"| {r[\"type\"]} | {r[\"simd_gbps\"]:.2f} | {r[\"scalar_gbps\"]:.2f} | {r[\"simd_gbps\"]/r[\"scalar_gbps\"]:.1f}x | {r[\"simd_gbps\"]*8/bpw[r[\"type\"]]:.1f} |")
+    t, s, c = r["type"], r["simd_gbps"], r["scalar_gbps"]
+    print("| %s | %.2f | %.2f | %.1fx | %.1f |" % (t, s, c, s / c, s * 8 / bpw[t]))
 '
 echo
 echo "### Decode (wasm, greedy, one thread)"
