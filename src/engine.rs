@@ -119,10 +119,11 @@ impl std::fmt::Display for EngineError {
 impl std::error::Error for EngineError {}
 
 impl Engine {
-    pub fn new(model: Model, tokenizer: Option<Tokenizer>, n_ctx: usize) -> Engine {
+    /// Fails (out of memory) when the state for `n_ctx` tokens cannot be allocated.
+    pub fn new(model: Model, tokenizer: Option<Tokenizer>, n_ctx: usize) -> Result<Engine, EngineError> {
         let n_ctx = n_ctx.clamp(1, model.config.context_length.max(1));
-        let state = model.new_state(n_ctx);
-        Engine {
+        let state = model.try_new_state(n_ctx).map_err(|e| EngineError::Model(e.to_string()))?;
+        Ok(Engine {
             model,
             tokenizer,
             precision: Precision::Fast,
@@ -132,7 +133,7 @@ impl Engine {
             scratch: Default::default(),
             gen: None,
             usage: Usage::default(),
-        }
+        })
     }
 
     pub fn n_ctx(&self) -> usize {

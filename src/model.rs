@@ -451,22 +451,37 @@ impl Model {
 
     /// A fresh sequence state for up to `n_ctx` tokens.
     pub fn new_state(&self, n_ctx: usize) -> State {
+        self.try_new_state(n_ctx).expect("out of memory for the sequence state")
+    }
+
+    /// A fresh sequence state with its whole KV cache reserved up front, so running out of
+    /// memory is an error here rather than an abort in the middle of a generation.
+    pub fn try_new_state(&self, n_ctx: usize) -> Result<State, ModelError> {
         let c = &self.config;
-        let layers = c
-            .recurrent
-            .iter()
-            .map(|&rec| {
-                if rec {
-                    LayerState::DeltaNet {
-                        conv: vec![0.0; (c.conv_kernel - 1) * c.conv_dim()],
-                        ssm: vec![0.0; c.n_v_heads * c.d_state * c.d_state],
-                    }
-                } else {
-                    LayerState::Attention { k: Vec::new(), v: Vec::new() }
+        let kv_len = n_ctx * c.n_head_kv * c.head_dim;
+        let (rec, kv) = c.state_bytes();
+        let oom = || ModelError::Store(StoreError::OutOfMemory { requested: (rec + kv * n_ctx) as u64 });
+        let zeros = |n: usize| -> Result<Vec<f32>, ModelError> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).map_err(|_| oom())?;
+            v.resize(n, 0.0);
+            Ok(v)
+        };
+        let mut layers = Vec::with_capacity(c.n_layer);
+        for &rec in &c.recurrent {
+            layers.push(if rec {
+                LayerState::DeltaNet {
+                    conv: zeros((c.conv_kernel - 1) * c.conv_dim())?,
+                    ssm: zeros(c.n_v_heads * c.d_state * c.d_state)?,
                 }
-            })
-            .collect();
-        State { n_past: 0, n_ctx, layers }
+            } else {
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                k.try_reserve_exact(kv_len).map_err(|_| oom())?;
+                v.try_reserve_exact(kv_len).map_err(|_| oom())?;
+                LayerState::Attention { k, v }
+            });
+        }
+        Ok(State { n_past: 0, n_ctx, layers })
     }
 
     /// Runs `tokens` (T ≥ 1) through the model, appending them to `state`.

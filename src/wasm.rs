@@ -239,7 +239,8 @@ impl ModelLoader {
         let model = Model::from_store(self.config.clone(), store).map_err(|e| model_err(&e))?;
         let tokenizer = Tokenizer::from_gguf(&self.header).map_err(|e| err("bad_gguf", e))?;
         let template = ChatTemplate::new(self.header.get_str("tokenizer.chat_template")).map_err(|e| err("template", e))?;
-        Ok(WasmEngine { engine: Engine::new(model, Some(tokenizer), n_ctx), template })
+        let engine = Engine::new(model, Some(tokenizer), n_ctx).map_err(|e| err("out_of_memory", e))?;
+        Ok(WasmEngine { engine, template })
     }
 }
 

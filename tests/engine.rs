@@ -11,7 +11,7 @@ fn engine() -> Engine {
     let bytes = std::fs::read(p).unwrap();
     let h = clef_web::gguf::parse_header(&bytes, Some(bytes.len() as u64)).unwrap();
     let tok = clef_web::tokenizer::Tokenizer::from_gguf(&h).ok();
-    Engine::new(Model::from_bytes(&bytes).unwrap(), tok, 256)
+    Engine::new(Model::from_bytes(&bytes).unwrap(), tok, 256).unwrap()
 }
 
 fn greedy(n: usize) -> GenParams {
