@@ -15,11 +15,12 @@ use crate::chat::{simple_messages, ChatInput, ChatTemplate};
 use crate::gguf::Header;
 use crate::json;
 use crate::loader::{self, ByteSource};
+use crate::engine::{Engine, GenParams};
 use crate::model::{Logits, Model, Scratch};
 use crate::ops::Precision;
 use crate::quant::GgmlType;
-use crate::sampler::{Sampler, SamplerParams};
-use crate::tokenizer::{StreamDecoder, Tokenizer};
+use crate::sampler::SamplerParams;
+use crate::tokenizer::Tokenizer;
 use std::collections::BTreeMap;
 
 /// What the command line needs from its environment.
@@ -254,47 +255,30 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     if prompt.is_empty() {
         return Err("the prompt is empty".into());
     }
-    let n_ctx: usize = a.num("ctx", (prompt.len() + max_tokens).min(model.config.context_length.max(1)))?;
-    let mut st = model.new_state(n_ctx.max(prompt.len() + max_tokens));
-    let mut sc = Scratch::default();
-    let mut sampler = Sampler::new(params);
-    prompt.iter().for_each(|&t| sampler.accept(t));
-    let eog: Vec<u32> = match (&tok, a.flag("ignore-eos")) {
-        (Ok(t), false) => t.eog_ids().to_vec(),
-        _ => Vec::new(),
-    };
+    let n_ctx: usize = a.num("ctx", prompt.len() + max_tokens + 1)?;
+    let mut engine = Engine::new(model, tok.ok(), n_ctx).map_err(|e| e.to_string())?;
+    engine.precision = prec;
+    let gp = GenParams { sampler: params, max_tokens, stop: Vec::new(), ignore_eos: a.flag("ignore-eos") };
     let json_out = a.flag("json");
-    let mut dec = StreamDecoder::new(false);
     let mut text = String::new();
     let mut out_ids = Vec::new();
     let t0 = crate::bench::now_ms();
-    let mut logits = model.forward(&mut st, &prompt, Logits::Last, prec, &mut sc).map_err(|e| e.to_string())?;
+    engine.begin(&prompt, gp).map_err(|e| e.to_string())?;
+    engine.prefill(usize::MAX).map_err(|e| e.to_string())?;
     let t1 = crate::bench::now_ms();
-    for _ in 0..max_tokens {
-        let next = sampler.sample(&mut logits);
-        if eog.contains(&next) {
-            break;
+    while let Some(piece) = engine.step().map_err(|e| e.to_string())? {
+        out_ids.push(piece.token);
+        if json_out {
+            text.push_str(&piece.text);
+        } else if !piece.text.is_empty() {
+            host.out(&piece.text);
         }
-        out_ids.push(next);
-        sampler.accept(next);
-        if let Ok(t) = &tok {
-            let piece = dec.push(t, next);
-            if json_out {
-                text.push_str(&piece);
-            } else if !piece.is_empty() {
-                host.out(&piece);
-            }
-        }
-        if out_ids.len() == max_tokens {
-            break;
-        }
-        logits = model.forward(&mut st, &[next], Logits::Last, prec, &mut sc).map_err(|e| e.to_string())?;
     }
     let t2 = crate::bench::now_ms();
-    let tail = dec.flush();
+    let tail = engine.flush();
     if json_out {
         text.push_str(&tail);
-        // Decode steps = generated tokens − 1 (the first one comes from the prompt's logits).
+        // Forward passes while decoding = generated tokens − 1 (the first comes from the prompt).
         let steps = out_ids.len().saturating_sub(1).max(1) as f64;
         let timings = json::object([
             ("prompt_tokens", prompt.len().to_string()),
@@ -303,9 +287,11 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
             ("decode_ms", format!("{:.3}", t2 - t1)),
             ("decode_tokens_per_s", format!("{:.2}", steps / ((t2 - t1) / 1e3).max(1e-9))),
         ]);
+        let reason = engine.finish_reason().map(|r| r.as_str()).unwrap_or("stop");
         host.out(&json::object([
             ("tokens", json::array(out_ids.iter().map(|i| i.to_string()))),
             ("text", json::string(&text)),
+            ("finish_reason", json::string(reason)),
             ("timings", timings),
         ]));
     } else {
