@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian 12 machine with rustup, Node 20 and
 # Python 3 (each step is skipped when already satisfied):
-#   the wasm32 Rust target, wasm-bindgen-cli at the exact version of the crate, the npm packages.
+#   the wasm32 Rust target, wasm-bindgen-cli at the exact version of the crate, the npm packages,
+#   and Debian's chromium for the browser tests (driven by npm playwright-core; no browser download).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -15,3 +16,10 @@ if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$want" ]; th
 fi
 
 npm ci --no-audit --no-fund
+
+if [ ! -x /usr/bin/chromium ]; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update
+  $sudo apt-get install -y chromium
+fi

@@ -1,0 +1,304 @@
+// A small HTTP server that behaves like the Hugging Face Hub for the files of a directory, plus a
+// static file server for the pages (www/ at /, tests/browser/ at /test/), with NO COOP/COEP headers.
+//
+//   GET|HEAD /{owner}/{repo}/resolve/{rev}/{file}   302 → /cdn/{owner}/{repo}/{rev}/{file}
+//            (X-Linked-Etag = sha256, X-Linked-Size, ETag, like the Hub)
+//   GET|HEAD /cdn/{owner}/{repo}/{rev}/{file}        the bytes: Content-Length, Accept-Ranges, Range → 206
+//            + Content-Range, ETag = "sha256", X-Linked-Etag, X-Linked-Size
+//   GET      /api/models/{owner}/{repo}/tree/{rev}   [{type, path, size, oid, lfs: {oid, size}}]
+//
+// Fault injection (server.faults, mutable at any time):
+//   killAt: [fileOffset, …]   the first response that covers an offset sends the bytes before it, then
+//                             drops the connection (each offset fires once)
+//   flipAt: [fileOffset, …]   the first response that covers an offset has that byte inverted (once)
+//   offline: true             every model request (resolve, cdn, api) gets its connection dropped
+//   delayMs: n                wait before answering each model request
+// server.log: one entry per model response {path, file, start, end, status, sent, complete, killed}.
+//
+//   node tests/browser/hub-server.mjs [port]     serves ../shared/fixtures/qwen35-tiny as test-org/clef-flash-GGUF
+
+import { createServer } from 'node:http';
+import { createHash } from 'node:crypto';
+import { closeSync, existsSync, openSync, readFileSync, readSync, readdirSync, statSync } from 'node:fs';
+import { dirname, extname, join, normalize, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const repoRoot = resolve(here, '..', '..');
+export const fixturesDir = resolve(repoRoot, '..', 'shared', 'fixtures', 'qwen35-tiny');
+
+const MIME = {
+  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8',
+  '.wasm': 'application/wasm', '.json': 'application/json', '.css': 'text/css', '.ts': 'text/plain; charset=utf-8',
+  '.map': 'application/json', '.gguf': 'application/octet-stream', '.png': 'image/png', '.svg': 'image/svg+xml',
+};
+
+function sha256File(path) {
+  const h = createHash('sha256');
+  const fd = openSync(path, 'r');
+  const buf = Buffer.alloc(8 << 20);
+  try {
+    for (let pos = 0; ; ) {
+      const n = readSync(fd, buf, 0, buf.length, pos);
+      if (n === 0) break;
+      h.update(buf.subarray(0, n));
+      pos += n;
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return h.digest('hex');
+}
+
+/**
+ * A published file: real ({path}) or virtual ({header: Buffer, size[, dataFrom: {path, offset, length}]}:
+ * the header, then bytes of another file if given, then zeros: for files too large to exist on disk).
+ */
+class HubFile {
+  constructor(spec) {
+    this.path = spec.path ?? null;
+    this.header = spec.header ?? null;
+    // Virtual files may continue their header with the bytes of a real file: {path, offset}.
+    this.dataFrom = spec.dataFrom ?? null;
+    this.size = this.path ? statSync(this.path).size : spec.size;
+    this._sha = spec.sha256 ?? null;
+  }
+  get sha256() {
+    if (!this._sha && this.path) this._sha = sha256File(this.path);
+    if (!this._sha && this.size <= 2 ** 31) {
+      // Virtual files up to 2 GiB get one too (hashing the 6.5 GB "too large" file would be slow).
+      const h = createHash('sha256');
+      for (let p = 0; p < this.size; p += 8 << 20) h.update(this.read(p, Math.min(this.size, p + (8 << 20))));
+      this._sha = h.digest('hex');
+    }
+    return this._sha;
+  }
+  read(start, end) {
+    const out = Buffer.alloc(end - start);
+    if (this.path) {
+      this.fd ??= openSync(this.path, 'r');
+      let done = 0;
+      while (done < out.length) {
+        const n = readSync(this.fd, out, done, out.length - done, start + done);
+        if (n === 0) break;
+        done += n;
+      }
+    } else {
+      if (start < this.header.length) this.header.copy(out, 0, start, Math.min(end, this.header.length));
+      if (this.dataFrom) {
+        const { path, offset, length } = this.dataFrom;
+        const a = Math.max(start, this.header.length);
+        const e = Math.min(end, this.header.length + length);
+        if (e > a) {
+          this.fd ??= openSync(path, 'r');
+          readSync(this.fd, out, a - start, e - a, offset + (a - this.header.length));
+        }
+      }
+    }
+    return out;
+  }
+}
+
+/**
+ * Starts the server. Options:
+ *   repos: more files {'owner/repo': {'file.gguf': {path} | {header, size} | 'path'}}, beside every A-*.gguf
+ *          of the fixtures as test-org/clef-flash-GGUF/clef-flash-*.gguf (A-F32.gguf → clef-flash-F32.gguf)
+ *   port:  default 0 (any free port)
+ */
+export async function startHubServer(options = {}) {
+  const repos = new Map();
+  const add = (repo, file, spec) => {
+    if (!repos.has(repo)) repos.set(repo, new Map());
+    repos.get(repo).set(file, new HubFile(typeof spec === 'string' ? { path: spec } : spec));
+  };
+  for (const f of readdirSync(fixturesDir)) {
+    const m = /^A-(.+)\.gguf$/.exec(f);
+    if (m && m[1] !== 'imatrix') add('test-org/clef-flash-GGUF', `clef-flash-${m[1]}.gguf`, join(fixturesDir, f));
+  }
+  for (const [repo, files] of Object.entries(options.repos ?? {})) for (const [f, s] of Object.entries(files)) add(repo, f, s);
+  const staticDirs = options.staticDirs ?? [['/test/', join(repoRoot, 'tests', 'browser')], ['/', join(repoRoot, 'www')]];
+  const faults = { killAt: [], flipAt: [], offline: false, delayMs: 0 };
+  const log = [];
+  const sockets = new Set();
+
+  const findFile = (owner, repo, file) => repos.get(`${owner}/${repo}`)?.get(decodeURIComponent(file));
+
+  const hubHeaders = (f) => ({
+    'ETag': `"${f.sha256 ?? 'nosha'}"`,
+    'X-Linked-Size': String(f.size),
+    ...(f.sha256 ? { 'X-Linked-Etag': `"${f.sha256}"` } : {}),
+    'Access-Control-Allow-Origin': '*',
+    'Access-Control-Expose-Headers': 'Content-Range, Content-Length, ETag, X-Linked-Etag, X-Linked-Size, Accept-Ranges',
+  });
+
+  async function serveModel(req, res, f, path, fileName) {
+    let start = 0;
+    let end = f.size; // exclusive
+    let status = 200;
+    const range = req.headers.range;
+    if (range) {
+      const m = /^bytes=(\d*)-(\d*)$/.exec(range.trim());
+      if (!m || (m[1] === '' && m[2] === '')) {
+        res.writeHead(416, { 'Content-Range': `bytes */${f.size}` }).end();
+        return;
+      }
+      if (m[1] === '') {
+        start = Math.max(0, f.size - Number(m[2]));
+      } else {
+        start = Number(m[1]);
+        end = m[2] === '' ? f.size : Math.min(f.size, Number(m[2]) + 1);
+      }
+      if (start >= f.size || start >= end) {
+        res.writeHead(416, { 'Content-Range': `bytes */${f.size}` }).end();
+        return;
+      }
+      status = 206;
+    }
+    const headers = {
+      ...hubHeaders(f),
+      'Content-Type': 'application/octet-stream',
+      'Content-Length': String(end - start),
+      'Accept-Ranges': 'bytes',
+      'Cache-Control': 'public, max-age=3600',
+      ...(status === 206 ? { 'Content-Range': `bytes ${start}-${end - 1}/${f.size}` } : {}),
+    };
+    const entry = { path, file: fileName, start, end, status, sent: 0, complete: false, killed: false };
+    log.push(entry);
+    res.writeHead(status, headers);
+    if (req.method === 'HEAD') {
+      entry.complete = true;
+      res.end();
+      return;
+    }
+    let killAt = null;
+    for (const x of faults.killAt) if (x >= start && x < end && (killAt === null || x < killAt)) killAt = x;
+    if (killAt !== null) faults.killAt = faults.killAt.filter((x) => x !== killAt);
+    const stop = killAt ?? end;
+    // Send in 256 KiB pieces (a real server streams; the client sees several body chunks).
+    const PIECE = 256 * 1024;
+    for (let pos = start; pos < stop; pos += PIECE) {
+      const b = f.read(pos, Math.min(stop, pos + PIECE));
+      for (const x of faults.flipAt) {
+        if (x >= pos && x < pos + b.length) {
+          b[x - pos] ^= 0xff;
+          faults.flipAt = faults.flipAt.filter((y) => y !== x);
+        }
+      }
+      const ok = res.write(b);
+      entry.sent += b.length;
+      if (!ok) await new Promise((r) => res.once('drain', r));
+      if (res.destroyed) return;
+    }
+    if (killAt !== null) {
+      entry.killed = true;
+      // Let the bytes reach the socket, then drop the connection mid-body.
+      await new Promise((r) => setTimeout(r, 20));
+      res.socket?.destroy();
+      return;
+    }
+    entry.complete = true;
+    res.end();
+  }
+
+  function serveStatic(req, res, urlPath) {
+    for (const [prefix, dir] of staticDirs) {
+      if (!urlPath.startsWith(prefix)) continue;
+      let rel = decodeURIComponent(urlPath.slice(prefix.length));
+      if (rel === '' || rel.endsWith('/')) rel += 'index.html';
+      const p = normalize(join(dir, rel));
+      if (!p.startsWith(dir + sep) && p !== dir) continue;
+      if (!existsSync(p) || !statSync(p).isFile()) continue;
+      const body = readFileSync(p);
+      // Deliberately no Cross-Origin-Opener-Policy / Cross-Origin-Embedder-Policy.
+      // CORS like a public CDN (the package can be imported from another origin).
+      res.writeHead(200, {
+        'Content-Type': MIME[extname(p)] ?? 'application/octet-stream', 'Content-Length': body.length, 'Cache-Control': 'no-cache',
+        'Access-Control-Allow-Origin': '*',
+      });
+      res.end(req.method === 'HEAD' ? undefined : body);
+      return true;
+    }
+    return false;
+  }
+
+  const server = createServer(async (req, res) => {
+    const url = new URL(req.url, 'http://x');
+    const p = url.pathname;
+    try {
+      let m;
+      const isModel = /^\/(cdn|api)\//.test(p) || /^\/[^/]+\/[^/]+\/resolve\//.test(p);
+      if (isModel && faults.offline) {
+        req.socket.destroy();
+        return;
+      }
+      if (isModel && faults.delayMs) await new Promise((r) => setTimeout(r, faults.delayMs));
+      if ((m = /^\/([^/]+)\/([^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(p))) {
+        const [, owner, repo, rev, file] = m;
+        const f = findFile(owner, repo, file);
+        if (!f) {
+          res.writeHead(404, { 'Content-Type': 'text/plain', 'X-Error-Code': 'EntryNotFound' }).end('Entry not found');
+          return;
+        }
+        res.writeHead(302, { ...hubHeaders(f), Location: `/cdn/${owner}/${repo}/${rev}/${file}` }).end();
+        return;
+      }
+      if ((m = /^\/cdn\/([^/]+)\/([^/]+)\/([^/]+)\/(.+)$/.exec(p))) {
+        const [, owner, repo, , file] = m;
+        const f = findFile(owner, repo, file);
+        if (!f) {
+          res.writeHead(404).end();
+          return;
+        }
+        await serveModel(req, res, f, p, decodeURIComponent(file));
+        return;
+      }
+      if ((m = /^\/api\/models\/([^/]+)\/([^/]+)\/tree\/([^/]+)$/.exec(p))) {
+        const files = repos.get(`${m[1]}/${m[2]}`);
+        if (!files) {
+          res.writeHead(404).end();
+          return;
+        }
+        const list = [...files].map(([path, f]) => ({
+          type: 'file', path, size: f.size, oid: createHash('sha1').update(path).digest('hex'),
+          ...(f.sha256 ? { lfs: { oid: f.sha256, size: f.size, pointerSize: 134 } } : {}),
+        }));
+        res.writeHead(200, { 'Content-Type': 'application/json', 'Access-Control-Allow-Origin': '*' }).end(JSON.stringify(list));
+        return;
+      }
+      if ((req.method === 'GET' || req.method === 'HEAD') && serveStatic(req, res, p)) return;
+      res.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found');
+    } catch (e) {
+      if (!res.headersSent) res.writeHead(500).end(String(e));
+      else res.destroy();
+    }
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise((r) => server.listen(options.port ?? 0, '127.0.0.1', r));
+  const port = server.address().port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    faults,
+    log,
+    files: repos,
+    /** Bytes of model data served (all responses, complete or not). */
+    bytesServed: () => log.reduce((n, e) => n + e.sent, 0),
+    clearLog: () => {
+      log.length = 0;
+    },
+    close: () =>
+      new Promise((r) => {
+        for (const s of sockets) s.destroy();
+        for (const files of repos.values()) for (const f of files.values()) if (f.fd !== undefined) closeSync(f.fd);
+        server.close(() => r());
+      }),
+  };
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const s = await startHubServer({ port: Number(process.argv[2] ?? 8080) });
+  console.log(`hub server on ${s.url}: test-org/clef-flash-GGUF:F32 → ${s.url}/test-org/clef-flash-GGUF/resolve/main/clef-flash-F32.gguf`);
+}

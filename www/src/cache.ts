@@ -1,0 +1,395 @@
+// The OPFS model cache.
+//
+//   <OPFS root>/clef-cache/<hash(key)>-<file name>/
+//       manifest.json     what this is (url, size, ETag, sha256 oid), the chunk grid, and the
+//                         checksum of every chunk that is completely written; `verified` once the
+//                         whole file's sha256 matched
+//       piece-0.bin …     the file's bytes, PIECE_BYTES each (< 2000 MiB: Chromium's OPFS has
+//                         truncated larger files), at their file offsets
+//
+// The worker writes pieces with createSyncAccessHandle() as chunks arrive and records a chunk in
+// the manifest only after its bytes are flushed, so an interrupted download resumes where it
+// stopped. A cached model is read back with `read(view into wasm memory, {at})`; every chunk is
+// checked against its checksum on the way, and a missing or bad chunk is fetched again (see
+// loader.ts). The listing / deleting half works from the page (async OPFS API).
+
+export const CACHE_DIR = 'clef-cache';
+/** Size of one OPFS file. A multiple of every chunk size (chunks are powers of two ≤ 1 GiB). */
+export const PIECE_BYTES = 1 << 30;
+const MANIFEST = 'manifest.json';
+
+export interface Manifest {
+  version: 1;
+  /** Cache identity: the resolved URL without query (or blob:<name>:<size>:<mtime>). */
+  key: string;
+  url: string;
+  name: string;
+  size: number;
+  etag: string | null;
+  /** sha256 of the whole file (the Hub's LFS oid), when known. */
+  oid: string | null;
+  /** End of the GGUF header = start of the data section; [0, dataOffset) is stored first. */
+  dataOffset: number;
+  headerChecksum: string;
+  chunkSize: number;
+  pieceSize: number;
+  /** Checksum (see checksum.ts) of each complete chunk, by chunk index. */
+  chunks: Record<string, string>;
+  /** The whole file's sha256 matched `oid`. */
+  verified: boolean;
+  complete: boolean;
+  created: number;
+  lastUsed: number;
+}
+
+/** One entry of `ClefEngine.cache.list()`. */
+export interface CachedModel {
+  key: string;
+  url: string;
+  name: string;
+  /** File size. */
+  size: number;
+  /** Bytes stored (complete chunks + header). */
+  cachedBytes: number;
+  /** Bytes the cache occupies on disk (piece files). */
+  diskBytes: number;
+  complete: boolean;
+  verified: boolean;
+  sha256: string | null;
+  etag: string | null;
+  lastUsed: number;
+}
+
+/** Minimal typing of FileSystemSyncAccessHandle (worker-only API; not in the DOM lib). */
+export interface SyncHandle {
+  read(buffer: ArrayBufferView, options?: { at?: number }): number;
+  write(buffer: ArrayBufferView, options?: { at?: number }): number;
+  truncate(size: number): void;
+  getSize(): number;
+  flush(): void;
+  close(): void;
+}
+
+export class CacheError extends Error {
+  constructor(public code: 'quota' | 'cache', message: string) {
+    super(message);
+  }
+}
+
+function fnv1a(s: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  let h2 = 0x1b873593;
+  for (let i = s.length - 1; i >= 0; i--) h2 = Math.imul(h2 ^ s.charCodeAt(i), 0x5bd1e995);
+  return (h >>> 0).toString(16).padStart(8, '0') + (h2 >>> 0).toString(16).padStart(8, '0');
+}
+
+/** Directory name of a cache key. */
+export function dirNameOf(key: string): string {
+  const base = (key.split(/[/\\]/).pop() || 'model').replace(/[^\w.-]/g, '_').slice(-80);
+  return `${fnv1a(key)}-${base}`;
+}
+
+export function opfsAvailable(): boolean {
+  return typeof navigator !== 'undefined' && !!navigator.storage && typeof navigator.storage.getDirectory === 'function';
+}
+
+async function cacheRoot(create: boolean): Promise<FileSystemDirectoryHandle | null> {
+  if (!opfsAvailable()) return null;
+  const root = await navigator.storage.getDirectory();
+  try {
+    return await root.getDirectoryHandle(CACHE_DIR, { create });
+  } catch (e) {
+    if ((e as DOMException)?.name === 'NotFoundError') return null;
+    throw e;
+  }
+}
+
+function isQuota(e: unknown): boolean {
+  const n = (e as DOMException)?.name;
+  return n === 'QuotaExceededError' || /quota/i.test(String((e as Error)?.message ?? ''));
+}
+
+export function quotaError(needed?: number): CacheError {
+  const gb = (n: number) => `${(n / 1e9).toFixed(2)} GB`;
+  return new CacheError(
+    'quota',
+    `not enough storage to cache the model${needed ? ` (${gb(needed)} more needed)` : ''}: ` +
+      `delete cached models (ClefEngine.cache.delete) or free disk space, or load with {cache: false}`,
+  );
+}
+
+function validManifest(m: unknown): m is Manifest {
+  const x = m as Manifest;
+  return !!x && x.version === 1 && typeof x.key === 'string' && Number.isFinite(x.size) && Number.isFinite(x.dataOffset) &&
+    Number.isFinite(x.chunkSize) && x.chunkSize > 0 && x.pieceSize === PIECE_BYTES && x.pieceSize % x.chunkSize === 0 &&
+    typeof x.chunks === 'object' && x.chunks !== null && typeof x.headerChecksum === 'string';
+}
+
+async function readManifest(dir: FileSystemDirectoryHandle): Promise<Manifest | null> {
+  try {
+    const f = await (await dir.getFileHandle(MANIFEST)).getFile();
+    const m = JSON.parse(await f.text());
+    return validManifest(m) ? m : null;
+  } catch {
+    return null;
+  }
+}
+
+function cachedBytesOf(m: Manifest): number {
+  let n = m.dataOffset;
+  for (const k of Object.keys(m.chunks)) {
+    const i = Number(k);
+    const start = Math.max(i * m.chunkSize, m.dataOffset);
+    const end = Math.min((i + 1) * m.chunkSize, m.size);
+    if (end > start) n += end - start;
+  }
+  return Math.min(n, m.size);
+}
+
+/** Lists the cached models (page or worker). */
+export async function listCached(): Promise<CachedModel[]> {
+  const root = await cacheRoot(false);
+  if (!root) return [];
+  const out: CachedModel[] = [];
+  // @ts-ignore: async iteration of directory handles is in Chromium, not in every TS DOM lib
+  for await (const [name, handle] of root.entries() as AsyncIterable<[string, FileSystemHandle]>) {
+    if (handle.kind !== 'directory') continue;
+    const dir = handle as FileSystemDirectoryHandle;
+    const m = await readManifest(dir);
+    let diskBytes = 0;
+    // @ts-ignore: see above
+    for await (const [fname, fh] of dir.entries() as AsyncIterable<[string, FileSystemHandle]>) {
+      if (fh.kind !== 'file' || !fname.startsWith('piece-')) continue;
+      try {
+        diskBytes += (await (fh as FileSystemFileHandle).getFile()).size;
+      } catch {
+        /* open in a worker right now */
+      }
+    }
+    if (!m) {
+      out.push({ key: name, url: '', name, size: 0, cachedBytes: 0, diskBytes, complete: false, verified: false, sha256: null, etag: null, lastUsed: 0 });
+      continue;
+    }
+    out.push({
+      key: m.key,
+      url: m.url,
+      name: m.name,
+      size: m.size,
+      cachedBytes: cachedBytesOf(m),
+      diskBytes,
+      complete: m.complete,
+      verified: m.verified,
+      sha256: m.oid,
+      etag: m.etag,
+      lastUsed: m.lastUsed,
+    });
+  }
+  return out.sort((a, b) => b.lastUsed - a.lastUsed);
+}
+
+/** Deletes the cache of one model (by cache key, or directory name from a broken entry). */
+export async function deleteCached(key: string): Promise<boolean> {
+  const root = await cacheRoot(false);
+  if (!root) return false;
+  for (const name of [dirNameOf(key), key]) {
+    try {
+      await root.removeEntry(name, { recursive: true });
+      return true;
+    } catch (e) {
+      const n = (e as DOMException)?.name;
+      if (n === 'NotFoundError' || n === 'TypeError') continue;
+      if (n === 'NoModificationAllowedError' || n === 'InvalidModificationError') {
+        throw new CacheError('cache', `the cached model '${key}' is in use (being loaded in another tab or worker)`);
+      }
+      throw e;
+    }
+  }
+  return false;
+}
+
+/** Deletes every cached model. */
+export async function clearCache(): Promise<void> {
+  if (!opfsAvailable()) return;
+  const root = await navigator.storage.getDirectory();
+  try {
+    await root.removeEntry(CACHE_DIR, { recursive: true });
+  } catch (e) {
+    if ((e as DOMException)?.name !== 'NotFoundError') throw e;
+  }
+}
+
+/** Asks the browser to keep the cache under storage pressure (page only; false elsewhere). */
+export async function persistCache(): Promise<boolean> {
+  try {
+    if (typeof navigator === 'undefined' || !navigator.storage?.persist) return false;
+    if (await navigator.storage.persisted?.()) return true;
+    return await navigator.storage.persist();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * One model's cache, open for reading and writing with synchronous access handles (worker only).
+ * `manifest` is null until `begin()` (no usable cache was found).
+ */
+export class ModelCache {
+  private pieces: SyncHandle[] = [];
+  private manifestHandle: SyncHandle | null = null;
+  private closed = false;
+
+  private constructor(
+    private dir: FileSystemDirectoryHandle,
+    public manifest: Manifest | null,
+    public readonly key: string,
+  ) {}
+
+  /**
+   * Opens (creating) the cache directory of `key` and reads its manifest (null if absent, broken
+   * or for another key). Returns null where OPFS or sync handles are unavailable.
+   */
+  static async open(key: string): Promise<ModelCache | null> {
+    const root = await cacheRoot(true);
+    if (!root) return null;
+    const dir = await root.getDirectoryHandle(dirNameOf(key), { create: true });
+    const fh = await dir.getFileHandle(MANIFEST, { create: true });
+    if (typeof (fh as unknown as { createSyncAccessHandle?: unknown }).createSyncAccessHandle !== 'function') return null;
+    let m = await readManifest(dir);
+    if (m && m.key !== key) m = null;
+    const c = new ModelCache(dir, m, key);
+    try {
+      c.manifestHandle = await c.syncHandle(MANIFEST);
+    } catch (e) {
+      throw new CacheError('cache', `the cache of '${key}' is locked (is the model loading in another tab?): ${(e as Error).message}`);
+    }
+    return c;
+  }
+
+  private async syncHandle(name: string): Promise<SyncHandle> {
+    const fh = await this.dir.getFileHandle(name, { create: true });
+    return (await (fh as unknown as { createSyncAccessHandle(): Promise<SyncHandle> }).createSyncAccessHandle()) as SyncHandle;
+  }
+
+  /** Opens the piece files for the manifest's size (after `begin`, or on a valid manifest). */
+  async openPieces(): Promise<void> {
+    const m = this.manifest!;
+    const n = Math.max(1, Math.ceil(m.size / m.pieceSize));
+    for (let i = this.pieces.length; i < n; i++) this.pieces.push(await this.syncHandle(`piece-${i}.bin`));
+  }
+
+  /** Starts a fresh cache (drops whatever was there). */
+  async begin(m: Omit<Manifest, 'version' | 'chunks' | 'verified' | 'complete' | 'created' | 'lastUsed' | 'pieceSize'>): Promise<void> {
+    this.closePieces();
+    // Remove old pieces (a different file, or a broken manifest).
+    const old: string[] = [];
+    // @ts-ignore: async iteration of directory handles
+    for await (const [name] of this.dir.entries() as AsyncIterable<[string, FileSystemHandle]>) if (name.startsWith('piece-')) old.push(name);
+    for (const name of old) await this.dir.removeEntry(name).catch(() => {});
+    const now = Date.now();
+    this.manifest = { version: 1, ...m, pieceSize: PIECE_BYTES, chunks: {}, verified: false, complete: false, created: now, lastUsed: now };
+    this.saveManifest();
+    await this.openPieces();
+  }
+
+  /** Reads `dest.length` bytes at `fileOffset`; returns the number of bytes actually read. */
+  read(fileOffset: number, dest: Uint8Array): number {
+    const P = this.manifest!.pieceSize;
+    let done = 0;
+    while (done < dest.length) {
+      const off = fileOffset + done;
+      const p = Math.floor(off / P);
+      const at = off - p * P;
+      const n = Math.min(dest.length - done, P - at);
+      const h = this.pieces[p];
+      if (!h) return done;
+      const got = h.read(dest.subarray(done, done + n), { at });
+      done += got;
+      if (got < n) return done;
+    }
+    return done;
+  }
+
+  /** Writes `src` at `fileOffset` (throws CacheError('quota') when storage is full). */
+  write(fileOffset: number, src: Uint8Array): void {
+    const P = this.manifest!.pieceSize;
+    let done = 0;
+    try {
+      while (done < src.length) {
+        const off = fileOffset + done;
+        const p = Math.floor(off / P);
+        const at = off - p * P;
+        const n = Math.min(src.length - done, P - at);
+        const w = this.pieces[p].write(src.subarray(done, done + n), { at });
+        if (w < n) throw new DOMException('short write', 'QuotaExceededError');
+        done += n;
+      }
+    } catch (e) {
+      if (isQuota(e)) throw quotaError();
+      throw e;
+    }
+  }
+
+  /** Flushes the pieces, then records chunk `index` as complete. */
+  commitChunk(index: number, checksum: string): void {
+    for (const h of this.pieces) h.flush();
+    this.manifest!.chunks[index] = checksum;
+    this.saveManifest();
+  }
+
+  /** Forgets chunk `index` (found corrupt). */
+  dropChunk(index: number): void {
+    delete this.manifest!.chunks[index];
+    this.saveManifest();
+  }
+
+  saveManifest(): void {
+    const h = this.manifestHandle;
+    if (!h || !this.manifest) return;
+    const bytes = new TextEncoder().encode(JSON.stringify(this.manifest));
+    try {
+      h.truncate(0);
+      h.write(bytes, { at: 0 });
+      h.flush();
+    } catch (e) {
+      if (isQuota(e)) throw quotaError();
+      throw e;
+    }
+  }
+
+  private closePieces(): void {
+    for (const h of this.pieces) {
+      try {
+        h.flush();
+        h.close();
+      } catch {
+        /* already closed */
+      }
+    }
+    this.pieces = [];
+  }
+
+  /** Releases the sync handles (the cache can then be listed / deleted from the page). */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.closePieces();
+    try {
+      this.manifestHandle?.close();
+    } catch {
+      /* already closed */
+    }
+    this.manifestHandle = null;
+  }
+}
+
+/** Free storage for the cache (bytes; Infinity when unknown). */
+export async function storageFree(): Promise<number> {
+  try {
+    const e = await navigator.storage.estimate();
+    if (e.quota === undefined || e.usage === undefined) return Infinity;
+    return e.quota - e.usage;
+  } catch {
+    return Infinity;
+  }
+}

@@ -1,0 +1,759 @@
+// clef-web: Clef-Flash (qwen35) in the browser, behind OpenAI's API shapes.
+//
+//   import { ClefEngine } from 'https://…/dist/clef.js';
+//   const engine = await ClefEngine.load('NANI-Nithin/clef-flash-GGUF:IQ2_M', { onProgress: console.log });
+//   const r = await engine.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }] });
+//   for await (const c of await engine.chat.completions.create({ messages, stream: true })) …
+//
+// The engine runs in a module Web Worker (dist/clef-worker.js, found beside this file; a cross-
+// origin CDN copy is started through a same-origin blob: wrapper). In Node it runs in-process.
+
+import type {
+  ErrorCode, ErrorInfo, Event, GenerateParams, GenerateResult, ModelInfo, PromptSpec, Request, RequestBody, RequestType, Response,
+  Results, SourceSpec, WorkerStats,
+} from './protocol.js';
+import type {
+  ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParams, ChatStream, Completion, CompletionCreateParams, CompletionUsage,
+  LoadOptions, SamplingParams,
+} from './types.js';
+import { resolveModel, type ModelRef } from './resolve.js';
+import { clearCache, deleteCached, listCached, persistCache, type CachedModel } from './cache.js';
+
+export type * from './types.js';
+export type { ErrorCode, ErrorInfo, LoadPhase, LoadProgress, ModelInfo, LoadStats, WorkerStats, FinishReason } from './protocol.js';
+export type { CachedModel } from './cache.js';
+export type { ModelRef } from './resolve.js';
+export { resolveModel } from './resolve.js';
+
+/** Every error of the API: `code` says what went wrong (see ErrorCode). */
+export class ClefError extends Error {
+  readonly code: ErrorCode;
+  readonly fatal: boolean;
+  constructor(info: ErrorInfo) {
+    super(info.message);
+    this.code = info.code;
+    this.fatal = !!info.fatal;
+    this.name = info.code === 'aborted' ? 'AbortError' : 'ClefError';
+  }
+}
+
+const isNode = (): boolean => {
+  const p = (globalThis as { process?: { versions?: { node?: string } } }).process;
+  return !!p?.versions?.node && typeof (globalThis as { window?: unknown }).window === 'undefined';
+};
+
+// ------------------------------------------------------------------------------------------------
+// Transport: a Worker, or the worker core in-process (Node)
+
+interface Transport {
+  send(req: Request): void;
+  onmessage: (msg: Response) => void;
+  onfatal: (message: string) => void;
+  terminate(): void;
+}
+
+class WorkerTransport implements Transport {
+  onmessage: (msg: Response) => void = () => {};
+  onfatal: (message: string) => void = () => {};
+  private worker: Worker;
+  private blobUrl: string | null = null;
+
+  constructor(workerUrl?: string | URL) {
+    const url = new URL(workerUrl ?? './clef-worker.js', import.meta.url);
+    if (typeof location !== 'undefined' && url.origin !== location.origin) {
+      // Workers must be same-origin: start a blob: module that imports the CDN copy.
+      this.blobUrl = URL.createObjectURL(new Blob([`import ${JSON.stringify(url.href)};\n`], { type: 'text/javascript' }));
+      this.worker = new Worker(this.blobUrl, { type: 'module', name: 'clef' });
+    } else {
+      this.worker = new Worker(url, { type: 'module', name: 'clef' });
+    }
+    this.worker.onmessage = (e: MessageEvent) => this.onmessage(e.data as Response);
+    this.worker.onerror = (e: ErrorEvent) => {
+      e.preventDefault?.();
+      this.onfatal(`the engine worker failed: ${e.message || 'could not start (is clef-worker.js served beside clef.js?)'}`);
+    };
+    this.worker.onmessageerror = () => this.onfatal('a message from the engine worker could not be read');
+  }
+  send(req: Request): void {
+    this.worker.postMessage(req);
+  }
+  terminate(): void {
+    this.worker.terminate();
+    if (this.blobUrl) URL.revokeObjectURL(this.blobUrl);
+  }
+}
+
+class InProcessTransport implements Transport {
+  onmessage: (msg: Response) => void = () => {};
+  onfatal: (message: string) => void = () => {};
+  private core: { handle(req: Request): void } | null = null;
+  private dead = false;
+
+  static async create(workerUrl?: string | URL): Promise<InProcessTransport> {
+    const t = new InProcessTransport();
+    const url = new URL(workerUrl ?? './clef-worker.js', import.meta.url).href;
+    const mod = await import(/* @vite-ignore */ url);
+    t.core = mod.createNodeCore((msg: Response) => {
+      if (!t.dead) t.onmessage(msg);
+    });
+    return t;
+  }
+  send(req: Request): void {
+    // Asynchronous like postMessage (the caller registers before answers arrive).
+    setTimeout(() => this.core?.handle(req), 0);
+  }
+  terminate(): void {
+    this.dead = true;
+    this.core?.handle({ type: 'unload', id: -1 });
+    this.core = null;
+  }
+}
+
+interface Pending {
+  resolve: (v: unknown) => void;
+  reject: (e: ClefError) => void;
+  onEvent?: (e: Event) => void;
+}
+
+class Rpc {
+  private nextId = 1;
+  private pending = new Map<number, Pending>();
+  private dead: ClefError | null = null;
+
+  constructor(private t: Transport) {
+    t.onmessage = (msg) => this.receive(msg);
+    t.onfatal = (message) => this.kill(new ClefError({ code: 'worker_crashed', message, fatal: true }));
+  }
+
+  private receive(msg: Response) {
+    const p = this.pending.get(msg.id);
+    if (!p) return;
+    if (msg.type === 'result') {
+      this.pending.delete(msg.id);
+      p.resolve(msg.result);
+    } else if (msg.type === 'error') {
+      this.pending.delete(msg.id);
+      const e = new ClefError(msg.error);
+      if (e.fatal) this.dead = e;
+      p.reject(e);
+    } else p.onEvent?.(msg);
+  }
+
+  kill(e: ClefError) {
+    this.dead = e;
+    for (const p of this.pending.values()) p.reject(e);
+    this.pending.clear();
+  }
+
+  /** Sends a request; `started(id)` is called with its id before anything can arrive. */
+  call<K extends RequestType>(body: RequestBody<K>, onEvent?: (e: Event) => void, started?: (id: number) => void): Promise<Results[K]> {
+    if (this.dead) return Promise.reject(this.dead);
+    const id = this.nextId++;
+    return new Promise<Results[K]>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, onEvent });
+      started?.(id);
+      this.t.send({ ...body, id } as Request);
+    });
+  }
+
+  get ids(): number[] {
+    return [...this.pending.keys()];
+  }
+
+  terminate() {
+    this.kill(new ClefError({ code: 'not_loaded', message: 'the engine was unloaded' }));
+    this.t.terminate();
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Reasoning: split `<think>…</think>` out of the generated text, as it streams
+
+const OPEN = '<think>';
+const CLOSE = '</think>';
+
+function heldSuffix(text: string, tag: string): number {
+  for (let k = Math.min(tag.length - 1, text.length); k > 0; k--) if (text.endsWith(tag.slice(0, k))) return k;
+  return 0;
+}
+
+export class ThinkSplitter {
+  private buf = '';
+  private atStart = true;
+  private afterClose = false;
+  reasoningTokens = 0;
+
+  constructor(public inThink: boolean) {}
+
+  /** Adds generated text; returns what can be emitted now. */
+  push(text: string, isFinal = false): { reasoning: string; content: string } {
+    this.buf += text;
+    let reasoning = '';
+    let content = '';
+    for (;;) {
+      if (this.inThink) {
+        const i = this.buf.indexOf(CLOSE);
+        if (i >= 0) {
+          reasoning += this.buf.slice(0, i);
+          this.buf = this.buf.slice(i + CLOSE.length);
+          this.inThink = false;
+          this.afterClose = true;
+          continue;
+        }
+        const keep = isFinal ? 0 : heldSuffix(this.buf, CLOSE);
+        reasoning += this.buf.slice(0, this.buf.length - keep);
+        this.buf = this.buf.slice(this.buf.length - keep);
+        break;
+      }
+      if (this.afterClose) {
+        // Drop the blank line(s) between </think> and the answer.
+        const t = this.buf.replace(/^\s+/, '');
+        if (!t && !isFinal) {
+          this.buf = '';
+          break;
+        }
+        this.buf = t;
+        this.afterClose = false;
+      }
+      if (this.atStart) {
+        const t = this.buf.replace(/^\s+/, '');
+        if (OPEN.startsWith(t) && t.length < OPEN.length && !isFinal) break; // could become <think>
+        if (t.startsWith(OPEN)) {
+          this.buf = t.slice(OPEN.length);
+          this.inThink = true;
+          this.atStart = false;
+          continue;
+        }
+        this.atStart = !this.buf && !isFinal;
+      }
+      content += this.buf;
+      this.buf = '';
+      break;
+    }
+    if (reasoning.startsWith('\n') && !this.seenReasoning) reasoning = reasoning.slice(1);
+    if (reasoning) this.seenReasoning = true;
+    return { reasoning, content };
+  }
+  private seenReasoning = false;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Generation plumbing
+
+type GenEvent =
+  | { kind: 'started'; promptTokens: number; cachedTokens: number; thinking: boolean }
+  | { kind: 'token'; token: number; text: string }
+  | { kind: 'done'; result: GenerateResult }
+  | { kind: 'error'; error: ClefError };
+
+/** A queue the worker's events are pushed into and a consumer pulls from. */
+class EventQueue<T> {
+  private items: T[] = [];
+  private waiters: Array<(v: T) => void> = [];
+  protected unshift(v: T) {
+    this.items.unshift(v);
+  }
+  push(v: T) {
+    const w = this.waiters.shift();
+    if (w) w(v);
+    else this.items.push(v);
+  }
+  next(): Promise<T> {
+    const v = this.items.shift();
+    if (v !== undefined) return Promise.resolve(v);
+    return new Promise((r) => this.waiters.push(r));
+  }
+}
+
+/** Generation events, with a look at the first one (started, or the error that prevented it). */
+class GenQueue extends EventQueue<GenEvent> {
+  /** Resolves when the generation has started; rejects with its error if it could not. */
+  async first(): Promise<void> {
+    const e = await this.next();
+    this.unshift(e);
+    if (e.kind === 'error') throw e.error;
+  }
+}
+
+function samplingToParams(r: SamplingParams): GenerateParams {
+  if (r.n != null && r.n !== 1) throw new ClefError({ code: 'bad_request', message: 'only n = 1 is supported' });
+  const p: GenerateParams = {};
+  const num = (k: keyof SamplingParams, v: unknown) => {
+    if (v === undefined || v === null) return undefined;
+    if (typeof v !== 'number' || !Number.isFinite(v)) throw new ClefError({ code: 'bad_request', message: `${k} must be a number` });
+    return v;
+  };
+  const maxTokens = num('max_tokens', r.max_tokens) ?? num('max_completion_tokens', r.max_completion_tokens);
+  if (maxTokens !== undefined) {
+    if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new ClefError({ code: 'bad_request', message: 'max_tokens must be a positive integer' });
+    p.max_tokens = maxTokens;
+  }
+  p.temperature = num('temperature', r.temperature);
+  p.top_p = num('top_p', r.top_p);
+  p.top_k = num('top_k', r.top_k);
+  p.min_p = num('min_p', r.min_p);
+  p.seed = num('seed', r.seed);
+  p.presence_penalty = num('presence_penalty', r.presence_penalty);
+  p.frequency_penalty = num('frequency_penalty', r.frequency_penalty);
+  p.repetition_penalty = num('repetition_penalty', r.repetition_penalty);
+  if (p.temperature !== undefined && p.temperature < 0) throw new ClefError({ code: 'bad_request', message: 'temperature must be ≥ 0' });
+  if (r.stop != null) {
+    const s = typeof r.stop === 'string' ? [r.stop] : r.stop;
+    if (!Array.isArray(s) || !s.every((x) => typeof x === 'string')) throw new ClefError({ code: 'bad_request', message: 'stop must be a string or an array of strings' });
+    p.stop = s.filter((x) => x.length > 0);
+  }
+  if (r.logit_bias != null) {
+    for (const [k, v] of Object.entries(r.logit_bias)) {
+      if (!/^\d+$/.test(k) || typeof v !== 'number') throw new ClefError({ code: 'bad_request', message: `logit_bias: '${k}' must be a token id with a number` });
+    }
+    p.logit_bias = { ...r.logit_bias };
+  }
+  if (r.ignore_eos) p.ignore_eos = true;
+  for (const k of Object.keys(p) as Array<keyof GenerateParams>) if (p[k] === undefined) delete p[k];
+  return p;
+}
+
+function makeUsage(r: GenerateResult, reasoningTokens?: number): CompletionUsage {
+  const run = r.usage.prompt_tokens - r.usage.cached_tokens;
+  const u: CompletionUsage = {
+    prompt_tokens: r.usage.prompt_tokens,
+    completion_tokens: r.usage.completion_tokens,
+    total_tokens: r.usage.prompt_tokens + r.usage.completion_tokens,
+    prompt_tokens_details: { cached_tokens: r.usage.cached_tokens },
+    prompt_ms: Math.round(r.promptMs * 10) / 10,
+    completion_ms: Math.round(r.generationMs * 10) / 10,
+    prompt_tokens_per_second: r.promptMs > 0 ? Math.round((run * 1000 * 10) / r.promptMs) / 10 : 0,
+    completion_tokens_per_second: r.generationMs > 0 ? Math.round((r.usage.completion_tokens * 1000 * 10) / r.generationMs) / 10 : 0,
+  };
+  if (reasoningTokens !== undefined) u.completion_tokens_details = { reasoning_tokens: reasoningTokens };
+  return u;
+}
+
+const rid = (prefix: string) => `${prefix}-${Math.random().toString(36).slice(2, 12)}${Date.now().toString(36)}`;
+const FINGERPRINT = 'clef-web';
+
+function streamOf<T>(controller: AbortController, gen: () => AsyncGenerator<T>): ChatStream<T> {
+  return {
+    controller,
+    abort: () => controller.abort(),
+    [Symbol.asyncIterator]: gen,
+  };
+}
+
+// ------------------------------------------------------------------------------------------------
+// The engine
+
+export class ClefEngine {
+  /** What was loaded (sizes, context, source, sha256, load statistics). */
+  readonly info: ModelInfo;
+  /** The model name as given to `load`. */
+  readonly model: string;
+
+  readonly chat: {
+    completions: {
+      create(body: ChatCompletionCreateParams & { stream: true }): Promise<ChatStream<ChatCompletionChunk>>;
+      create(body: ChatCompletionCreateParams & { stream?: false | null }): Promise<ChatCompletion>;
+      create(body: ChatCompletionCreateParams): Promise<ChatCompletion | ChatStream<ChatCompletionChunk>>;
+    };
+  };
+  readonly completions: {
+    create(body: CompletionCreateParams & { stream: true }): Promise<ChatStream<Completion>>;
+    create(body: CompletionCreateParams & { stream?: false | null }): Promise<Completion>;
+    create(body: CompletionCreateParams): Promise<Completion | ChatStream<Completion>>;
+  };
+
+  private closed = false;
+
+  private constructor(private rpc: Rpc, info: ModelInfo, model: string) {
+    this.info = info;
+    this.model = model;
+    const self = this;
+    this.chat = {
+      completions: {
+        create: ((body: ChatCompletionCreateParams) => self.createChat(body)) as ClefEngine['chat']['completions']['create'],
+      },
+    };
+    this.completions = {
+      create: ((body: CompletionCreateParams) => self.createCompletion(body)) as ClefEngine['completions']['create'],
+    };
+  }
+
+  /**
+   * Loads a model: `"owner/repo:QUANT"`, `"owner/repo:file.gguf"`, `{repo, file}`, a URL, a
+   * File/Blob, or (Node) a path. Resolves when the model is ready to generate.
+   */
+  static async load(model: ModelRef | Blob | URL, options: LoadOptions = {}): Promise<ClefEngine> {
+    const node = isNode();
+    let source: SourceSpec;
+    let name: string;
+    let quant: string | undefined;
+    let cache = options.cache;
+    if (typeof Blob !== 'undefined' && model instanceof Blob) {
+      const fname = (model as File).name || 'model.gguf';
+      source = { kind: 'blob', blob: model, name: fname, cacheKey: `blob:${fname}:${model.size}:${(model as File).lastModified ?? 0}` };
+      name = fname;
+      cache = cache ?? false;
+    } else if (node && typeof model === 'string' && !/^https?:\/\//i.test(model) && (/^(\/|\.{1,2}\/|file:|[A-Za-z]:\\)/.test(model) || /\.gguf$/i.test(model) && !model.includes(':'))) {
+      source = { kind: 'path', path: model };
+      name = model;
+      cache = false;
+    } else {
+      let r;
+      try {
+        const ref: ModelRef = model instanceof URL ? model.href : options.file && typeof model === 'string' && !model.includes('://')
+          ? { repo: model.split(':')[0], file: options.file } : (model as ModelRef);
+        r = resolveModel(ref, {
+          hubUrl: options.hubUrl, revision: options.revision,
+          baseUrl: typeof location !== 'undefined' ? location.href : undefined,
+        });
+      } catch (e) {
+        throw new ClefError({ code: 'bad_request', message: (e as Error).message });
+      }
+      source = { kind: 'url', url: r.url, cacheKey: r.cacheKey, hub: r.hub };
+      name = r.name;
+      quant = r.quant;
+      cache = cache ?? !node;
+    }
+    if (node) cache = false;
+
+    let transport: Transport;
+    try {
+      transport = node ? await InProcessTransport.create(options.workerUrl) : new WorkerTransport(options.workerUrl);
+    } catch (e) {
+      throw new ClefError({ code: 'worker_crashed', message: `could not start the engine: ${(e as Error).message}` });
+    }
+    const rpc = new Rpc(transport);
+    if (cache) persistCache().catch(() => {});
+    const signal = options.signal;
+    let loadId = -1;
+    const onAbort = () => {
+      if (loadId >= 0) rpc.call({ type: 'abort', target: loadId }).catch(() => {});
+    };
+    if (signal?.aborted) {
+      transport.terminate();
+      throw new ClefError({ code: 'aborted', message: 'aborted' });
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const info = await rpc.call<'load'>(
+        {
+          type: 'load',
+          source,
+          params: {
+            cache: !!cache, contextLength: options.contextLength, chunkSize: options.chunkSize, concurrency: options.concurrency,
+            maxRetries: options.maxRetries, retryDelayMs: options.retryDelayMs, memoryLimit: options.memoryLimit, sha256: options.sha256,
+            quant, model: name, wasmUrl: options.wasmUrl ? new URL(options.wasmUrl, import.meta.url).href : undefined,
+          },
+        },
+        (e) => {
+          if (e.type === 'progress') options.onProgress?.(e.progress);
+          else if (e.type === 'warning') (options.onWarning ?? ((m: string) => console.warn(`clef: ${m}`)))(e.message);
+        },
+        (id) => {
+          loadId = id;
+        },
+      );
+      return new ClefEngine(rpc, info, name);
+    } catch (e) {
+      rpc.terminate();
+      if (e instanceof ClefError) throw e;
+      throw new ClefError({ code: 'internal', message: (e as Error)?.message ?? String(e) });
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** The OPFS cache: list, delete, clear, ask for persistent storage. */
+  static readonly cache = {
+    list: (): Promise<CachedModel[]> => listCached(),
+    /** Deletes a cached model (a model name as given to `load`, a URL, or a cache key). */
+    delete: async (model: ModelRef, options: { hubUrl?: string; revision?: string } = {}): Promise<boolean> => {
+      const keys = new Set<string>();
+      if (typeof model === 'string') keys.add(model);
+      try {
+        keys.add(resolveModel(model, { ...options, baseUrl: typeof location !== 'undefined' ? location.href : undefined }).cacheKey);
+      } catch {
+        /* a raw key */
+      }
+      let any = false;
+      for (const k of keys) any = (await deleteCached(k).catch((e) => { throw new ClefError({ code: e.code ?? 'cache', message: e.message }); })) || any;
+      return any;
+    },
+    clear: (): Promise<void> => clearCache(),
+    persist: (): Promise<boolean> => persistCache(),
+  };
+
+  private check() {
+    if (this.closed) throw new ClefError({ code: 'not_loaded', message: 'the engine was unloaded' });
+  }
+
+  /** Text → token ids (`special`: parse special-token texts such as <|im_start|>; default true). */
+  async tokenize(text: string, options: { special?: boolean } = {}): Promise<number[]> {
+    this.check();
+    return this.rpc.call<'tokenize'>({ type: 'tokenize', text, special: options.special ?? true });
+  }
+
+  /** Token ids → text (`special`: render control tokens; default false). */
+  async detokenize(ids: number[], options: { special?: boolean } = {}): Promise<string> {
+    this.check();
+    return this.rpc.call<'detokenize'>({ type: 'detokenize', ids: Array.from(ids), special: options.special ?? false });
+  }
+
+  /** Renders the model's chat template. */
+  async applyChatTemplate(messages: ChatCompletionCreateParams['messages'], options: { enable_thinking?: boolean; tools?: unknown[]; add_generation_prompt?: boolean } = {}): Promise<string> {
+    this.check();
+    return this.rpc.call<'render'>({ type: 'render', messages, tools: options.tools, enableThinking: options.enable_thinking, addGenerationPrompt: options.add_generation_prompt });
+  }
+
+  /** Aborts every running or queued request of this engine. */
+  abort(): void {
+    if (this.closed) return;
+    this.rpc.call({ type: 'abort' }).catch(() => {});
+  }
+
+  /** Forgets the conversation state (prefix snapshots). */
+  async reset(): Promise<void> {
+    this.check();
+    await this.rpc.call<'reset'>({ type: 'reset' });
+  }
+
+  /** wasm memory and JS heap of the engine. */
+  async stats(): Promise<WorkerStats> {
+    this.check();
+    return this.rpc.call<'stats'>({ type: 'stats' });
+  }
+
+  /** Stops the worker and frees all memory. */
+  async unload(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.rpc.terminate();
+  }
+
+  /** Runs one generation; events go to the returned queue. */
+  private generate(prompt: PromptSpec, params: GenerateParams, signal: AbortSignal | undefined): GenQueue {
+    this.check();
+    const q = new GenQueue();
+    let id = -1;
+    const onAbort = () => {
+      if (id >= 0) this.rpc.call({ type: 'abort', target: id }).catch(() => {});
+    };
+    if (signal?.aborted) {
+      q.push({ kind: 'error', error: new ClefError({ code: 'aborted', message: 'aborted' }) });
+      return q;
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+    this.rpc
+      .call<'generate'>(
+        { type: 'generate', prompt, params },
+        (e) => {
+          if (e.type === 'started') q.push({ kind: 'started', promptTokens: e.promptTokens, cachedTokens: e.cachedTokens, thinking: e.thinking });
+          else if (e.type === 'token') q.push({ kind: 'token', token: e.token, text: e.text });
+        },
+        (x) => {
+          id = x;
+        },
+      )
+      .then(
+        (result) => {
+          if (result.finishReason === 'abort') q.push({ kind: 'error', error: new ClefError({ code: 'aborted', message: 'aborted' }) });
+          else q.push({ kind: 'done', result });
+        },
+        (error) => q.push({ kind: 'error', error: error instanceof ClefError ? error : new ClefError({ code: 'internal', message: String(error) }) }),
+      )
+      .finally(() => signal?.removeEventListener('abort', onAbort));
+    return q;
+  }
+
+  private createChat(body: ChatCompletionCreateParams): Promise<ChatCompletion | ChatStream<ChatCompletionChunk>> {
+    let params: GenerateParams;
+    try {
+      this.check();
+      if (!body || !Array.isArray(body.messages)) throw new ClefError({ code: 'bad_request', message: 'messages must be an array' });
+      params = samplingToParams(body);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const enableThinking = body.enable_thinking ?? (body.chat_template_kwargs?.enable_thinking as boolean | undefined);
+    const prompt: PromptSpec = { kind: 'chat', messages: body.messages, tools: body.tools, enableThinking };
+    const created = Math.floor(Date.now() / 1000);
+    const id = rid('chatcmpl');
+    const model = body.model ?? this.model;
+    const wantIds = !!body.return_token_ids;
+
+    if (!body.stream) {
+      return (async () => {
+        const q = this.generate(prompt, params, body.signal ?? undefined);
+        let split: ThinkSplitter | null = null;
+        let content = '';
+        let reasoning = '';
+        const ids: number[] = [];
+        for (;;) {
+          const e = await q.next();
+          if (e.kind === 'error') throw e.error;
+          if (e.kind === 'started') split = new ThinkSplitter(e.thinking);
+          else if (e.kind === 'token') {
+            if (e.token >= 0) ids.push(e.token);
+            const wasThinking = split!.inThink;
+            const r = split!.push(e.text);
+            if (wasThinking && e.token >= 0) split!.reasoningTokens++;
+            content += r.content;
+            reasoning += r.reasoning;
+          } else {
+            const r = split!.push('', true);
+            content += r.content;
+            reasoning += r.reasoning;
+            const out: ChatCompletion = {
+              id, object: 'chat.completion', created, model,
+              choices: [{
+                index: 0,
+                message: { role: 'assistant', content, ...(reasoning ? { reasoning_content: reasoning } : {}), refusal: null },
+                logprobs: null,
+                finish_reason: e.result.finishReason as 'stop' | 'length',
+                ...(wantIds ? { token_ids: ids } : {}),
+              }],
+              usage: makeUsage(e.result, split!.reasoningTokens),
+              system_fingerprint: FINGERPRINT,
+              ...(wantIds ? { prompt_token_ids: e.result.promptIds } : {}),
+            };
+            return out;
+          }
+        }
+      })();
+    }
+
+    const controller = new AbortController();
+    const signals = [controller.signal, body.signal].filter(Boolean) as AbortSignal[];
+    const signal = signals.length > 1 ? anySignal(signals) : signals[0];
+    const q = this.generate(prompt, params, signal);
+    const self = this;
+    // Like an HTTP API, a request that cannot start (bad arguments, context full) rejects here.
+    return q.first().then(() => streamOf(controller, async function* (): AsyncGenerator<ChatCompletionChunk> {
+      const chunk = (delta: ChatCompletionChunk['choices'][0]['delta'], finish: ChatCompletionChunk['choices'][0]['finish_reason'] = null): ChatCompletionChunk => ({
+        id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], system_fingerprint: FINGERPRINT,
+      });
+      let split: ThinkSplitter | null = null;
+      let finished = false;
+      try {
+        for (;;) {
+          const e = await q.next();
+          if (e.kind === 'error') throw e.error;
+          if (e.kind === 'started') {
+            split = new ThinkSplitter(e.thinking);
+            yield chunk({ role: 'assistant', content: '' });
+          } else if (e.kind === 'token') {
+            const wasThinking = split!.inThink;
+            const r = split!.push(e.text);
+            if (wasThinking && e.token >= 0) split!.reasoningTokens++;
+            const ids = wantIds && e.token >= 0 ? { token_ids: [e.token] } : {};
+            if (r.reasoning) yield chunk({ reasoning_content: r.reasoning, ...ids });
+            if (r.content) yield chunk({ content: r.content, ...(r.reasoning ? {} : ids) });
+            if (!r.reasoning && !r.content && wantIds && e.token >= 0) yield chunk({ content: '', ...ids });
+          } else {
+            const r = split!.push('', true);
+            if (r.reasoning) yield chunk({ reasoning_content: r.reasoning });
+            if (r.content) yield chunk({ content: r.content });
+            const last = chunk({}, e.result.finishReason as 'stop' | 'length');
+            last.usage = makeUsage(e.result, split!.reasoningTokens);
+            if (wantIds) last.prompt_token_ids = e.result.promptIds;
+            finished = true;
+            yield last;
+            return;
+          }
+        }
+      } finally {
+        // The consumer stopped iterating early: stop generating.
+        if (!finished && !self.closed) controller.abort();
+      }
+    }));
+  }
+
+  private createCompletion(body: CompletionCreateParams): Promise<Completion | ChatStream<Completion>> {
+    let params: GenerateParams;
+    let prompt: PromptSpec;
+    try {
+      this.check();
+      params = samplingToParams(body);
+      if (typeof body.prompt === 'string') prompt = { kind: 'text', text: body.prompt };
+      else if (Array.isArray(body.prompt) && body.prompt.every((x) => typeof x === 'number')) prompt = { kind: 'tokens', ids: body.prompt };
+      else throw new ClefError({ code: 'bad_request', message: 'prompt must be a string or an array of token ids' });
+      if (body.echo && typeof body.prompt !== 'string') throw new ClefError({ code: 'bad_request', message: 'echo needs a text prompt' });
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const created = Math.floor(Date.now() / 1000);
+    const id = rid('cmpl');
+    const model = body.model ?? this.model;
+    const wantIds = !!body.return_token_ids;
+    const echo = body.echo && typeof body.prompt === 'string' ? body.prompt : '';
+
+    if (!body.stream) {
+      return (async () => {
+        const q = this.generate(prompt, params, body.signal ?? undefined);
+        let text = echo;
+        const ids: number[] = [];
+        for (;;) {
+          const e = await q.next();
+          if (e.kind === 'error') throw e.error;
+          if (e.kind === 'token') {
+            text += e.text;
+            if (e.token >= 0) ids.push(e.token);
+          } else if (e.kind === 'done') {
+            return {
+              id, object: 'text_completion', created, model,
+              choices: [{ index: 0, text, logprobs: null, finish_reason: e.result.finishReason as 'stop' | 'length', ...(wantIds ? { token_ids: ids } : {}) }],
+              usage: makeUsage(e.result),
+              system_fingerprint: FINGERPRINT,
+              ...(wantIds ? { prompt_token_ids: e.result.promptIds } : {}),
+            } satisfies Completion;
+          }
+        }
+      })();
+    }
+    const controller = new AbortController();
+    const signals = [controller.signal, body.signal].filter(Boolean) as AbortSignal[];
+    const signal = signals.length > 1 ? anySignal(signals) : signals[0];
+    const q = this.generate(prompt, params, signal);
+    const self = this;
+    return q.first().then(() => streamOf(controller, async function* (): AsyncGenerator<Completion> {
+      const chunk = (text: string, finish: 'stop' | 'length' | null, ids?: number[]): Completion => ({
+        id, object: 'text_completion', created, model,
+        choices: [{ index: 0, text, logprobs: null, finish_reason: finish as 'stop', ...(ids ? { token_ids: ids } : {}) }],
+        system_fingerprint: FINGERPRINT,
+      } as Completion);
+      let finished = false;
+      try {
+        if (echo) yield chunk(echo, null);
+        for (;;) {
+          const e = await q.next();
+          if (e.kind === 'error') throw e.error;
+          if (e.kind === 'token') {
+            if (e.text || (wantIds && e.token >= 0)) yield chunk(e.text, null, wantIds && e.token >= 0 ? [e.token] : undefined);
+          } else if (e.kind === 'done') {
+            const last = chunk('', e.result.finishReason as 'stop' | 'length');
+            last.usage = makeUsage(e.result);
+            if (wantIds) last.prompt_token_ids = e.result.promptIds;
+            finished = true;
+            yield last;
+            return;
+          }
+        }
+      } finally {
+        if (!finished && !self.closed) controller.abort();
+      }
+    }));
+  }
+}
+
+function anySignal(signals: AbortSignal[]): AbortSignal {
+  const any = (AbortSignal as unknown as { any?: (s: AbortSignal[]) => AbortSignal }).any;
+  if (any) return any(signals);
+  const c = new AbortController();
+  for (const s of signals) {
+    if (s.aborted) c.abort(s.reason);
+    else s.addEventListener('abort', () => c.abort(s.reason), { once: true });
+  }
+  return c.signal;
+}
+
+export default ClefEngine;

@@ -1,0 +1,246 @@
+// The one message schema between the page (index.ts) and the engine worker (worker.ts).
+// Both sides import these types, so a request, its events and its result cannot drift apart.
+//
+//   page → worker: Request            {type, id, …}          (ids are unique per connection)
+//   worker → page: Event | Result | Failure, all carrying the id of the request they answer
+//
+// Every request ends with exactly one Result (`type: 'result'`, with `op` = the request type) or
+// one Failure (`type: 'error'`). Events (progress, generation tokens, warnings) come before it.
+
+/** Typed error codes (also the `code` of a `ClefError` on the page). */
+export type ErrorCode =
+  | 'bad_request' // invalid arguments (unknown option, empty prompt, bad token id, …)
+  | 'not_loaded' // no model in this engine (load failed or unloaded)
+  | 'context_full' // the prompt does not fit in the context
+  | 'aborted' // the caller aborted (AbortSignal, engine.abort())
+  | 'network' // HTTP failure after retries, or an unusable server response
+  | 'not_found' // 404 / 401 / 403 for the model file
+  | 'offline' // the network is unreachable and the cache cannot serve the whole model
+  | 'integrity' // sha256 / checksum mismatch that re-fetching did not repair
+  | 'quota' // not enough storage for the OPFS cache
+  | 'cache' // the OPFS cache could not be used (locked by another tab, …)
+  | 'out_of_memory' // the model (+ context) does not fit in this tab's WebAssembly memory
+  | 'bad_gguf' // not a GGUF file, or a corrupt one
+  | 'wrong_architecture' // a GGUF of another architecture than qwen35
+  | 'unsupported_type' // a tensor type this build cannot run
+  | 'template' // the chat template failed to render
+  | 'worker_crashed' // the worker died (script error, wasm trap): load the model again
+  | 'internal'; // a bug: please report
+
+export interface ErrorInfo {
+  code: ErrorCode;
+  message: string;
+  /** The engine cannot be used any more (wasm trap, crashed worker): load again. */
+  fatal?: boolean;
+}
+
+// --------------------------------------------------------------------------------------------
+// Loading
+
+/** Where the worker reads a GGUF from. The page resolves model names (see resolve.ts). */
+export type SourceSpec =
+  | {
+      kind: 'url';
+      url: string;
+      /** Cache identity (the resolved URL without query string). */
+      cacheKey: string;
+      /** For the Hub: lets the worker ask the API for the file's sha256 if the headers lack it. */
+      hub?: { hubUrl: string; repo: string; revision: string; file: string };
+    }
+  | { kind: 'blob'; blob: Blob; name: string; cacheKey: string }
+  | { kind: 'path'; path: string }; // Node only
+
+export interface LoadParams {
+  /** Context length (tokens) to allocate for; default: min(model's, 8192), lowered to fit. */
+  contextLength?: number;
+  /** Store / reuse the file in the OPFS cache (browser). */
+  cache: boolean;
+  /** Bytes per Range request (power of two, 64 KiB … 1 GiB). Default 16 MiB. */
+  chunkSize?: number;
+  /** Range requests in flight. Default 3. */
+  concurrency?: number;
+  /** Retries of a failing request without progress before giving up. Default 8. */
+  maxRetries?: number;
+  /** First retry delay in ms (doubles each time, max 8 s). Default 250. */
+  retryDelayMs?: number;
+  /** Bytes of WebAssembly memory this tab may use. Default 4 GiB (the wasm32 maximum). */
+  memoryLimit?: number;
+  /** Expected sha256 of the whole file (else: the Hub's LFS oid when it gives one). */
+  sha256?: string;
+  /** The quant named by the caller (for "try a smaller quant" messages). */
+  quant?: string;
+  /** Model name as the caller wrote it (messages). */
+  model?: string;
+  /** URL of clef_web_bg.wasm (default: beside the worker script). */
+  wasmUrl?: string;
+}
+
+export type LoadPhase = 'header' | 'download' | 'cache' | 'verify' | 'ready';
+
+export interface LoadProgress {
+  phase: LoadPhase;
+  /** Bytes of the file in place so far (downloaded + read from cache). */
+  loaded: number;
+  total: number;
+  /** Network bytes per second (download phase), or cache read rate. */
+  bytesPerSecond: number;
+  /** Seconds left at the current rate (NaN when unknown). */
+  etaSeconds: number;
+  /** Network bytes received so far (including re-fetches). */
+  downloaded: number;
+  /** Bytes served from the OPFS cache so far. */
+  fromCache: number;
+}
+
+export interface LoadStats {
+  seconds: number;
+  /** Network bytes received (including retried and re-fetched ranges). */
+  downloadedBytes: number;
+  cachedBytes: number;
+  /** Download throughput of the data section (bytes/s; 0 when nothing was downloaded). */
+  downloadBytesPerSecond: number;
+  /** OPFS read throughput (bytes/s; 0 when nothing came from the cache). */
+  cacheBytesPerSecond: number;
+  /** Range requests that failed and were retried / resumed. */
+  retries: number;
+  /** Chunks that failed verification and were fetched again. */
+  refetchedChunks: number;
+  /** Peak JS heap during the load (Node: process heap; 0 in Chromium workers, which do not expose it: measure with CDP). */
+  peakJsHeapBytes: number;
+  wasmMemoryBytes: number;
+}
+
+export interface ModelInfo {
+  name: string;
+  architecture: string;
+  fileSize: number;
+  weightBytes: number;
+  /** Context length allocated. */
+  contextLength: number;
+  /** Context length the model was trained for. */
+  trainedContextLength: number;
+  nVocab: number;
+  nLayer: number;
+  nEmbd: number;
+  /** Where the bytes came from. */
+  source: 'network' | 'cache' | 'network+cache' | 'file';
+  /** sha256 of the file when it was verified (else null). */
+  sha256: string | null;
+  verified: boolean;
+  etag: string | null;
+  hasChatTemplate: boolean;
+  stats: LoadStats;
+}
+
+// --------------------------------------------------------------------------------------------
+// Generation
+
+export interface ChatMessageInput {
+  role: string;
+  content?: string | null | Array<{ type: string; text?: string }>;
+  reasoning_content?: string | null;
+  name?: string;
+  tool_calls?: unknown[];
+  tool_call_id?: string;
+  [k: string]: unknown;
+}
+
+export type PromptSpec =
+  | { kind: 'chat'; messages: ChatMessageInput[]; tools?: unknown[]; enableThinking?: boolean }
+  | { kind: 'text'; text: string }
+  | { kind: 'tokens'; ids: number[] };
+
+/** Sampling and stopping (the engine's names; see src/wasm.rs `begin`). */
+export interface GenerateParams {
+  max_tokens?: number;
+  temperature?: number;
+  top_k?: number;
+  top_p?: number;
+  min_p?: number;
+  repetition_penalty?: number;
+  presence_penalty?: number;
+  frequency_penalty?: number;
+  seed?: number;
+  stop?: string[];
+  logit_bias?: Record<string, number>;
+  ignore_eos?: boolean;
+  /** Prompt tokens run per slice between two looks at the message queue (default 32). */
+  prefill_chunk?: number;
+}
+
+export type FinishReason = 'stop' | 'length' | 'abort';
+
+export interface EngineUsage {
+  prompt_tokens: number;
+  /** Prompt tokens served from a state snapshot (not run again). */
+  cached_tokens: number;
+  completion_tokens: number;
+}
+
+export interface GenerateResult {
+  finishReason: FinishReason;
+  usage: EngineUsage;
+  /** Time to run the prompt (the uncached part), ms. */
+  promptMs: number;
+  /** Time from the first to the last generated token, ms. */
+  generationMs: number;
+  /** The prompt's token ids (for `return_token_ids`). */
+  promptIds: number[];
+}
+
+export interface WorkerStats {
+  /** Size of the wasm linear memory (never shrinks). */
+  wasmMemoryBytes: number;
+  /** JS heap of the engine's context (0 in Chromium workers, which do not expose it). */
+  jsHeapBytes: number;
+  loaded: boolean;
+}
+
+// --------------------------------------------------------------------------------------------
+// Messages
+
+export type Request =
+  | { type: 'load'; id: number; source: SourceSpec; params: LoadParams }
+  | { type: 'generate'; id: number; prompt: PromptSpec; params: GenerateParams }
+  /** Aborts request `target`, or every running and queued request when absent. */
+  | { type: 'abort'; id: number; target?: number }
+  | { type: 'tokenize'; id: number; text: string; special: boolean }
+  | { type: 'detokenize'; id: number; ids: number[]; special: boolean }
+  | { type: 'render'; id: number; messages: ChatMessageInput[]; tools?: unknown[]; enableThinking?: boolean; addGenerationPrompt?: boolean }
+  | { type: 'reset'; id: number }
+  | { type: 'stats'; id: number }
+  | { type: 'unload'; id: number };
+
+export type RequestType = Request['type'];
+
+/** The result of each request type. */
+export interface Results {
+  load: ModelInfo;
+  generate: GenerateResult;
+  abort: null;
+  tokenize: number[];
+  detokenize: string;
+  render: string;
+  reset: null;
+  stats: WorkerStats;
+  unload: null;
+}
+
+export type Result = { [K in RequestType]: { type: 'result'; id: number; op: K; result: Results[K] } }[RequestType];
+
+export type Event =
+  | { type: 'progress'; id: number; progress: LoadProgress }
+  | { type: 'warning'; id: number; message: string }
+  /** Generation: the prompt was accepted. `thinking`: the prompt leaves a `<think>` block open. */
+  | { type: 'started'; id: number; promptTokens: number; cachedTokens: number; thinking: boolean }
+  /** Generation: one token and the text it completes (may be empty). */
+  | { type: 'token'; id: number; token: number; text: string };
+
+export type Failure = { type: 'error'; id: number; error: ErrorInfo };
+
+export type Response = Event | Result | Failure;
+
+/** Requests without their id (what a caller fills in). */
+export type RequestBody<K extends RequestType = RequestType> = K extends RequestType
+  ? Omit<Extract<Request, { type: K }>, 'id'>
+  : never;

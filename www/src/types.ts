@@ -1,0 +1,173 @@
+// Public types: OpenAI's chat / completions request, response and chunk shapes (the subset that
+// applies to a local model), plus clef's additions (reasoning_content, timing fields in usage,
+// token ids on request).
+
+import type { ChatMessageInput, LoadProgress, ModelInfo } from './protocol.js';
+
+export type { ChatMessageInput, LoadProgress, ModelInfo };
+
+/** Sampling options shared by chat and text completions. */
+export interface SamplingParams {
+  /** Maximum tokens to generate (default: until the context is full or the model stops). */
+  max_tokens?: number | null;
+  /** Alias of max_tokens (newer OpenAI name). */
+  max_completion_tokens?: number | null;
+  /** 0 = greedy. Default 0.8. */
+  temperature?: number | null;
+  top_p?: number | null;
+  top_k?: number | null;
+  min_p?: number | null;
+  seed?: number | null;
+  stop?: string | string[] | null;
+  presence_penalty?: number | null;
+  frequency_penalty?: number | null;
+  repetition_penalty?: number | null;
+  /** Token id → bias added to its logit. */
+  logit_bias?: Record<string, number> | null;
+  /** Keep generating after an end-of-generation token. */
+  ignore_eos?: boolean;
+  /** Add the prompt's and the generated tokens' ids to the response (`token_ids`, `prompt_token_ids`). */
+  return_token_ids?: boolean;
+  /** Aborts this request. */
+  signal?: AbortSignal;
+  /** Only n = 1 is supported. */
+  n?: number | null;
+  /** Kept for compatibility: usage is always included. */
+  stream_options?: { include_usage?: boolean } | null;
+  user?: string;
+}
+
+export interface ChatCompletionCreateParams extends SamplingParams {
+  messages: ChatMessageInput[];
+  /** Ignored (one model per engine); echoed back. */
+  model?: string;
+  stream?: boolean | null;
+  /** Qwen3.5 thinking on (default) or off. */
+  enable_thinking?: boolean;
+  chat_template_kwargs?: { enable_thinking?: boolean; [k: string]: unknown };
+  /** Tool definitions, passed to the chat template. */
+  tools?: unknown[];
+  tool_choice?: unknown;
+}
+
+export interface CompletionCreateParams extends SamplingParams {
+  /** Text (special tokens such as <|im_start|> are parsed) or token ids. */
+  prompt: string | number[];
+  model?: string;
+  stream?: boolean | null;
+  /** Echo the prompt before the completion (text only). */
+  echo?: boolean;
+}
+
+/** OpenAI usage + timings. */
+export interface CompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number };
+  completion_tokens_details?: { reasoning_tokens: number };
+  /** Time to run the uncached part of the prompt. */
+  prompt_ms: number;
+  /** Time generating the completion. */
+  completion_ms: number;
+  /** Uncached prompt tokens per second. */
+  prompt_tokens_per_second: number;
+  /** Generated tokens per second. */
+  completion_tokens_per_second: number;
+}
+
+export type ChatFinishReason = 'stop' | 'length';
+
+export interface ChatCompletionMessage {
+  role: 'assistant';
+  content: string | null;
+  /** The model's reasoning (the `<think>` block), when it thought. */
+  reasoning_content?: string | null;
+  refusal: null;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: number;
+    message: ChatCompletionMessage;
+    logprobs: null;
+    finish_reason: ChatFinishReason;
+    token_ids?: number[];
+  }>;
+  usage: CompletionUsage;
+  system_fingerprint: string;
+  prompt_token_ids?: number[];
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: number;
+    delta: { role?: 'assistant'; content?: string | null; reasoning_content?: string | null; token_ids?: number[] };
+    logprobs: null;
+    finish_reason: ChatFinishReason | null;
+  }>;
+  /** On the last chunk (the one with finish_reason). */
+  usage?: CompletionUsage | null;
+  system_fingerprint: string;
+  prompt_token_ids?: number[];
+}
+
+export interface Completion {
+  id: string;
+  object: 'text_completion';
+  created: number;
+  model: string;
+  choices: Array<{ index: number; text: string; logprobs: null; finish_reason: ChatFinishReason; token_ids?: number[] }>;
+  usage: CompletionUsage;
+  system_fingerprint: string;
+  prompt_token_ids?: number[];
+}
+
+/** A streamed response: `for await (const chunk of stream)`; `stream.abort()` stops it. */
+export interface ChatStream<T> extends AsyncIterable<T> {
+  abort(): void;
+  readonly controller: AbortController;
+}
+
+export interface LoadOptions {
+  /** Progress of the load: phase, bytes loaded / total, rate, ETA. */
+  onProgress?: (p: LoadProgress) => void;
+  /** Non-fatal events (a damaged cache chunk re-fetched, a retried download, …). Default: console.warn. */
+  onWarning?: (message: string) => void;
+  /** Hub base URL (mirrors, tests). Default https://huggingface.co. */
+  hubUrl?: string;
+  /** Branch, tag or commit. Default main. */
+  revision?: string;
+  /** File name inside the repository (instead of deriving it from the quant). */
+  file?: string;
+  /** Context length (tokens) to allocate. Default: min(the model's, 8192), lowered until it fits. */
+  contextLength?: number;
+  /** Aborts the load. */
+  signal?: AbortSignal;
+  /** Use the OPFS cache (browser). Default true for URLs and Hub models, false for File/Blob. */
+  cache?: boolean;
+  /** Bytes per Range request (power of two). Default 16 MiB. */
+  chunkSize?: number;
+  /** Range requests in flight. Default 3. */
+  concurrency?: number;
+  /** Retries without progress before a download fails. Default 8. */
+  maxRetries?: number;
+  /** First retry delay (ms, doubling). Default 250. */
+  retryDelayMs?: number;
+  /** Expected sha256 of the file (else the Hub's LFS oid when it gives one). */
+  sha256?: string;
+  /** WebAssembly memory this tab may use (bytes). Default 4 GiB. */
+  memoryLimit?: number;
+  /** URL of clef-worker.js (default: beside clef.js). */
+  workerUrl?: string | URL;
+  /** URL of clef_web_bg.wasm (default: beside clef-worker.js). */
+  wasmUrl?: string | URL;
+}

@@ -1,0 +1,401 @@
+// The engine host: a module Web Worker in the browser (this file is dist/clef-worker.js), or the
+// same code in-process under Node (index.ts calls `createCore`). It owns the wasm instance, at
+// most one model, and a queue of generation requests, and answers the messages of protocol.ts.
+//
+// Generation runs as small steps (prefill slices of 32 tokens, then one token per step) with a
+// macrotask yield between them, so an `abort` message is handled within one token. Every error
+// is caught and answered as a typed error; the worker stays usable, except after a wasm trap
+// (`fatal`: load again).
+
+import init, { initSync, WasmEngine, wasmMemory } from '../pkg/clef_web.js';
+import type {
+  ChatMessageInput, ErrorCode, ErrorInfo, GenerateParams, GenerateResult, ModelInfo, PromptSpec, Request, Response, Results,
+  SourceSpec, WorkerStats,
+} from './protocol.js';
+import { BlobSource, HttpSource, LoadError, SyncFileSource, loadModel, macrotask, type ByteSource } from './loader.js';
+import { CacheError, ModelCache, deleteCached, opfsAvailable } from './cache.js';
+
+export interface CoreEnv {
+  /** Instantiates the wasm module (once). */
+  initWasm(wasmUrl?: string): Promise<void>;
+  /** Node: opens a local file as a byte source. */
+  openPath?(path: string): Promise<{ source: ByteSource; close(): void }>;
+}
+
+type Post = (msg: Response) => void;
+
+/** JS heap in use: performance.memory (Chromium pages), process.memoryUsage (Node); 0 where neither exists (Chromium workers). */
+function jsHeap(): number {
+  const m = (performance as unknown as { memory?: { usedJSHeapSize: number } }).memory;
+  if (m) return m.usedJSHeapSize;
+  const p = (globalThis as { process?: { memoryUsage?: () => { heapUsed: number } } }).process;
+  return p?.memoryUsage ? p.memoryUsage().heapUsed : 0;
+}
+
+/** Any thrown value → a typed error. */
+export function toErrorInfo(e: unknown): ErrorInfo {
+  if (e instanceof LoadError || e instanceof CacheError) return { code: e.code, message: e.message };
+  const name = (e as { name?: string })?.name;
+  if (name === 'AbortError' || name === 'TimeoutError') return { code: 'aborted', message: 'aborted' };
+  if (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) {
+    return { code: 'internal', fatal: true, message: `the engine crashed (${e.message}); it may have run out of memory: load the model again` };
+  }
+  const code = (e as { code?: unknown })?.code;
+  const message = (e as Error)?.message ?? String(e);
+  if (typeof code === 'string') {
+    const known: ErrorCode[] = ['bad_request', 'context_full', 'out_of_memory', 'bad_gguf', 'wrong_architecture', 'unsupported_type', 'template', 'internal', 'network', 'not_found', 'quota', 'offline', 'integrity', 'cache'];
+    if (code === 'need_more') return { code: 'bad_gguf', message };
+    if ((known as string[]).includes(code)) return { code: code as ErrorCode, message };
+  }
+  if (/quota/i.test(name ?? '')) return { code: 'quota', message };
+  return { code: 'internal', message };
+}
+
+class Aborted extends Error {
+  name = 'AbortError';
+}
+
+/** Does the rendered prompt leave a `<think>` block open (the model starts by reasoning)? */
+function opensThink(prompt: string): boolean {
+  return prompt.lastIndexOf('<think>') > prompt.lastIndexOf('</think>');
+}
+
+export function createCore(post: Post, env: CoreEnv) {
+  let engine: WasmEngine | null = null;
+  let info: ModelInfo | null = null;
+  let fatal = false;
+  let wasmReady: Promise<void> | null = null;
+  let loading: { id: number; ac: AbortController } | null = null;
+  let queue: Promise<void> = Promise.resolve();
+  let running: number | null = null;
+  const aborted = new Set<number>();
+  const pending = new Set<number>(); // queued or running generation / reset ids
+
+  const result = <K extends keyof Results>(id: number, op: K, r: Results[K]) =>
+    post({ type: 'result', id, op, result: r } as Response);
+  const fail = (id: number, e: unknown) => {
+    const err = toErrorInfo(e);
+    if (err.fatal) {
+      fatal = true;
+      try {
+        engine?.free();
+      } catch {
+        /* the instance is broken */
+      }
+      engine = null;
+    }
+    post({ type: 'error', id, error: err });
+  };
+
+  const need = (): WasmEngine => {
+    if (fatal) throw new LoadError('not_loaded', 'the engine crashed earlier: load the model again');
+    if (!engine) throw new LoadError('not_loaded', 'no model is loaded');
+    return engine;
+  };
+
+  async function doLoad(id: number, src: SourceSpec, params: Extract<Request, { type: 'load' }>['params'] & { wasmUrl?: string }) {
+    if (engine || loading) throw new LoadError('bad_request', 'a model is already loaded in this engine (unload it first)');
+    const ac = new AbortController();
+    loading = { id, ac };
+    try {
+      wasmReady ??= env.initWasm(params.wasmUrl);
+      await wasmReady;
+      for (let attempt = 0; ; attempt++) {
+        let closeSource: (() => void) | undefined;
+        let source: ByteSource;
+        let url = '';
+        let name = '';
+        let cacheKey = '';
+        let local = false;
+        let repo: string | undefined;
+        if (src.kind === 'url') {
+          source = new HttpSource(src.url, src.hub);
+          url = src.url;
+          name = params.model ?? src.url;
+          cacheKey = src.cacheKey;
+          repo = src.hub?.repo;
+        } else if (src.kind === 'blob') {
+          source = new BlobSource(src.blob, src.name);
+          name = src.name;
+          cacheKey = src.cacheKey;
+          local = true;
+        } else {
+          if (!env.openPath) throw new LoadError('bad_request', 'loading from a path works only in Node');
+          const f = await env.openPath(src.path);
+          source = f.source;
+          closeSource = f.close;
+          name = src.path;
+          local = true;
+        }
+        let cache: ModelCache | null = null;
+        if (params.cache && src.kind !== 'path' && opfsAvailable()) {
+          try {
+            cache = await ModelCache.open(cacheKey);
+          } catch (e) {
+            post({ type: 'warning', id, message: `not caching: ${(e as Error).message}` });
+          }
+        }
+        try {
+          const out = await loadModel({
+            source, cache, cacheKey, url, name, params, signal: ac.signal, local, repo,
+            onProgress: (progress) => post({ type: 'progress', id, progress }),
+            onWarning: (message) => post({ type: 'warning', id, message }),
+          });
+          let eng: WasmEngine;
+          try {
+            eng = out.loader.finish(out.nCtx);
+          } finally {
+            out.loader.free();
+          }
+          const h = out.info;
+          engine = eng;
+          info = {
+            name: h.name || name, architecture: h.architecture, fileSize: h.fileSize, weightBytes: h.weightBytes,
+            contextLength: eng.nCtx(), trainedContextLength: h.contextLength, nVocab: h.nVocab, nLayer: h.nLayer, nEmbd: h.nEmbd,
+            source: out.source, sha256: out.sha256, verified: out.verified, etag: out.etag, hasChatTemplate: !!h.chatTemplate,
+            stats: { ...out.stats, wasmMemoryBytes: (wasmMemory() as WebAssembly.Memory).buffer.byteLength },
+          };
+          return info;
+        } catch (e) {
+          // A corrupted header (or a verified cache that no longer matches): start over once, without the cache.
+          if (e instanceof LoadError && e.code === 'integrity' && e.retryable && attempt === 0) {
+            post({ type: 'warning', id, message: `${e.message}: starting over` });
+            cache?.close();
+            if (cacheKey) await deleteCached(cacheKey).catch(() => {});
+            continue;
+          }
+          throw e;
+        } finally {
+          cache?.close();
+          closeSource?.();
+        }
+      }
+    } finally {
+      loading = null;
+    }
+  }
+
+  function renderPrompt(eng: WasmEngine, p: PromptSpec): { ids: Uint32Array; thinking: boolean } {
+    if (p.kind === 'tokens') {
+      if (!Array.isArray(p.ids) || !p.ids.every((x) => Number.isInteger(x) && x >= 0)) {
+        throw new LoadError('bad_request', 'prompt token ids must be non-negative integers');
+      }
+      return { ids: Uint32Array.from(p.ids), thinking: false };
+    }
+    if (p.kind === 'text') return { ids: eng.tokenize(p.text, true), thinking: false };
+    const text = eng.applyChatTemplate(normalizeMessages(p.messages), {
+      addGenerationPrompt: true, enableThinking: p.enableThinking, tools: p.tools,
+    });
+    return { ids: eng.tokenize(text, true), thinking: opensThink(text) };
+  }
+
+  async function doGenerate(id: number, prompt: PromptSpec, params: GenerateParams): Promise<GenerateResult> {
+    const eng = need();
+    const { ids, thinking } = renderPrompt(eng, prompt);
+    const chunk = Math.max(1, Math.min(4096, params.prefill_chunk ?? 32));
+    const p: Record<string, unknown> = { ...params };
+    delete p.prefill_chunk;
+    if (p.max_tokens === undefined || p.max_tokens === null) p.max_tokens = eng.nCtx();
+    let began = false;
+    try {
+      const cached = eng.begin(ids, p);
+      began = true;
+      const u0 = eng.usage() as { prompt_tokens: number };
+      post({ type: 'started', id, promptTokens: u0.prompt_tokens, cachedTokens: cached, thinking });
+      const t0 = performance.now();
+      let stop = false;
+      while (eng.prefill(chunk) > 0) {
+        await macrotask();
+        if (aborted.has(id)) {
+          stop = true;
+          break;
+        }
+      }
+      const promptMs = performance.now() - t0;
+      const t1 = performance.now();
+      if (!stop && !aborted.has(id)) {
+        for (;;) {
+          const piece = eng.step() as { token: number; text: string } | null;
+          if (!piece) break;
+          post({ type: 'token', id, token: piece.token, text: piece.text });
+          await macrotask();
+          if (aborted.has(id)) {
+            stop = true;
+            break;
+          }
+        }
+      }
+      const tail = eng.flush();
+      if (tail) post({ type: 'token', id, token: -1, text: tail });
+      const generationMs = performance.now() - t1;
+      const finishReason = stop || aborted.has(id) ? 'abort' : ((eng.finishReason() as 'stop' | 'length' | undefined) ?? 'stop');
+      const usage = eng.usage() as GenerateResult['usage'];
+      eng.endRequest();
+      began = false;
+      return { finishReason, usage, promptMs, generationMs, promptIds: Array.from(ids) };
+    } finally {
+      if (began && engine === eng) {
+        try {
+          eng.endRequest();
+        } catch {
+          /* broken instance: reported by the caller */
+        }
+      }
+    }
+  }
+
+  /** Runs `f` after the queued generations (one at a time). */
+  function enqueue(id: number, f: () => Promise<void>) {
+    pending.add(id);
+    queue = queue.then(async () => {
+      running = id;
+      try {
+        if (aborted.has(id)) throw new Aborted();
+        await f();
+      } catch (e) {
+        fail(id, e);
+      } finally {
+        running = null;
+        aborted.delete(id);
+        pending.delete(id);
+      }
+    });
+  }
+
+  function handle(req: Request): void {
+    const id = req.id;
+    try {
+      switch (req.type) {
+        case 'load':
+          doLoad(id, req.source, req.params).then((r) => result(id, 'load', r), (e) => fail(id, e));
+          return;
+        case 'generate':
+          enqueue(id, async () => result(id, 'generate', await doGenerate(id, req.prompt, req.params)));
+          return;
+        case 'abort': {
+          if (req.target === undefined) {
+            for (const t of pending) aborted.add(t);
+            loading?.ac.abort(new Aborted());
+          } else {
+            if (pending.has(req.target)) aborted.add(req.target);
+            if (loading?.id === req.target) loading.ac.abort(new Aborted());
+          }
+          result(id, 'abort', null);
+          return;
+        }
+        case 'tokenize':
+          result(id, 'tokenize', Array.from(need().tokenize(req.text, req.special)));
+          return;
+        case 'detokenize':
+          result(id, 'detokenize', need().detokenize(Uint32Array.from(req.ids), req.special));
+          return;
+        case 'render':
+          result(id, 'render', need().applyChatTemplate(normalizeMessages(req.messages), {
+            addGenerationPrompt: req.addGenerationPrompt ?? true, enableThinking: req.enableThinking, tools: req.tools,
+          }));
+          return;
+        case 'reset':
+          enqueue(id, async () => {
+            need().reset();
+            result(id, 'reset', null);
+          });
+          return;
+        case 'stats': {
+          let mem = 0;
+          try {
+            mem = wasmReady ? (wasmMemory() as WebAssembly.Memory).buffer.byteLength : 0;
+          } catch {
+            /* not initialised */
+          }
+          const s: WorkerStats = { wasmMemoryBytes: mem, jsHeapBytes: jsHeap(), loaded: !!engine };
+          result(id, 'stats', s);
+          return;
+        }
+        case 'unload':
+          for (const t of pending) aborted.add(t);
+          loading?.ac.abort(new Aborted());
+          enqueue(id, async () => {
+            engine?.free();
+            engine = null;
+            info = null;
+            result(id, 'unload', null);
+          });
+          return;
+        default:
+          throw new LoadError('bad_request', `unknown request type '${(req as { type: string }).type}'`);
+      }
+    } catch (e) {
+      fail(id, e);
+    }
+  }
+
+  return { handle, get info() { return info; } };
+}
+
+/** OpenAI content parts → text; null content → ''. */
+function normalizeMessages(messages: ChatMessageInput[]): ChatMessageInput[] {
+  if (!Array.isArray(messages) || messages.length === 0) throw new LoadError('bad_request', 'messages must be a non-empty array');
+  return messages.map((m) => {
+    if (!m || typeof m.role !== 'string') throw new LoadError('bad_request', 'every message needs a role');
+    let content = m.content;
+    if (Array.isArray(content)) {
+      content = content.map((p) => {
+        if (p.type !== 'text') throw new LoadError('bad_request', `content part type '${p.type}' is not supported (text only)`);
+        return p.text ?? '';
+      }).join('');
+    }
+    const out: ChatMessageInput = { ...m, content: content ?? '' };
+    if (out.reasoning_content == null) delete out.reasoning_content;
+    if (out.tool_calls == null) delete out.tool_calls;
+    return out;
+  });
+}
+
+// ------------------------------------------------------------------------------------------------
+// Browser: attach to the worker scope.
+
+interface WorkerScope {
+  postMessage(msg: unknown): void;
+  addEventListener(type: 'message', f: (e: MessageEvent) => void): void;
+}
+
+declare const WorkerGlobalScope: { new (): unknown } | undefined;
+
+if (typeof WorkerGlobalScope !== 'undefined' && typeof self !== 'undefined' && self instanceof (WorkerGlobalScope as unknown as typeof Object)) {
+  const scope = self as unknown as WorkerScope;
+  const core = createCore((msg) => scope.postMessage(msg), {
+    initWasm: async (wasmUrl) => {
+      await init({ module_or_path: wasmUrl ?? new URL('./clef_web_bg.wasm', import.meta.url) });
+    },
+  });
+  scope.addEventListener('message', (e: MessageEvent) => core.handle(e.data as Request));
+}
+
+/** Node: one wasm instance per process, shared by the engines of that process. */
+let nodeWasm: Promise<void> | null = null;
+
+/** Node: the same core in-process, wasm read from beside this file. */
+export function createNodeCore(post: Post) {
+  const importNode = (m: string): Promise<any> => import(/* @vite-ignore */ m); // eslint-disable-line @typescript-eslint/no-explicit-any
+  return createCore(post, {
+    initWasm: (wasmUrl) =>
+      (nodeWasm ??= (async () => {
+        const fs = await importNode('node:fs');
+        const u = wasmUrl ? new URL(wasmUrl, import.meta.url) : new URL('./clef_web_bg.wasm', import.meta.url);
+        initSync({ module: fs.readFileSync(u) });
+      })()),
+    openPath: async (path) => {
+      const fs = await importNode('node:fs');
+      const p = path.startsWith('file:') ? new URL(path) : path;
+      let fd: number;
+      try {
+        fd = fs.openSync(p, 'r');
+      } catch (e) {
+        throw new LoadError('not_found', (e as Error).message);
+      }
+      const size = fs.fstatSync(fd).size;
+      const source = new SyncFileSource(String(path), size, (offset, dest) => fs.readSync(fd, dest, 0, dest.length, offset));
+      return { source, close: () => fs.closeSync(fd) };
+    },
+  });
+}
