@@ -3,7 +3,9 @@
 #   cargo (wasm32-unknown-unknown, +simd128 via .cargo/config.toml) → wasm-bindgen --target web
 #   → wasm-opt -O3 (npm binaryen 132; Debian's binaryen 108 breaks wasm-bindgen 0.2.130 output)
 #   → tsc (type-check www/src) → esbuild: dist/clef.js (page entry), dist/clef-worker.js (worker
-#   entry), dist/clef.d.ts (+ dist/types/), dist/clef_web_bg.wasm beside them.
+#   entry), dist/clef.d.ts (+ dist/types/), dist/clef_web_bg.wasm beside them; then the chat page
+#   (dist/index.html, app.js, app.css), <clef-chat> (dist/clef-chat.js), the manifest, icons and
+#   the service worker (dist/sw.js): a static site any host can serve.
 # Needs: rustup target add wasm32-unknown-unknown; cargo install wasm-bindgen-cli --version <crate's>;
 # npm ci. (.ci/run installs all three.) Honours CARGO_TARGET_DIR.
 set -euo pipefail
@@ -43,4 +45,25 @@ npx --no-install tsc -p www/tsconfig.json --noEmit false --emitDeclarationOnly -
 rm -f www/dist/types/loader.d.ts www/dist/types/worker.d.ts   # worker internals (they import www/pkg)
 echo "export * from './types/index.js';" > www/dist/clef.d.ts
 echo "export { default } from './types/index.js';" >> www/dist/clef.d.ts
-ls -l www/dist/clef.js www/dist/clef-worker.js | awk '{printf "build.sh: %s %.0f KiB\n", $9, $5/1024}'
+rm -rf www/dist/types/app   # the chat page's modules are not part of the package API
+
+# The chat page (index.html + app.js + app.css), <clef-chat> (clef-chat.js: one script tag, Shadow
+# DOM), the web app manifest + icons and the service worker: www/dist is then a complete static
+# site (no special headers needed). Run `node tools/serve.mjs` to serve it locally.
+esb="npx --no-install esbuild --bundle --format=esm --target=es2022 --minify --legal-comments=none --log-level=warning"
+$esb www/src/app/main.ts --outfile=www/dist/app.js
+$esb www/src/app/element.ts --loader:.css=text --outfile=www/dist/clef-chat.js
+cat www/src/app/app.css www/src/app/chat.css | npx --no-install esbuild --loader=css --minify --log-level=warning > www/dist/app.css
+cp www/index.html www/embed-example.html www/manifest.webmanifest www/icon.svg www/icon-maskable.svg \
+   www/icon-192.png www/icon-512.png www/icon-maskable-512.png www/dist/
+# The service worker precaches the shell under a version derived from the files' contents, so each
+# build that changes anything installs a new cache (and the old one is deleted when it activates).
+assets=(index.html app.js app.css clef.js clef-worker.js clef_web_bg.wasm clef-chat.js manifest.webmanifest
+        icon.svg icon-maskable.svg icon-192.png icon-512.png icon-maskable-512.png embed-example.html)
+version=$(cd www/dist && cat "${assets[@]}" | sha256sum | cut -c1-12)
+json=$(printf '"%s",' "${assets[@]}")
+npx --no-install esbuild www/src/app/sw.ts --bundle --format=iife --target=es2022 --minify --log-level=warning \
+  "--define:__VERSION__=\"$version\"" "--define:__ASSETS__=[${json%,}]" --outfile=www/dist/sw.js
+ls -l www/dist/clef.js www/dist/clef-worker.js www/dist/app.js www/dist/app.css www/dist/clef-chat.js www/dist/sw.js www/dist/clef_web_bg.wasm |
+  awk '{printf "build.sh: %s %.0f KiB\n", $9, $5/1024}'
+echo "build.sh: www/dist is a static site (chat page index.html, embed-example.html); serve it with: node tools/serve.mjs"

@@ -3,7 +3,8 @@
 #   1. native cargo tests (kernels, GGUF, tokenizer, model vs the llama.cpp / transformers fixtures)
 #   2. the same kernel / GGUF / tokenizer tests compiled to wasm32 + SIMD128 and run in Node
 #   3. the release wasm build (./build.sh) and the JS tests: the wasm command line against the fixtures
-#   4. the browser runtime (www/dist) in headless Chromium against a local Hub-like server, and under Node
+#   4. the browser runtime (www/dist) in headless Chromium against a local Hub-like server, and under Node;
+#      the chat page, offline use (service worker + OPFS) and <clef-chat> end to end (screenshots: tests/artifacts/)
 # Fixtures come from ../shared (next to the repository).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,5 +24,5 @@ echo "== release wasm build + JS tests"
 ./build.sh
 node --test tests/js/
 
-echo "== browser runtime tests (headless Chromium + Node)"
+echo "== browser runtime and chat page tests (headless Chromium + Node)"
 node --test tests/browser/

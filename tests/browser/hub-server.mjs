@@ -1,5 +1,6 @@
 // A small HTTP server that behaves like the Hugging Face Hub for the files of a directory, plus a
-// static file server for the pages (www/ at /, tests/browser/ at /test/), with NO COOP/COEP headers.
+// static file server for the pages (www/dist then www/ at /, tests/browser/ at /test/), with NO
+// COOP/COEP headers.
 //
 //   GET|HEAD /{owner}/{repo}/resolve/{rev}/{file}   302 → /cdn/{owner}/{repo}/{rev}/{file}
 //            (X-Linked-Etag = sha256, X-Linked-Size, ETag, like the Hub)
@@ -13,6 +14,7 @@
 //   flipAt: [fileOffset, …]   the first response that covers an offset has that byte inverted (once)
 //   offline: true             every model request (resolve, cdn, api) gets its connection dropped
 //   delayMs: n                wait before answering each model request
+//   bytesPerSecond: n         send model bytes at about this rate (a slow connection)
 // server.log: one entry per model response {path, file, start, end, status, sent, complete, killed}.
 //
 //   node tests/browser/hub-server.mjs [port]     serves ../shared/fixtures/qwen35-tiny as test-org/clef-flash-GGUF
@@ -111,13 +113,14 @@ export async function startHubServer(options = {}) {
     if (!repos.has(repo)) repos.set(repo, new Map());
     repos.get(repo).set(file, new HubFile(typeof spec === 'string' ? { path: spec } : spec));
   };
-  for (const f of readdirSync(fixturesDir)) {
+  for (const f of existsSync(fixturesDir) ? readdirSync(fixturesDir) : []) {
     const m = /^A-(.+)\.gguf$/.exec(f);
     if (m && m[1] !== 'imatrix') add('test-org/clef-flash-GGUF', `clef-flash-${m[1]}.gguf`, join(fixturesDir, f));
   }
   for (const [repo, files] of Object.entries(options.repos ?? {})) for (const [f, s] of Object.entries(files)) add(repo, f, s);
-  const staticDirs = options.staticDirs ?? [['/test/', join(repoRoot, 'tests', 'browser')], ['/', join(repoRoot, 'www')]];
-  const faults = { killAt: [], flipAt: [], offline: false, delayMs: 0 };
+  // The built site first (the chat page at /), then www/ itself (/dist/… is the package, and the page again at /dist/).
+  const staticDirs = options.staticDirs ?? [['/test/', join(repoRoot, 'tests', 'browser')], ['/', join(repoRoot, 'www', 'dist')], ['/', join(repoRoot, 'www')]];
+  const faults = { killAt: [], flipAt: [], offline: false, delayMs: 0, bytesPerSecond: 0 };
   const log = [];
   const sockets = new Set();
 
@@ -184,6 +187,8 @@ export async function startHubServer(options = {}) {
           faults.flipAt = faults.flipAt.filter((y) => y !== x);
         }
       }
+      if (faults.bytesPerSecond > 0) await new Promise((r) => setTimeout(r, (b.length / faults.bytesPerSecond) * 1000));
+      if (res.destroyed) return;
       const ok = res.write(b);
       entry.sent += b.length;
       if (!ok) await new Promise((r) => res.once('drain', r));
@@ -301,4 +306,5 @@ export async function startHubServer(options = {}) {
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const s = await startHubServer({ port: Number(process.argv[2] ?? 8080) });
   console.log(`hub server on ${s.url}: test-org/clef-flash-GGUF:F32 → ${s.url}/test-org/clef-flash-GGUF/resolve/main/clef-flash-F32.gguf`);
+  console.log(`chat page: ${s.url}/?hub=${s.url}&repo=test-org/clef-flash-GGUF`);
 }
