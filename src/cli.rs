@@ -8,7 +8,7 @@
 //!               [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
 //!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact]
 //! clef tokenize --model F --text TEXT [--special]
-//! clef bench-kernels [--json] [--type T] [--ms MS]
+//! clef bench-kernels [--json] [--type T] [--ms MS] [--prefill T]
 //! ```
 
 use crate::chat::{simple_messages, ChatInput, ChatTemplate};
@@ -38,7 +38,7 @@ pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|bench-kernel
                 [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
                 [--ignore-eos] [--json] [--ctx N] [--precision fast|exact]
   tokenize      --model F --text TEXT [--special]
-  bench-kernels [--json] [--type T] [--ms MS]";
+  bench-kernels [--json] [--type T] [--ms MS] [--prefill TOKENS]";
 
 /// Parsed `--key value` / `--flag` options.
 struct Args {
@@ -301,13 +301,52 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     Ok(())
 }
 
+/// `bench-kernels --prefill T`: the prompt GEMM (4096×4096 × T tokens) per quantized type.
+fn bench_prefill(only: Option<GgmlType>, tokens: usize, ms: f64, json_out: bool, host: &mut dyn Host) -> Result<(), String> {
+    let rows = crate::bench::bench_prefill(only, tokens, ms);
+    if json_out {
+        let items = rows.iter().map(|b| {
+            json::object([
+                ("type", json::string(b.ty.name())),
+                ("tokens", b.tokens.to_string()),
+                ("gemm_gbps", format!("{:.3}", b.gemm_gbps)),
+                ("gemm_gmacs", format!("{:.3}", b.gemm_gmacs)),
+                ("vec_dot_gmacs", format!("{:.3}", b.vec_dot_gmacs)),
+            ])
+        });
+        host.out(&json::object([("prefill", json::array(items))]));
+        host.out("\n");
+    } else {
+        host.out(&format!("prompt GEMM, 4096×4096 × {tokens} tokens (vs {tokens} vec_dot passes)\n"));
+        host.out("type      GEMM GB/s  GEMM GMAC/s  vec_dot GMAC/s  speed-up\n");
+        for b in rows {
+            host.out(&format!(
+                "{:8} {:10.2} {:12.2} {:15.2} {:8.1}x\n",
+                b.ty.name(),
+                b.gemm_gbps,
+                b.gemm_gmacs,
+                b.vec_dot_gmacs,
+                b.gemm_gmacs / b.vec_dot_gmacs
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
-    a.check_known(&["json", "type", "ms"])?;
+    a.check_known(&["json", "type", "ms", "prefill"])?;
     let only = match a.get("type") {
         Some(t) => Some(GgmlType::from_name(t).ok_or_else(|| format!("unknown type '{t}'"))?),
         None => None,
     };
     let ms: f64 = a.num("ms", 400.0)?;
+    if a.get("prefill").is_some() {
+        let tokens: usize = a.num("prefill", 32)?;
+        if tokens == 0 {
+            return Err("--prefill needs at least 1 token".into());
+        }
+        return bench_prefill(only, tokens, ms, a.flag("json"), host);
+    }
     let rows = crate::bench::bench_all(only, ms);
     if a.flag("json") {
         let items = rows.iter().map(|b| {

@@ -1,7 +1,8 @@
 //! The numeric building blocks of the forward pass: matrix products against quantized weights,
 //! RMSNorm, activations, RoPE.
 
-use crate::quant::{self, dequantize_row, dot_i8g16, float, kernels, quantize_q8, ActKind, QAct};
+use crate::quant::gemm::{self, GemmScratch, PackedAct};
+use crate::quant::{self, dequantize_row, float, kernels, quantize_q8, ActKind, GgmlType, QAct};
 use crate::weights::{TensorView, WeightStore};
 
 /// How activations meet quantized weights.
@@ -48,17 +49,33 @@ impl Linear {
 pub struct MatmulScratch {
     act: QAct,
     act_kind: Option<ActKind>,
-    q: Vec<i8>,
-    scale: Vec<f32>,
-    offset: Vec<f32>,
+    packed: PackedAct,
+    gemm: GemmScratch,
     wrow: Vec<f32>,
+}
+
+/// From how many tokens on a quantized matmul runs as the prompt GEMM (each weight row decoded once
+/// for all tokens, [`gemm`]) instead of one fused `vec_dot` pass per token. Break-even measured in
+/// wasm (Node 20, x86-64, 4096-wide rows; `clef bench-kernels --prefill T` shows the ratio): 2
+/// tokens for the 256-element types; 3–4 for the legacy 32-element ones, whose `vec_dot` is cheap
+/// and whose GEMM reduces and scales every 32 elements; 8 for Q1_0, whose `vec_dot` needs no
+/// multiplications at all.
+pub fn gemm_min_tokens(ty: GgmlType) -> usize {
+    use GgmlType::*;
+    match ty {
+        Q1_0 => 8,
+        Q4_0 | Q4_1 | Q8_0 | Q2_0 => 4,
+        Q5_0 | Q5_1 | IQ4_NL => 3,
+        _ => 2,
+    }
 }
 
 /// `y[t][r] = Σ_i W[r][i] · x[t][i]` for `t < T` tokens: x is `T × n_in`, y is `T × n_out`.
 ///
 /// One token (decode): the fused per-type SIMD dot product, row by row.
-/// Several tokens (prompt): each weight row is decoded once (to int8 groups, or to f32 in exact
-/// mode) and multiplied with every token, so weight bytes are read and unpacked once per batch.
+/// Several tokens (prompt, T ≥ [`gemm_min_tokens`]): each weight row is decoded once (to the
+/// GEMM's i16 form, see [`quant::gemm`], or to f32 in exact mode) and multiplied with every token,
+/// so weight bytes are read and unpacked once per batch.
 pub fn matmul(store: &WeightStore, w: &Linear, x: &[f32], y: &mut [f32], prec: Precision, s: &mut MatmulScratch) {
     matmul_rows(store, w, x, y, 0..w.n_out, prec, s)
 }
@@ -103,22 +120,18 @@ pub fn matmul_rows(
     }
     quantize_q8(ty.act_kind(), x, n_in, &mut s.act);
     s.act_kind = Some(ty.act_kind());
-    if t_count == 1 {
-        let a = s.act.row(0);
-        for r in rows {
-            y[r] = (k.vec_dot)(row(r), a);
+    if t_count < gemm_min_tokens(ty) {
+        for t in 0..t_count {
+            let a = s.act.row(t);
+            for r in rows.clone() {
+                y[t * n_out + r] = (k.vec_dot)(row(r), a);
+            }
         }
         return;
     }
-    s.q.resize(n_in, 0);
-    s.scale.resize(n_in / 16, 0.0);
-    s.offset.resize(n_in / 16, 0.0);
-    for r in rows {
-        (k.decode_i8)(row(r), &mut s.q, &mut s.scale, &mut s.offset);
-        for t in 0..t_count {
-            y[t * n_out + r] = dot_i8g16(&s.q, &s.scale, &s.offset, s.act.row(t));
-        }
-    }
+    // Panels of rows, each decoded once and multiplied with every token.
+    s.packed.pack(&s.act, ty.gemm_block());
+    gemm::gemm_rows(k, data, rows, &s.packed, &mut s.gemm, y, n_out);
 }
 
 /// Row `r` of an embedding table, dequantized.

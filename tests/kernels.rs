@@ -3,10 +3,13 @@
 //!   tools/gen_golden.py; Q1_0/Q2_0 against the spec formulas there);
 //! * the scalar dot product equals Σ dequant(w)·dequant(a) computed in f64;
 //! * the fast (SIMD128) dot product equals the scalar one on thousands of random blocks;
-//! * `decode_i8` reproduces the dequantised weights, and the int8-group kernel used for prompts
-//!   equals the scalar dot product.
+//! * the GEMM row decoder (`decode_ref`) reproduces the dequantised weights exactly, the fast
+//!   decoder (`decode`, SIMD128 in wasm) equals it bit for bit, and the prompt GEMM over decoded
+//!   rows and packed activations equals the f64 reference for every row and token (rows of 1..9
+//!   blocks, 1..7 rows, 2..9 tokens: every token-tile and row-pair tail).
 
-use clef_web::quant::{self, dot_i8g16, dot_i8g16_ref, kernels, quantize_q8, GgmlType, QAct};
+use clef_web::quant::gemm::{self, Decoded, GemmScratch, PackedAct};
+use clef_web::quant::{self, kernels, quantize_q8, GgmlType, QAct, QuantKernels};
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
@@ -87,7 +90,9 @@ fn dequantizers_match_gguf_py_golden_vectors() {
     }
 }
 
-/// Random rows of every type: fast dot == scalar dot == f64 reference; decode_i8 == dequantize.
+/// Random rows of every type: fast dot == scalar dot == f64 reference; the decoded GEMM form ==
+/// dequantize, fast decoder == reference decoder, and the decoded row's reference product ==
+/// the f64 reference.
 /// Row lengths cycle through 1..=9 blocks so every unrolled loop's tail runs too.
 #[test]
 fn dot_products_agree_on_random_blocks() {
@@ -105,7 +110,6 @@ fn dot_products_agree_on_random_blocks() {
             let n = ty.block_elems().max(32) * (1 + r % 9);
             let mut row = vec![0u8; ty.row_bytes(n)];
             let mut w = vec![0.0f32; n];
-            let (mut q, mut sc, mut of) = (vec![0i8; n], vec![0.0f32; n / 16], vec![0.0f32; n / 16]);
             rng.bytes(&mut row);
             for blk in row.chunks_exact_mut(ty.block_bytes()) {
                 (k.sanitize)(blk);
@@ -126,16 +130,78 @@ fn dot_products_agree_on_random_blocks() {
             assert!(err_ref < 2e-6, "{ty} row {r}: scalar dot {reference} vs exact {exact} (rel {err_ref:e})");
             assert!(err_fast < 2e-6, "{ty} row {r}: fast dot {fast} vs scalar {reference} (rel {err_fast:e})");
 
-            (k.decode_i8)(&row, &mut q, &mut sc, &mut of);
-            let wmax = w.iter().fold(0.0f32, |m, v| m.max(v.abs())) + 1e-30;
-            for i in 0..n {
-                let d = sc[i / 16] * q[i] as f32 + of[i / 16];
-                assert!((d - w[i]).abs() <= wmax * 1e-6, "{ty} row {r} elem {i}: decode_i8 {d} vs {}", w[i]);
+            let dec = decode_checked(k, &row, &w, r);
+            let g = gemm::dot_ref(&dec, ty.gemm_block(), a);
+            assert!((g as f64 - exact).abs() / scale < 2e-6, "{ty} row {r}: decoded dot {g} vs {exact}");
+        }
+    }
+}
+
+/// Decodes `row` with the reference and the fast decoder; checks that the reference form
+/// reproduces the dequantised weights `w` exactly and that the fast decoder equals it bit for bit.
+fn decode_checked(k: &QuantKernels, row: &[u8], w: &[f32], r: usize) -> Decoded {
+    let ty = k.ty;
+    let (mut want, mut got) = (Decoded::default(), Decoded::default());
+    want.resize(ty, w.len());
+    got.resize(ty, w.len());
+    // Garbage first: a decoder must write every element.
+    want.q.fill(0x5555);
+    got.q.fill(-0x5555);
+    (k.decode_ref)(row, &mut want);
+    (k.decode)(row, &mut got);
+    let kb = ty.gemm_block();
+    for (i, &wi) in w.iter().enumerate() {
+        let v = want.value(kb, i);
+        assert!(v == wi, "{ty} row {r} elem {i}: decoded {v} (q {}) vs dequantized {wi}", want.q[i]);
+    }
+    assert_eq!(got.q, want.q, "{ty} row {r}: fast decoder weights differ from the reference");
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&got.d), bits(&want.d), "{ty} row {r}: fast decoder scales differ");
+    assert_eq!(bits(&got.m), bits(&want.m), "{ty} row {r}: fast decoder min factors differ");
+    assert_eq!(got.mn, want.mn, "{ty} row {r}: fast decoder mins differ");
+    want
+}
+
+/// The prompt GEMM: several random rows × several tokens of every type against the f64
+/// reference Σ dequant(w)·dequant(a), through every tile shape (1..7 rows: row pairs and a single
+/// row; 2..9 tokens: tiles of 4 and tails of 1..3).
+#[test]
+fn gemm_agrees_on_random_blocks() {
+    let cases = if cfg!(debug_assertions) { 8 } else { 40 };
+    let mut rng = Rng(0x51ed_2705_89ab_cdef);
+    for ty in GgmlType::ALL {
+        let Some(k) = kernels(ty) else { continue };
+        let (mut act, mut packed, mut scratch) = (QAct::default(), PackedAct::default(), GemmScratch::default());
+        for case in 0..cases {
+            let n = ty.block_elems().max(32) * (1 + case % 9);
+            let (rows, tokens) = (1 + case % 7, 2 + case % 8);
+            let mut data = vec![0u8; rows * ty.row_bytes(n)];
+            rng.bytes(&mut data);
+            for blk in data.chunks_exact_mut(ty.block_bytes()) {
+                (k.sanitize)(blk);
             }
-            let g_ref = dot_i8g16_ref(&q, &sc, &of, a);
-            let g_fast = dot_i8g16(&q, &sc, &of, a);
-            assert!((g_ref as f64 - exact).abs() / scale < 2e-6, "{ty} row {r}: i8g16 ref {g_ref} vs {exact}");
-            assert!((g_fast as f64 - exact).abs() / scale < 2e-6, "{ty} row {r}: i8g16 fast {g_fast} vs {exact}");
+            let x = rng.act(n * tokens);
+            quantize_q8(ty.act_kind(), &x, n, &mut act);
+            packed.pack(&act, ty.gemm_block());
+            // Output rows 1..rows of a matrix with one more column than rows: gemm_rows must
+            // leave column 0 (and only it) untouched.
+            let mut y = vec![f32::NAN; tokens * (rows + 1)];
+            gemm::gemm_rows(k, &data, 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
+            let mut w = vec![0.0f32; n];
+            for (r, row) in data.chunks_exact(ty.row_bytes(n)).enumerate() {
+                (k.dequantize)(row, &mut w);
+                for t in 0..tokens {
+                    let a = act.row(t);
+                    let exact: f64 = (0..n).map(|i| w[i] as f64 * a.value(i) as f64).sum();
+                    let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
+                    let got = y[1 + t * (rows + 1) + r];
+                    let err = (got as f64 - exact).abs() / scale;
+                    assert!(err < 2e-6, "{ty} case {case} ({rows} rows × {tokens} tokens × {n}): row {r} token {t}: {got} vs {exact}");
+                }
+            }
+            for t in 0..tokens {
+                assert!(y[t * (rows + 1)].is_nan(), "{ty} case {case}: gemm wrote outside its rows");
+            }
         }
     }
 }

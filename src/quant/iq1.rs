@@ -5,10 +5,10 @@
 //!
 //! Integer form used by the fast paths: `w = dl * (g + delta) = (dl / 8) * (8g ± 1)`, so a weight
 //! is an exact int8 `8g ± 1 ∈ {−9, −7, −1, 1, 7, 9}` times `dl / 8`. [`GRID8D`] (derived at compile
-//! time from `IQ1S_GRID`) holds these int8 weights for every grid entry and delta sign, so
-//! `decode_i8` copies them and the SIMD128 kernels gather two entries (16 finished weights) per
-//! v128 — no per-element work. The references follow llama.cpp: grid sums and delta sums kept
-//! apart, `+ 0.125 * delta_sum` at the end.
+//! time from `IQ1S_GRID`) holds these int8 weights for every grid entry and delta sign, so the
+//! row decoders copy them (times the sub-block's `2s + 1`) and the SIMD128 kernels gather two
+//! entries (16 finished weights) per v128 — no per-element work. The references follow
+//! llama.cpp: grid sums and delta sums kept apart, `+ 0.125 * delta_sum` at the end.
 //!
 //! SIMD128 kernel shape (both types): per 16 weights two 8-byte gathers, `i16x8.extmul_{low,high}`
 //! with the activations (|w·a| ≤ 9·127, so the sum of the two products fits i16) and one
@@ -16,6 +16,7 @@
 //! Indices are computed with scalar ops: on V8 that beats SIMD index math + `extract_lane` here.
 
 use super::tables::IQ1S_GRID;
+use super::gemm::Decoded;
 use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8, QK_K};
 
 pub static KERNELS: &[QuantKernels] = &[
@@ -24,7 +25,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: iq1_s::dequantize,
         vec_dot_ref: iq1_s::vec_dot_ref,
         vec_dot: iq1_s::vec_dot,
-        decode_i8: iq1_s::decode_i8,
+        decode_ref: iq1_s::decode_ref,
+        decode: iq1_s::decode,
         sanitize: iq1_s::sanitize,
     },
     QuantKernels {
@@ -32,7 +34,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: iq1_m::dequantize,
         vec_dot_ref: iq1_m::vec_dot_ref,
         vec_dot: iq1_m::vec_dot,
-        decode_i8: iq1_m::decode_i8,
+        decode_ref: iq1_m::decode_ref,
+        decode: iq1_m::decode,
         sanitize: iq1_m::sanitize,
     },
 ];
@@ -68,11 +71,11 @@ fn grid(idx: usize, j: usize) -> i32 {
     (IQ1S_GRID[idx] >> (8 * j)) as u8 as i8 as i32
 }
 
-/// Writes the 8 int8 weights `8g ± 1` of `GRID8D[e]` to `q[..8]`.
+/// Writes the 8 weights `ls·(8g ± 1)` of `GRID8D[e]` to `q[..8]`.
 #[inline(always)]
-fn put8(q: &mut [i8], e: usize) {
+fn put8(q: &mut [i16], ls: i32, e: usize) {
     for (j, v) in GRID8D[e].to_le_bytes().iter().enumerate() {
-        q[j] = *v as i8;
+        q[j] = (ls * *v as i8 as i32) as i16;
     }
 }
 
@@ -88,15 +91,6 @@ fn check_lengths(row: &[u8], bytes: usize, act: &Q8<'_>) -> usize {
     let nb = row.len() / bytes;
     assert!(act.qs.len() == nb * QK_K, "activation row has {} elements, weights {}", act.qs.len(), nb * QK_K);
     assert!(act.d.len() >= nb * 8 && act.bsums.len() >= nb * 16);
-    nb
-}
-
-/// Checks the output lengths of a `decode_i8` call; returns the number of blocks.
-#[inline(always)]
-fn check_decode(row: &[u8], bytes: usize, q: &[i8], scale: &[f32], offset: &[f32]) -> usize {
-    let nb = row.len() / bytes;
-    assert!(row.len() == nb * bytes && q.len() == nb * QK_K);
-    assert!(scale.len() >= nb * 16 && offset.len() >= nb * 16);
     nb
 }
 
@@ -200,22 +194,30 @@ pub mod iq1_s {
         sumf
     }
 
-    /// `w = (dl / 8) * (8g ± 1)` (exact: dl/8 is a power-of-two scaling of the same product).
-    pub fn decode_i8(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
-        let nb = check_decode(row, BYTES, q, scale, offset);
-        offset[..nb * 16].fill(0.0);
+    /// GEMM form: `q = (2s + 1)·(8g ± 1)`, `d = d_w / 8` (exact: the dequantiser's
+    /// `dl·(g ± 1/8)` is the same exactly representable product).
+    pub fn decode_ref(row: &[u8], out: &mut Decoded) {
+        out.check(GgmlType::IQ1_S, row);
         for (i, blk) in row.chunks_exact(BYTES).enumerate() {
-            let d = f16_at(blk, 0);
             for b in 0..8 {
                 let qh = u16_at(blk, 34 + 2 * b);
-                scale[16 * i + 2 * b..16 * i + 2 * b + 2].fill(d * self::scale(qh) as f32 * DELTA);
                 let neg = if qh & 0x8000 != 0 { NEG } else { 0 };
                 for l in 0..4 {
-                    let at = QK_K * i + 32 * b + 8 * l;
-                    put8(&mut q[at..at + 8], index(&blk[2 + 4 * b..], qh, l) | neg);
+                    put8(&mut out.q[QK_K * i + 32 * b + 8 * l..], scale(qh), index(&blk[2 + 4 * b..], qh, l) | neg);
                 }
             }
+            out.d[i] = f16_at(blk, 0) * DELTA;
         }
+    }
+
+    pub fn decode(row: &[u8], out: &mut Decoded) {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        {
+            // SAFETY: simd128 is enabled for this build.
+            return unsafe { simd::decode(row, out) };
+        }
+        #[allow(unreachable_code)]
+        decode_ref(row, out)
     }
 
     pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
@@ -232,12 +234,40 @@ pub mod iq1_s {
     /// a negative delta get `−2·ls·Σa` from the activation `bsums` once per super-block.
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     mod simd {
-        use super::super::check_lengths;
         use super::super::simd::{dot16_scaled, weights16};
-        use super::BYTES;
-        use crate::quant::simd::hsum_f32;
-        use crate::quant::{f16_at, Q8, QK_K};
+        use super::super::{check_lengths, NEG};
+        use super::{BYTES, DELTA};
+        use crate::quant::gemm::Decoded;
+        use crate::quant::simd::{hsum_f32, store_scaled16};
+        use crate::quant::{f16_at, GgmlType, Q8, QK_K};
         use core::arch::wasm32::*;
+
+        /// Row → GEMM form: per sub-block, the `GRID8D` rows of its delta sign (16 weights per
+        /// gather) times `2s + 1`.
+        ///
+        /// # Safety
+        /// Requires simd128.
+        #[target_feature(enable = "simd128")]
+        pub unsafe fn decode(row: &[u8], out: &mut Decoded) {
+            out.check(GgmlType::IQ1_S, row);
+            let q = out.q.as_mut_ptr();
+            for (i, blk) in row.chunks_exact(BYTES).enumerate() {
+                // SAFETY: reads stay in `blk`; GRID8D indices have 8 + 3 + 1 bits, < 4096;
+                // `check` sized q for 256 weights per block.
+                let p = blk.as_ptr();
+                for b in 0..8 {
+                    let h = (p.add(34 + 2 * b) as *const u16).read_unaligned() as usize;
+                    let neg = if h & 0x8000 != 0 { NEG } else { 0 };
+                    let qs = p.add(2 + 4 * b);
+                    let (i0, i1) = (*qs as usize | (h << 8) & 0x700, *qs.add(1) as usize | (h << 5) & 0x700);
+                    let (i2, i3) = (*qs.add(2) as usize | (h << 2) & 0x700, *qs.add(3) as usize | (h >> 1) & 0x700);
+                    let ls = i16x8_splat(2 * ((h >> 12) & 7) as i16 + 1);
+                    store_scaled16(q.add(QK_K * i + 32 * b), weights16(i0 | neg, i1 | neg), ls);
+                    store_scaled16(q.add(QK_K * i + 32 * b + 16), weights16(i2 | neg, i3 | neg), ls);
+                }
+                out.d[i] = f16_at(blk, 0) * DELTA;
+            }
+        }
 
         /// # Safety
         /// Requires simd128.
@@ -388,22 +418,27 @@ pub mod iq1_m {
         sumf
     }
 
-    /// `w = (dl / 8) * (8g ± 1)` per 16-weight half.
-    pub fn decode_i8(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
-        let nb = check_decode(row, BYTES, q, scale, offset);
-        offset[..nb * 16].fill(0.0);
+    /// GEMM form: `q = (2s + 1)·(8g ± 1)` with s of the weight's 16-half, `d = d_w / 8`.
+    pub fn decode_ref(row: &[u8], out: &mut Decoded) {
+        out.check(GgmlType::IQ1_M, row);
         for (i, blk) in row.chunks_exact(BYTES).enumerate() {
-            let d = super_scale(blk);
             for b in 0..8 {
-                for h in 0..2 {
-                    scale[16 * i + 2 * b + h] = d * self::scale(blk, b, h) as f32 * DELTA;
-                }
                 for l in 0..4 {
-                    let at = QK_K * i + 32 * b + 8 * l;
-                    put8(&mut q[at..at + 8], index_d(blk, b, l));
+                    put8(&mut out.q[QK_K * i + 32 * b + 8 * l..], scale(blk, b, l / 2), index_d(blk, b, l));
                 }
             }
+            out.d[i] = super_scale(blk) * DELTA;
         }
+    }
+
+    pub fn decode(row: &[u8], out: &mut Decoded) {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        {
+            // SAFETY: simd128 is enabled for this build.
+            return unsafe { simd::decode(row, out) };
+        }
+        #[allow(unreachable_code)]
+        decode_ref(row, out)
     }
 
     pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
@@ -420,11 +455,38 @@ pub mod iq1_m {
     mod simd {
         use super::super::check_lengths;
         use super::super::simd::{dot16_scaled, weights16};
-        use super::{super_scale, BYTES};
-        use crate::quant::simd::hsum_f32;
-        use crate::quant::{Q8, QK_K};
+        use super::{scale, super_scale, BYTES, DELTA};
+        use crate::quant::gemm::Decoded;
+        use crate::quant::simd::{hsum_f32, store_scaled16};
+        use crate::quant::{GgmlType, Q8, QK_K};
         use core::arch::wasm32::*;
         use core::hint::black_box;
+
+        /// Row → GEMM form: per 16 weights two `GRID8D` rows (delta sign included in the index)
+        /// times the half's `2s + 1`.
+        ///
+        /// # Safety
+        /// Requires simd128.
+        #[target_feature(enable = "simd128")]
+        pub unsafe fn decode(row: &[u8], out: &mut Decoded) {
+            out.check(GgmlType::IQ1_M, row);
+            let q = out.q.as_mut_ptr();
+            for (i, blk) in row.chunks_exact(BYTES).enumerate() {
+                // SAFETY: reads stay in `blk`; GRID8D indices have 8 + 4 bits, < 4096; `check`
+                // sized q for 256 weights per block.
+                let p = blk.as_ptr();
+                for b in 0..8 {
+                    let h = (p.add(32 + 2 * b) as *const u16).read_unaligned() as usize;
+                    let qs = p.add(4 * b);
+                    let (i0, i1) = (*qs as usize | (h << 8) & 0xf00, *qs.add(1) as usize | (h << 4) & 0xf00);
+                    let (i2, i3) = (*qs.add(2) as usize | h & 0xf00, *qs.add(3) as usize | (h >> 4) & 0xf00);
+                    let o = q.add(QK_K * i + 32 * b);
+                    store_scaled16(o, weights16(i0, i1), i16x8_splat(scale(blk, b, 0) as i16));
+                    store_scaled16(o.add(16), weights16(i2, i3), i16x8_splat(scale(blk, b, 1) as i16));
+                }
+                out.d[i] = super_scale(blk) * DELTA;
+            }
+        }
 
         /// # Safety
         /// Requires simd128.

@@ -17,9 +17,11 @@
 //! (llama.cpp's) writes the scale as `ls = 2*nib + 1` and pulls the common factor 1/8 out:
 //! `Σ_w d_w * d_a * Σ_halves ls * Σ_j (±mag_j) q_j`, times 0.125 at the very end.
 //!
-//! The scalar code (dequantiser, reference dot, int8 decoder) is shared: each type only says how to
-//! read one group ([`Iq2Layout`]). Each type's section holds its layout and its SIMD128 kernel;
-//! the SIMD tables and helpers they share are in [`simd`].
+//! The scalar code (dequantiser, reference dot, GEMM row decoder) is shared: each type only says
+//! how to read one group ([`Iq2Layout`]). Each type's section holds its layout and its SIMD128
+//! kernels; the SIMD tables and helpers they share are in [`simd`]. The SIMD row decoders write
+//! each group as `mag · (±1 · ls)` from the same i16 tables (IQ2_S computes its 32 table offsets
+//! per block 8 at a time, as its dot product does).
 //!
 //! SIMD128 kernels (wasm32). Per group of 8 weights: one `v128.load` of the grid row from a
 //! table of the codebook widened to i16 (`*_GRID16`), one of the signs as ±1 i16 lanes
@@ -36,6 +38,7 @@
 //! sub-block loop makes V8 spill xmm registers and is up to 2× slower.
 
 use super::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
+use super::gemm::Decoded;
 use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8, QK_K};
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -51,7 +54,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: dequantize::<Iq2Xxs>,
         vec_dot_ref: vec_dot_ref::<Iq2Xxs>,
         vec_dot: vec_dot_iq2_xxs,
-        decode_i8: decode_i8::<Iq2Xxs>,
+        decode_ref: decode_ref::<Iq2Xxs>,
+        decode: decode_iq2_xxs,
         sanitize,
     },
     QuantKernels {
@@ -59,7 +63,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: dequantize::<Iq2Xs>,
         vec_dot_ref: vec_dot_ref::<Iq2Xs>,
         vec_dot: vec_dot_iq2_xs,
-        decode_i8: decode_i8::<Iq2Xs>,
+        decode_ref: decode_ref::<Iq2Xs>,
+        decode: decode_iq2_xs,
         sanitize,
     },
     QuantKernels {
@@ -67,7 +72,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: dequantize::<Iq2S>,
         vec_dot_ref: vec_dot_ref::<Iq2S>,
         vec_dot: vec_dot_iq2_s,
-        decode_i8: decode_i8::<Iq2S>,
+        decode_ref: decode_ref::<Iq2S>,
+        decode: decode_iq2_s,
         sanitize,
     },
 ];
@@ -82,6 +88,7 @@ fn sanitize(block: &mut [u8]) {
 
 /// How one type stores its groups. `b` = sub-block (0..8), `l` = group in the sub-block (0..4).
 trait Iq2Layout {
+    const TY: GgmlType;
     const BYTES: usize;
     /// The 8 magnitudes of group (b, l) (byte j = element j) and its sign byte (bit j ⇒ negative).
     fn group(blk: &[u8], b: usize, l: usize) -> (u64, u8);
@@ -135,28 +142,40 @@ fn vec_dot_ref<L: Iq2Layout>(row: &[u8], act: Q8<'_>) -> f32 {
     0.125 * sumf
 }
 
-/// `w = scale[i/16] * q[i]` with `q` = signed magnitude and `scale` = `db`; offsets are 0. Exact:
-/// `db * (±mag)` is the dequantiser's `(db * mag) * ±1`.
-fn decode_i8<L: Iq2Layout>(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
-    let n = q.len();
-    assert!(scale.len() >= n / 16 && offset.len() >= n / 16);
+/// GEMM form: `q = (2·nib + 1)·(±mag)`, `d = d_w / 8`. Exact: `(d/8)·((2nib+1)·mag)` and the
+/// dequantiser's `(d·(0.5 + nib)·0.25)·mag` are the same exactly representable product.
+fn decode_ref<L: Iq2Layout>(row: &[u8], out: &mut Decoded) {
+    let n = out.check(L::TY, row);
     for (i, blk) in blocks::<L>(row, n).enumerate() {
-        let d = f16_at(blk, 0);
         for b in 0..8 {
             for l in 0..4 {
                 let (mag, signs) = L::group(blk, b, l);
+                let ls = 2 * L::nibble(blk, b, l) as i16 + 1;
                 for j in 0..8 {
-                    let m = ((mag >> (8 * j)) & 0xff) as i8;
-                    q[QK_K * i + 32 * b + 8 * l + j] = if signs >> j & 1 != 0 { -m } else { m };
+                    let m = ((mag >> (8 * j)) & 0xff) as i16 * ls;
+                    out.q[QK_K * i + 32 * b + 8 * l + j] = if signs >> j & 1 != 0 { -m } else { m };
                 }
             }
-            for h in 0..2 {
-                let g = 16 * i + 2 * b + h;
-                scale[g] = d * (0.5 + L::nibble(blk, b, 2 * h) as f32) * 0.25;
-                offset[g] = 0.0;
-            }
         }
+        out.d[i] = f16_at(blk, 0) * 0.125;
     }
+}
+
+/// The fast row decoders: on wasm32 the generic SIMD driver with the type's table rows
+/// (`$rows(blk, b, l)` = grid row and ±1 sign row of group (b, l)), else the reference.
+macro_rules! fast_decode {
+    ($name:ident, $layout:ty, $rows:expr) => {
+        fn $name(row: &[u8], out: &mut Decoded) {
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            {
+                // SAFETY: simd128 is enabled for this build; the driver checks the lengths and
+                // `$rows` only reads inside the block it is given.
+                return unsafe { simd::decode_rows::<$layout>(row, out, $rows) };
+            }
+            #[allow(unreachable_code)]
+            decode_ref::<$layout>(row, out)
+        }
+    };
 }
 
 /// The fast kernels share this front: checks lengths once, then calls the SIMD kernel on wasm32
@@ -292,6 +311,35 @@ mod simd {
         i16x8_load_extend_i8x8(a)
     }
 
+    /// The generic SIMD row decoder: `rows(blk, b, l)` returns the i16 grid row and the ±1 sign
+    /// row of group (b, l); the group's 8 weights are `mag · (±1 · ls)`, with `ls = 2·nib + 1`.
+    ///
+    /// # Safety
+    /// Requires simd128; `rows` must read only inside the block at `blk`.
+    #[inline(always)]
+    pub(super) unsafe fn decode_rows<L: super::Iq2Layout>(
+        row: &[u8],
+        out: &mut super::Decoded,
+        rows: impl Fn(*const u8, usize, usize) -> (v128, v128),
+    ) {
+        let n = out.check(L::TY, row);
+        let q = out.q.as_mut_ptr();
+        for (i, blk) in row.chunks_exact(L::BYTES).enumerate().take(n / super::QK_K) {
+            for b in 0..8 {
+                for h in 0..2 {
+                    // Groups 2h, 2h+1 share their scale nibble.
+                    let ls = i16x8_splat(2 * L::nibble(blk, b, 2 * h) as i16 + 1);
+                    for l in 2 * h..2 * h + 2 {
+                        let (mag, pm) = rows(blk.as_ptr(), b, l);
+                        // SAFETY: `check` sized q for n = 256 · blocks weights.
+                        v128_store(q.add(super::QK_K * i + 32 * b + 8 * l) as *mut v128, i16x8_mul(mag, i16x8_mul(pm, ls)));
+                    }
+                }
+            }
+            out.d[i] = super::f16_at(blk, 0) * 0.125;
+        }
+    }
+
     /// One group of 8: i32x4 partial sums of Σ_j sign_j · mag_j · a_j. The i16 product is exact
     /// (|mag·a| ≤ 43·128) and the dot with ±1 applies the signs while widening to i32.
     #[inline(always)]
@@ -312,6 +360,7 @@ mod simd {
 struct Iq2Xxs;
 
 impl Iq2Layout for Iq2Xxs {
+    const TY: GgmlType = GgmlType::IQ2_XXS;
     const BYTES: usize = 66;
     #[inline(always)]
     fn group(blk: &[u8], b: usize, l: usize) -> (u64, u8) {
@@ -326,6 +375,12 @@ impl Iq2Layout for Iq2Xxs {
 }
 
 fast_entry!(vec_dot_iq2_xxs, Iq2Xxs, vec_dot_iq2_xxs_simd);
+fast_decode!(decode_iq2_xxs, Iq2Xxs, |blk: *const u8, b: usize, l: usize| {
+    // SAFETY: group (b, l) reads bytes 2 + 8b .. 10 + 8b of the block; indices are masked.
+    let q = blk.add(2 + 8 * b);
+    let w = (q.add(4) as *const u32).read_unaligned().to_le() as usize;
+    (entry(&XXS_GRID16, *q.add(l) as usize), entry(&KSIGNS_PM, (w >> (7 * l)) & 127))
+});
 
 /// IQ2_XXS · Q8_K, SIMD128. (As in all three kernels, the sub-block loop body is kept small on
 /// purpose: V8 has 16 xmm registers and does not rematerialise, so unrolling — LLVM then hoists
@@ -371,6 +426,7 @@ unsafe fn vec_dot_iq2_xxs_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
 struct Iq2Xs;
 
 impl Iq2Layout for Iq2Xs {
+    const TY: GgmlType = GgmlType::IQ2_XS;
     const BYTES: usize = 74;
     #[inline(always)]
     fn group(blk: &[u8], b: usize, l: usize) -> (u64, u8) {
@@ -385,6 +441,11 @@ impl Iq2Layout for Iq2Xs {
 }
 
 fast_entry!(vec_dot_iq2_xs, Iq2Xs, vec_dot_iq2_xs_simd);
+fast_decode!(decode_iq2_xs, Iq2Xs, |blk: *const u8, b: usize, l: usize| {
+    // SAFETY: group (b, l) reads its u16 word inside the block; indices are masked.
+    let w = (blk.add(2 + 2 * (4 * b + l)) as *const u16).read_unaligned().to_le() as usize;
+    (entry(&XS_GRID16, w & 511), entry(&KSIGNS_PM, w >> 9))
+});
 
 /// IQ2_XS · Q8_K, SIMD128.
 ///
@@ -433,6 +494,7 @@ unsafe fn vec_dot_iq2_xs_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
 struct Iq2S;
 
 impl Iq2Layout for Iq2S {
+    const TY: GgmlType = GgmlType::IQ2_S;
     const BYTES: usize = 82;
     #[inline(always)]
     fn group(blk: &[u8], b: usize, l: usize) -> (u64, u8) {
@@ -446,6 +508,83 @@ impl Iq2Layout for Iq2S {
 }
 
 fast_entry!(vec_dot_iq2_s, Iq2S, vec_dot_iq2_s_simd);
+fn decode_iq2_s(row: &[u8], out: &mut Decoded) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        // SAFETY: simd128 is enabled for this build; lengths are checked inside.
+        return unsafe { decode_iq2_s_simd(row, out) };
+    }
+    #[allow(unreachable_code)]
+    decode_ref::<Iq2S>(row, out)
+}
+/// The byte offsets into `S_GRID16` (`goff`) and `BYTE_PM` (`soff`) of the 32 groups of the IQ2_S
+/// block at `blk`: group 4b+l has grid row `qs[4b+l] | ((qh[b] >> 2l) & 3) << 8` and sign row
+/// `signs[4b+l]`; computed 8 groups at a time. `qh_mul` = `QH_MUL` (see [`vec_dot_iq2_s_simd`]).
+///
+/// # Safety
+/// `blk` must point to a whole IQ2_S block.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[inline(always)]
+unsafe fn iq2s_offsets(blk: *const u8, qh_mul: v128, goff: &mut [u16; 32], soff: &mut [u16; 32]) {
+    let qh = v128_load64_zero(blk.add(66) as *const u64);
+    for h in 0..2 {
+        // Sub-blocks 4h..4h+4: low index bytes and sign bytes (16 groups each).
+        let lo = v128_load(blk.add(2 + 16 * h) as *const v128);
+        let sg = v128_load(blk.add(34 + 16 * h) as *const v128);
+        let (b0, b1, b2, b3) = (4 * h as u8, 4 * h as u8 + 1, 4 * h as u8 + 2, 4 * h as u8 + 3);
+        // qh[b] in the u16 lanes of its sub-block's four groups (index 255 → 0).
+        let z = 255;
+        let qh01 = i8x16_swizzle(qh, u8x16(b0, z, b0, z, b0, z, b0, z, b1, z, b1, z, b1, z, b1, z));
+        let qh23 = i8x16_swizzle(qh, u8x16(b2, z, b2, z, b2, z, b2, z, b3, z, b3, z, b3, z, b3, z));
+        let hi01 = v128_and(i16x8_mul(qh01, qh_mul), u16x8_splat(0x3000));
+        let hi23 = v128_and(i16x8_mul(qh23, qh_mul), u16x8_splat(0x3000));
+        let g01 = v128_or(i16x8_shl(u16x8_extend_low_u8x16(lo), 4), hi01);
+        let g23 = v128_or(i16x8_shl(u16x8_extend_high_u8x16(lo), 4), hi23);
+        v128_store(goff.as_mut_ptr().add(16 * h) as *mut v128, g01);
+        v128_store(goff.as_mut_ptr().add(16 * h + 8) as *mut v128, g23);
+        v128_store(soff.as_mut_ptr().add(16 * h) as *mut v128, i16x8_shl(u16x8_extend_low_u8x16(sg), 4));
+        v128_store(soff.as_mut_ptr().add(16 * h + 8) as *mut v128, i16x8_shl(u16x8_extend_high_u8x16(sg), 4));
+    }
+}
+
+/// Lane k (group k % 4 of a sub-block): multiplier moving qh bits 2k..2k+1 to bits 12..13. Read
+/// through read_volatile: as a visible constant, LLVM turns the multiply into per-lane shifts,
+/// which wasm lacks, and scalarises them.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+static QH_MUL: [i16; 8] = [4096, 1024, 256, 64, 4096, 1024, 256, 64];
+
+/// IQ2_S row → GEMM form: the block's grid and sign row offsets as for the dot product, then per
+/// group `mag · (±1 · ls)`.
+///
+/// # Safety
+/// simd128.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[target_feature(enable = "simd128")]
+unsafe fn decode_iq2_s_simd(row: &[u8], out: &mut Decoded) {
+    let n = out.check(GgmlType::IQ2_S, row);
+    let qh_mul = core::ptr::read_volatile(QH_MUL.as_ptr() as *const v128);
+    let q = out.q.as_mut_ptr();
+    for i in 0..n / QK_K {
+        // SAFETY: block i lies in `row` (checked); offsets index inside the tables (see
+        // `iq2s_offsets`); `check` sized q for 256 weights per block.
+        let blk = row.as_ptr().add(i * Iq2S::BYTES);
+        let (mut goff, mut soff) = ([0u16; 32], [0u16; 32]);
+        iq2s_offsets(blk, qh_mul, &mut goff, &mut soff);
+        for b in 0..8 {
+            let sc = *blk.add(74 + b) as i16;
+            for h in 0..2 {
+                let ls = i16x8_splat(2 * ((sc >> (4 * h)) & 15) + 1);
+                for l in 2 * h..2 * h + 2 {
+                    let g = 4 * b + l;
+                    let mag = entry_at(&S_GRID16, goff[g]);
+                    let pm = entry_at(&BYTE_PM, soff[g]);
+                    v128_store(q.add(QK_K * i + 8 * g) as *mut v128, i16x8_mul(mag, i16x8_mul(pm, ls)));
+                }
+            }
+        }
+        out.d[i] = f16_at(core::slice::from_raw_parts(blk, 2), 0) * 0.125;
+    }
+}
 
 /// IQ2_S · Q8_K, SIMD128. Its 10-bit grid index is spread over two fields, which costs ~6 scalar
 /// operations per group; instead the byte offsets of all 32 grid rows (and sign rows) of a
@@ -457,40 +596,15 @@ fast_entry!(vec_dot_iq2_s, Iq2S, vec_dot_iq2_s_simd);
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 #[target_feature(enable = "simd128")]
 unsafe fn vec_dot_iq2_s_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
-    // Lane k (group k % 4 of a sub-block): multiplier moving qh bits 2k..2k+1 to bits 12..13.
-    // Read through read_volatile: as a visible constant, LLVM turns this multiply into per-lane
-    // shifts, which wasm lacks, and scalarises them.
-    static QH_MUL: [i16; 8] = [4096, 1024, 256, 64, 4096, 1024, 256, 64];
     let qh_mul = core::ptr::read_volatile(QH_MUL.as_ptr() as *const v128);
     let mut sumf = 0.0f32;
     for i in 0..nb {
         let blk = row.as_ptr().add(i * Iq2S::BYTES);
         let a = act.qs.as_ptr().add(i * QK_K);
-        // Group 4b+l: grid row offset 16·(qs[4b+l] | ((qh[b] >> 2l) & 3) << 8), sign row
-        // offset 16·signs[4b+l].
         // SAFETY: all reads are inside block i (row) / activation block i; grid offsets are at
         // most 16·1023 and sign offsets 16·255, inside S_GRID16 and BYTE_PM.
-        let mut goff = [0u16; 32];
-        let mut soff = [0u16; 32];
-        let qh = v128_load64_zero(blk.add(66) as *const u64);
-        for h in 0..2 {
-            // Sub-blocks 4h..4h+4: low index bytes and sign bytes (16 groups each).
-            let lo = v128_load(blk.add(2 + 16 * h) as *const v128);
-            let sg = v128_load(blk.add(34 + 16 * h) as *const v128);
-            let (b0, b1, b2, b3) = (4 * h as u8, 4 * h as u8 + 1, 4 * h as u8 + 2, 4 * h as u8 + 3);
-            // qh[b] in the u16 lanes of its sub-block's four groups (index 255 → 0).
-            let z = 255;
-            let qh01 = i8x16_swizzle(qh, u8x16(b0, z, b0, z, b0, z, b0, z, b1, z, b1, z, b1, z, b1, z));
-            let qh23 = i8x16_swizzle(qh, u8x16(b2, z, b2, z, b2, z, b2, z, b3, z, b3, z, b3, z, b3, z));
-            let hi01 = v128_and(i16x8_mul(qh01, qh_mul), u16x8_splat(0x3000));
-            let hi23 = v128_and(i16x8_mul(qh23, qh_mul), u16x8_splat(0x3000));
-            let g01 = v128_or(i16x8_shl(u16x8_extend_low_u8x16(lo), 4), hi01);
-            let g23 = v128_or(i16x8_shl(u16x8_extend_high_u8x16(lo), 4), hi23);
-            v128_store(goff.as_mut_ptr().add(16 * h) as *mut v128, g01);
-            v128_store(goff.as_mut_ptr().add(16 * h + 8) as *mut v128, g23);
-            v128_store(soff.as_mut_ptr().add(16 * h) as *mut v128, i16x8_shl(u16x8_extend_low_u8x16(sg), 4));
-            v128_store(soff.as_mut_ptr().add(16 * h + 8) as *mut v128, i16x8_shl(u16x8_extend_high_u8x16(sg), 4));
-        }
+        let (mut goff, mut soff) = ([0u16; 32], [0u16; 32]);
+        iq2s_offsets(blk, qh_mul, &mut goff, &mut soff);
         let mut acc = i32x4_splat(0);
         for b in 0..8 {
             let (g, s) = (&goff[4 * b..4 * b + 4], &soff[4 * b..4 * b + 4]);

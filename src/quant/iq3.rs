@@ -10,6 +10,7 @@
 //! sub-block scale adds the sub-block to an i32x4 accumulator, converted to f32 once per block.
 
 use super::tables::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use super::gemm::Decoded;
 use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8, QK_K};
 
 pub static KERNELS: &[QuantKernels] = &[
@@ -18,7 +19,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: iq3_xxs::dequantize,
         vec_dot_ref: iq3_xxs::vec_dot_ref,
         vec_dot: iq3_xxs::vec_dot,
-        decode_i8: iq3_xxs::decode_i8,
+        decode_ref: iq3_xxs::decode_ref,
+        decode: iq3_xxs::decode,
         sanitize: sanitize_d0,
     },
     QuantKernels {
@@ -26,7 +28,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: iq3_s::dequantize,
         vec_dot_ref: iq3_s::vec_dot_ref,
         vec_dot: iq3_s::vec_dot,
-        decode_i8: iq3_s::decode_i8,
+        decode_ref: iq3_s::decode_ref,
+        decode: iq3_s::decode,
         sanitize: sanitize_d0,
     },
 ];
@@ -82,13 +85,12 @@ fn check_lengths(row: &[u8], bytes: usize, act: &Q8<'_>) -> usize {
     nb
 }
 
-/// Checks the output lengths of a `decode_i8` call; returns the number of blocks.
+/// Writes `ls · w` (the 8 signed magnitudes of a group times the sub-block's `2s + 1`) at `q`.
 #[inline(always)]
-fn check_decode(row: &[u8], bytes: usize, q: &[i8], scale: &[f32], offset: &[f32]) -> usize {
-    let nb = row.len() / bytes;
-    assert!(row.len() == nb * bytes && q.len() == nb * QK_K);
-    assert!(scale.len() >= nb * 16 && offset.len() >= nb * 16);
-    nb
+fn put8(q: &mut [i16], ls: i32, w: [i32; 8]) {
+    for (q, w) in q[..8].iter_mut().zip(w) {
+        *q = (ls * w) as i16;
+    }
 }
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -164,21 +166,28 @@ pub mod iq3_xxs {
         0.25 * sumf
     }
 
-    /// `w = (d * (0.5 + s) * 0.5) * (±mag)`: the scale is the dequantiser's `db`, q the signed magnitude.
-    pub fn decode_i8(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
-        let nb = check_decode(row, BYTES, q, scale, offset);
-        offset[..nb * 16].fill(0.0);
+    /// GEMM form: `q = (2s + 1)·(±mag)`, `d = d_w / 4` (exact: the same product as `db·mag`).
+    pub fn decode_ref(row: &[u8], out: &mut Decoded) {
+        out.check(GgmlType::IQ3_XXS, row);
         for (i, blk) in row.chunks_exact(BYTES).enumerate() {
             for b in 0..8 {
-                scale[16 * i + 2 * b..16 * i + 2 * b + 2].fill(db(blk, b));
+                let ls = 2 * (u32_at(blk, 66 + 4 * b) >> 28) as i32 + 1;
                 for l in 0..4 {
-                    let at = QK_K * i + 32 * b + 8 * l;
-                    for (q, w) in q[at..at + 8].iter_mut().zip(group(blk, b, l)) {
-                        *q = w as i8;
-                    }
+                    put8(&mut out.q[QK_K * i + 32 * b + 8 * l..], ls, group(blk, b, l));
                 }
             }
+            out.d[i] = f16_at(blk, 0) * 0.25;
         }
+    }
+
+    pub fn decode(row: &[u8], out: &mut Decoded) {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        {
+            // SAFETY: simd128 is enabled for this build.
+            return unsafe { simd::decode(row, out) };
+        }
+        #[allow(unreachable_code)]
+        decode_ref(row, out)
     }
 
     pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
@@ -198,9 +207,10 @@ pub mod iq3_xxs {
         use super::super::check_lengths;
         use super::super::simd::dot32_scaled;
         use super::BYTES;
-        use crate::quant::simd::hsum_f32;
+        use crate::quant::gemm::Decoded;
+        use crate::quant::simd::{hsum_f32, store_scaled16};
         use crate::quant::tables::{IQ3XXS_GRID, KSIGNS64};
-        use crate::quant::{f16_at, Q8, QK_K};
+        use crate::quant::{f16_at, GgmlType, Q8, QK_K};
         use core::arch::wasm32::*;
 
         /// Four grid entries (indices = bytes `q[0..4]`) as 16 magnitude bytes.
@@ -227,6 +237,43 @@ pub mod iq3_xxs {
             v128_load64_lane::<1>(v128_load64_zero(t.add(i0 as usize)), t.add(i1 as usize))
         }
 
+        /// Sub-block b's 32 signed magnitudes (two i8x16) and its `2s + 1` as an i16 splat, from
+        /// the block's grid indices `qs` and sign/scale words `sg`.
+        ///
+        /// # Safety
+        /// `qs` and `sg` point into one block.
+        #[inline(always)]
+        unsafe fn sub_block(qs: *const u8, sg: *const u8, b: usize) -> (v128, v128, v128) {
+            let w = (sg.add(4 * b) as *const u32).read_unaligned();
+            let g0 = grid4(qs.add(8 * b));
+            let g1 = grid4(qs.add(8 * b + 4));
+            let s0 = signs2(w & 127, (w >> 7) & 127);
+            let s1 = signs2((w >> 14) & 127, (w >> 21) & 127);
+            let w0 = i8x16_sub(v128_xor(g0, s0), s0);
+            let w1 = i8x16_sub(v128_xor(g1, s1), s1);
+            (w0, w1, i16x8_splat(2 * (w >> 28) as i16 + 1))
+        }
+
+        /// Row → GEMM form: each sub-block's signed magnitudes times its `2s + 1`.
+        ///
+        /// # Safety
+        /// Requires simd128.
+        #[target_feature(enable = "simd128")]
+        pub unsafe fn decode(row: &[u8], out: &mut Decoded) {
+            out.check(GgmlType::IQ3_XXS, row);
+            let q = out.q.as_mut_ptr();
+            for (i, blk) in row.chunks_exact(BYTES).enumerate() {
+                // SAFETY: reads stay in `blk`; `check` sized q for 256 weights per block.
+                let (qs, sg) = (blk.as_ptr().add(2), blk.as_ptr().add(66));
+                for b in 0..8 {
+                    let (w0, w1, ls) = sub_block(qs, sg, b);
+                    store_scaled16(q.add(QK_K * i + 32 * b), w0, ls);
+                    store_scaled16(q.add(QK_K * i + 32 * b + 16), w1, ls);
+                }
+                out.d[i] = f16_at(blk, 0) * 0.25;
+            }
+        }
+
         /// # Safety
         /// Requires simd128.
         #[target_feature(enable = "simd128")]
@@ -242,16 +289,9 @@ pub mod iq3_xxs {
                 let a = act.qs.as_ptr().add(i * QK_K);
                 let mut isum = i32x4_splat(0);
                 for b in 0..8 {
-                    let w = (sg.add(4 * b) as *const u32).read_unaligned();
-                    let g0 = grid4(qs.add(8 * b));
-                    let g1 = grid4(qs.add(8 * b + 4));
-                    let s0 = signs2(w & 127, (w >> 7) & 127);
-                    let s1 = signs2((w >> 14) & 127, (w >> 21) & 127);
-                    let w0 = i8x16_sub(v128_xor(g0, s0), s0);
-                    let w1 = i8x16_sub(v128_xor(g1, s1), s1);
+                    let (w0, w1, ls) = sub_block(qs, sg, b);
                     let a0 = v128_load(a.add(32 * b) as *const v128);
                     let a1 = v128_load(a.add(32 * b + 16) as *const v128);
-                    let ls = i16x8_splat(2 * (w >> 28) as i16 + 1);
                     isum = i32x4_add(isum, dot32_scaled(w0, a0, w1, a1, ls));
                 }
                 let d = f16_at(blk, 0) * act.d[8 * i];
@@ -323,22 +363,27 @@ pub mod iq3_s {
         sumf
     }
 
-    /// `w = (d * (1 + 2s)) * (±mag)`.
-    pub fn decode_i8(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
-        let nb = check_decode(row, BYTES, q, scale, offset);
-        offset[..nb * 16].fill(0.0);
+    /// GEMM form: `q = (1 + 2s)·(±mag)`, `d = d_w`.
+    pub fn decode_ref(row: &[u8], out: &mut Decoded) {
+        out.check(GgmlType::IQ3_S, row);
         for (i, blk) in row.chunks_exact(BYTES).enumerate() {
-            let d = f16_at(blk, 0);
             for b in 0..8 {
-                scale[16 * i + 2 * b..16 * i + 2 * b + 2].fill(d * self::scale(blk, b) as f32);
                 for l in 0..4 {
-                    let at = QK_K * i + 32 * b + 8 * l;
-                    for (q, w) in q[at..at + 8].iter_mut().zip(group(blk, b, l)) {
-                        *q = w as i8;
-                    }
+                    put8(&mut out.q[QK_K * i + 32 * b + 8 * l..], scale(blk, b), group(blk, b, l));
                 }
             }
+            out.d[i] = f16_at(blk, 0);
         }
+    }
+
+    pub fn decode(row: &[u8], out: &mut Decoded) {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        {
+            // SAFETY: simd128 is enabled for this build.
+            return unsafe { simd::decode(row, out) };
+        }
+        #[allow(unreachable_code)]
+        decode_ref(row, out)
     }
 
     pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
@@ -359,9 +404,10 @@ pub mod iq3_s {
         use super::super::check_lengths;
         use super::super::simd::dot32_scaled;
         use super::BYTES;
-        use crate::quant::simd::hsum_f32;
+        use crate::quant::gemm::Decoded;
+        use crate::quant::simd::{hsum_f32, store_scaled16};
         use crate::quant::tables::IQ3S_GRID;
-        use crate::quant::{f16_at, Q8, QK_K};
+        use crate::quant::{f16_at, GgmlType, Q8, QK_K};
         use core::arch::wasm32::*;
         use core::hint::black_box;
 
@@ -388,21 +434,87 @@ pub mod iq3_s {
             v128_load32_lane::<3>(v, g.add(lane(K + 3)))
         }
 
+        /// Constants of [`sub_block`], made once per row.
+        struct Consts {
+            spread0: v128,
+            spread1: v128,
+            bits: v128,
+            qh_bits: v128,
+            qh_to_bit8: v128,
+            one: v128,
+        }
+
+        impl Consts {
+            #[inline(always)]
+            fn new() -> Consts {
+                // `black_box` hides these constants from LLVM, which would otherwise turn the
+                // swizzles into shuffles (V8 rebuilds a shuffle's mask from immediates every
+                // time), `== bit` into `!= 0` (three x64 ops in V8 instead of one) and the
+                // multiply by per-lane powers of two into scalarised shifts.
+                Consts {
+                    spread0: black_box(u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)),
+                    spread1: black_box(u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3)),
+                    bits: black_box(u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128)),
+                    qh_bits: u16x8(1, 2, 4, 8, 16, 32, 64, 128),
+                    qh_to_bit8: black_box(u16x8(256, 128, 64, 32, 16, 8, 4, 2)),
+                    one: i8x16_splat(1),
+                }
+            }
+        }
+
+        /// Sub-block b's 32 signed magnitudes (two i8x16) and its `1 + 2s` as an i16 splat; `p`
+        /// is the block, `sc` its u32 of scale nibbles.
+        ///
+        /// # Safety
+        /// `p` points to a whole block.
+        #[inline(always)]
+        unsafe fn sub_block(p: *const u8, sc: u32, b: usize, k: &Consts) -> (v128, v128, v128) {
+            // Index k = qs[8b+k] | (bit k of qh[b]) << 8 in u16 lane k: the qh byte is
+            // splatted, bit k kept and moved to bit 8 by a multiply.
+            let lo = u16x8_extend_low_u8x16(v128_load64_zero(p.add(2 + 8 * b) as *const u64));
+            let qh = v128_load8_splat(p.add(66 + b));
+            let idx = v128_or(lo, i16x8_mul(v128_and(qh, k.qh_bits), k.qh_to_bit8));
+            let g0 = grid4::<0>(idx);
+            let g1 = grid4::<4>(idx);
+            // Lane j of m0 sees sign byte j/8 and tests bit j%8 (m1: bytes 2, 3).
+            let sg = v128_load32_zero(p.add(74 + 4 * b) as *const u32);
+            let m0 = i8x16_eq(v128_and(i8x16_swizzle(sg, k.spread0), k.bits), k.bits);
+            let m1 = i8x16_eq(v128_and(i8x16_swizzle(sg, k.spread1), k.bits), k.bits);
+            // Magnitudes are odd, so −g = !g + 1 = !g | 1: `(g ^ m) | 1` applies the sign
+            // in two cheap ops (LLVM would turn `(g ^ m) − m` into neg + bitselect).
+            let w0 = v128_or(v128_xor(g0, m0), k.one);
+            let w1 = v128_or(v128_xor(g1, m1), k.one);
+            (w0, w1, i16x8_splat(1 + 2 * ((sc >> (4 * b)) & 15) as i16))
+        }
+
+        /// Row → GEMM form: each sub-block's signed magnitudes times its `1 + 2s`.
+        ///
+        /// # Safety
+        /// Requires simd128.
+        #[target_feature(enable = "simd128")]
+        pub unsafe fn decode(row: &[u8], out: &mut Decoded) {
+            out.check(GgmlType::IQ3_S, row);
+            let k = Consts::new();
+            let q = out.q.as_mut_ptr();
+            for (i, blk) in row.chunks_exact(BYTES).enumerate() {
+                // SAFETY: reads stay in `blk`; `check` sized q for 256 weights per block.
+                let p = blk.as_ptr();
+                let sc = (p.add(106) as *const u32).read_unaligned();
+                for b in 0..8 {
+                    let (w0, w1, ls) = sub_block(p, sc, b, &k);
+                    store_scaled16(q.add(QK_K * i + 32 * b), w0, ls);
+                    store_scaled16(q.add(QK_K * i + 32 * b + 16), w1, ls);
+                }
+                out.d[i] = f16_at(blk, 0);
+            }
+        }
+
         /// # Safety
         /// Requires simd128.
         #[target_feature(enable = "simd128")]
         pub unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
             let nb = check_lengths(row, BYTES, &act);
-            // `black_box` hides these constants from LLVM, which would otherwise turn the swizzles
-            // into shuffles (V8 rebuilds a shuffle's mask from immediates every time), `== bit`
-            // into `!= 0` (three x64 ops in V8 instead of one) and the multiply by per-lane powers
-            // of two into scalarised shifts.
-            let spread0 = black_box(u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
-            let spread1 = black_box(u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-            let bits = black_box(u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128));
-            let qh_bits = u16x8(1, 2, 4, 8, 16, 32, 64, 128);
-            let qh_to_bit8 = black_box(u16x8(256, 128, 64, 32, 16, 8, 4, 2));
-            let one = i8x16_splat(1);
+            let k = Consts::new();
             let mut acc = f32x4_splat(0.0);
             for i in 0..nb {
                 let blk = &row[i * BYTES..(i + 1) * BYTES];
@@ -413,24 +525,9 @@ pub mod iq3_s {
                 let sc = (p.add(106) as *const u32).read_unaligned();
                 let mut isum = i32x4_splat(0);
                 for b in 0..8 {
-                    // Index k = qs[8b+k] | (bit k of qh[b]) << 8 in u16 lane k: the qh byte is
-                    // splatted, bit k kept and moved to bit 8 by a multiply.
-                    let lo = u16x8_extend_low_u8x16(v128_load64_zero(p.add(2 + 8 * b) as *const u64));
-                    let qh = v128_load8_splat(p.add(66 + b));
-                    let idx = v128_or(lo, i16x8_mul(v128_and(qh, qh_bits), qh_to_bit8));
-                    let g0 = grid4::<0>(idx);
-                    let g1 = grid4::<4>(idx);
-                    // Lane j of m0 sees sign byte j/8 and tests bit j%8 (m1: bytes 2, 3).
-                    let sg = v128_load32_zero(p.add(74 + 4 * b) as *const u32);
-                    let m0 = i8x16_eq(v128_and(i8x16_swizzle(sg, spread0), bits), bits);
-                    let m1 = i8x16_eq(v128_and(i8x16_swizzle(sg, spread1), bits), bits);
-                    // Magnitudes are odd, so −g = !g + 1 = !g | 1: `(g ^ m) | 1` applies the sign
-                    // in two cheap ops (LLVM would turn `(g ^ m) − m` into neg + bitselect).
-                    let w0 = v128_or(v128_xor(g0, m0), one);
-                    let w1 = v128_or(v128_xor(g1, m1), one);
+                    let (w0, w1, ls) = sub_block(p, sc, b, &k);
                     let a0 = v128_load(a.add(32 * b) as *const v128);
                     let a1 = v128_load(a.add(32 * b + 16) as *const v128);
-                    let ls = i16x8_splat(1 + 2 * ((sc >> (4 * b)) & 15) as i16);
                     isum = i32x4_add(isum, dot32_scaled(w0, a0, w1, a1, ls));
                 }
                 let d = f16_at(blk, 0) * act.d[8 * i];

@@ -16,6 +16,7 @@
 //! `simd::{f16x4_to_f32x4, hsum4_i32x4, fence}`.
 
 use super::tables::KVALUES_IQ4NL;
+use super::gemm::Decoded;
 use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8};
 
 pub static KERNELS: &[QuantKernels] = &[
@@ -24,7 +25,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: dequantize_q4_0,
         vec_dot_ref: vec_dot_q4_0_ref,
         vec_dot: vec_dot_q4_0,
-        decode_i8: decode_i8_q4_0,
+        decode_ref: decode_ref_q4_0,
+        decode: decode_q4_0,
         sanitize: sanitize_d,
     },
     QuantKernels {
@@ -32,7 +34,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: dequantize_q4_1,
         vec_dot_ref: vec_dot_q4_1_ref,
         vec_dot: vec_dot_q4_1,
-        decode_i8: decode_i8_q4_1,
+        decode_ref: decode_ref_q4_1,
+        decode: decode_q4_1,
         sanitize: sanitize_dm,
     },
     QuantKernels {
@@ -40,7 +43,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: dequantize_q5_0,
         vec_dot_ref: vec_dot_q5_0_ref,
         vec_dot: vec_dot_q5_0,
-        decode_i8: decode_i8_q5_0,
+        decode_ref: decode_ref_q5_0,
+        decode: decode_q5_0,
         sanitize: sanitize_d,
     },
     QuantKernels {
@@ -48,7 +52,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: dequantize_q5_1,
         vec_dot_ref: vec_dot_q5_1_ref,
         vec_dot: vec_dot_q5_1,
-        decode_i8: decode_i8_q5_1,
+        decode_ref: decode_ref_q5_1,
+        decode: decode_q5_1,
         sanitize: sanitize_dm,
     },
     QuantKernels {
@@ -56,7 +61,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: dequantize_q8_0,
         vec_dot_ref: vec_dot_q8_0_ref,
         vec_dot: vec_dot_q8_0,
-        decode_i8: decode_i8_q8_0,
+        decode_ref: decode_ref_q8_0,
+        decode: decode_q8_0,
         sanitize: sanitize_d,
     },
     QuantKernels {
@@ -64,7 +70,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: dequantize_iq4_nl,
         vec_dot_ref: vec_dot_iq4_nl_ref,
         vec_dot: vec_dot_iq4_nl,
-        decode_i8: decode_i8_iq4_nl,
+        decode_ref: decode_ref_iq4_nl,
+        decode: decode_iq4_nl,
         sanitize: sanitize_d,
     },
 ];
@@ -124,26 +131,43 @@ fn vec_dot_ref32(
     sum
 }
 
-/// Decodes a row of 32-element blocks into `q`, one scale (and offset) per 16 elements:
-/// `code` as for [`vec_dot_ref32`], `min` the additive offset of the block (0 if none).
+/// Reference GEMM decoder of a row of 32-element blocks (one block per activation block):
+/// `q` = `code` (as for [`vec_dot_ref32`]), `d` = the block's fp16 scale and, for the types with a
+/// min, `m` = the block's min with `mn = 1` for both 16-element groups (`w = d·q + m`).
 #[inline(always)]
-fn decode_i8_32(
+fn decode_ref32(
+    ty: GgmlType,
     row: &[u8],
-    q: &mut [i8],
-    scale: &mut [f32],
-    offset: &mut [f32],
-    bytes: usize,
+    out: &mut Decoded,
     code: impl Fn(&[u8], usize) -> i32,
     min: impl Fn(&[u8]) -> f32,
 ) {
-    for (i, blk) in row.chunks_exact(bytes).enumerate() {
+    out.check(ty, row);
+    for (i, blk) in row.chunks_exact(ty.block_bytes()).enumerate() {
         for j in 0..QK {
-            q[QK * i + j] = code(blk, j) as i8;
+            out.q[QK * i + j] = code(blk, j) as i16;
         }
-        let (d, m) = (f16_at(blk, 0), min(blk));
-        scale[2 * i..2 * i + 2].fill(d);
-        offset[2 * i..2 * i + 2].fill(m);
+        out.d[i] = f16_at(blk, 0);
+        if ty.has_min() {
+            out.m[i] = min(blk);
+            out.mn[2 * i..2 * i + 2].fill(1);
+        }
     }
+}
+
+/// Dispatches a row decoder to the SIMD one on wasm32 + simd128 and to the reference elsewhere.
+macro_rules! fast_decode_or_ref {
+    ($name:ident, $simd:ident, $reference:ident) => {
+        fn $name(row: &[u8], out: &mut Decoded) {
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            {
+                // SAFETY: simd128 is enabled for this build; lengths are checked inside.
+                return unsafe { simd::$simd(row, out) };
+            }
+            #[allow(unreachable_code)]
+            $reference(row, out)
+        }
+    };
 }
 
 /// 4-bit code of element j from 16 packed bytes at `off`: low nibbles are elements 0..16,
@@ -205,9 +229,11 @@ fn vec_dot_q4_0_ref(row: &[u8], act: Q8<'_>) -> f32 {
     vec_dot_ref32(row, act, 18, q4_0_code, |_| None)
 }
 
-fn decode_i8_q4_0(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
-    decode_i8_32(row, q, scale, offset, 18, q4_0_code, |_| 0.0)
+fn decode_ref_q4_0(row: &[u8], out: &mut Decoded) {
+    decode_ref32(GgmlType::Q4_0, row, out, q4_0_code, |_| 0.0)
 }
+
+fast_decode_or_ref!(decode_q4_0, decode_q4_0, decode_ref_q4_0);
 
 fast_or_ref!(vec_dot_q4_0, vec_dot_q4_0, vec_dot_q4_0_ref);
 
@@ -239,9 +265,11 @@ fn vec_dot_q4_1_ref(row: &[u8], act: Q8<'_>) -> f32 {
     vec_dot_ref32(row, act, 20, q4_1_code, |b| Some(f16_at(b, 2)))
 }
 
-fn decode_i8_q4_1(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
-    decode_i8_32(row, q, scale, offset, 20, q4_1_code, |b| f16_at(b, 2))
+fn decode_ref_q4_1(row: &[u8], out: &mut Decoded) {
+    decode_ref32(GgmlType::Q4_1, row, out, q4_1_code, |b| f16_at(b, 2))
 }
+
+fast_decode_or_ref!(decode_q4_1, decode_q4_1, decode_ref_q4_1);
 
 fast_or_ref!(vec_dot_q4_1, vec_dot_q4_1, vec_dot_q4_1_ref);
 
@@ -273,9 +301,11 @@ fn vec_dot_q5_0_ref(row: &[u8], act: Q8<'_>) -> f32 {
     vec_dot_ref32(row, act, 22, q5_0_code, |_| None)
 }
 
-fn decode_i8_q5_0(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
-    decode_i8_32(row, q, scale, offset, 22, q5_0_code, |_| 0.0)
+fn decode_ref_q5_0(row: &[u8], out: &mut Decoded) {
+    decode_ref32(GgmlType::Q5_0, row, out, q5_0_code, |_| 0.0)
 }
+
+fast_decode_or_ref!(decode_q5_0, decode_q5_0, decode_ref_q5_0);
 
 fast_or_ref!(vec_dot_q5_0, vec_dot_q5_0, vec_dot_q5_0_ref);
 
@@ -308,9 +338,11 @@ fn vec_dot_q5_1_ref(row: &[u8], act: Q8<'_>) -> f32 {
     vec_dot_ref32(row, act, 24, q5_1_code, |b| Some(f16_at(b, 2)))
 }
 
-fn decode_i8_q5_1(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
-    decode_i8_32(row, q, scale, offset, 24, q5_1_code, |b| f16_at(b, 2))
+fn decode_ref_q5_1(row: &[u8], out: &mut Decoded) {
+    decode_ref32(GgmlType::Q5_1, row, out, q5_1_code, |b| f16_at(b, 2))
 }
+
+fast_decode_or_ref!(decode_q5_1, decode_q5_1, decode_ref_q5_1);
 
 fast_or_ref!(vec_dot_q5_1, vec_dot_q5_1, vec_dot_q5_1_ref);
 
@@ -341,9 +373,11 @@ fn vec_dot_q8_0_ref(row: &[u8], act: Q8<'_>) -> f32 {
     vec_dot_ref32(row, act, 34, q8_0_code, |_| None)
 }
 
-fn decode_i8_q8_0(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
-    decode_i8_32(row, q, scale, offset, 34, q8_0_code, |_| 0.0)
+fn decode_ref_q8_0(row: &[u8], out: &mut Decoded) {
+    decode_ref32(GgmlType::Q8_0, row, out, q8_0_code, |_| 0.0)
 }
+
+fast_decode_or_ref!(decode_q8_0, decode_q8_0, decode_ref_q8_0);
 
 fast_or_ref!(vec_dot_q8_0, vec_dot_q8_0, vec_dot_q8_0_ref);
 
@@ -374,9 +408,11 @@ fn vec_dot_iq4_nl_ref(row: &[u8], act: Q8<'_>) -> f32 {
     vec_dot_ref32(row, act, 18, iq4_nl_code, |_| None)
 }
 
-fn decode_i8_iq4_nl(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
-    decode_i8_32(row, q, scale, offset, 18, iq4_nl_code, |_| 0.0)
+fn decode_ref_iq4_nl(row: &[u8], out: &mut Decoded) {
+    decode_ref32(GgmlType::IQ4_NL, row, out, iq4_nl_code, |_| 0.0)
 }
+
+fast_decode_or_ref!(decode_iq4_nl, decode_iq4_nl, decode_ref_iq4_nl);
 
 fast_or_ref!(vec_dot_iq4_nl, vec_dot_iq4_nl, vec_dot_iq4_nl_ref);
 
@@ -393,9 +429,10 @@ pub(super) mod simd {
     //! single-instruction operations per 16 elements instead of four `extend`s (V8 turns an
     //! `extend_high` into two instructions). Every block kernel below returns i32x4 partial sums of
     //! `256 · Σ code·a`; the driver shifts the reduced sums right by 8 (exact).
-    use super::super::simd::{hsum_f32, hsum_i32};
+    use super::super::gemm::Decoded;
+    use super::super::simd::{hsum_f32, hsum_i32, store_i8x16};
     use super::super::tables::KVALUES_IQ4NL;
-    use super::{f16_bits_to_f32, Q8, QK};
+    use super::{f16_bits_to_f32, GgmlType, Q8, QK};
     use core::arch::wasm32::*;
 
     /// Four fp16 values (the low 16 bits of each u32 lane) → f32x4, exactly; see
@@ -693,6 +730,97 @@ pub(super) mod simd {
                 dot16_x256(i8x16_swizzle(kv, lo), a0, c),
                 dot16_x256(i8x16_swizzle(kv, hi), a1, c),
             )
+        })
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Row decoders for the prompt GEMM: the same block decoding as the dot products, written out
+    // as i16 (these types have no sub-block scales: `q` is the code itself).
+
+    /// The shared driver of the row decoders: `block(blk, c)` returns the block's 32 integer
+    /// weights as two i8x16 (elements 0..16 and 16..32); `MIN`: an fp16 min follows `d`.
+    ///
+    /// # Safety
+    /// Requires simd128; `block` may read `BYTES` bytes at `blk`.
+    #[inline(always)]
+    unsafe fn decode_rows<const BYTES: usize, const MIN: bool>(
+        ty: GgmlType,
+        row: &[u8],
+        out: &mut Decoded,
+        block: impl Fn(*const u8, Consts) -> (v128, v128),
+    ) {
+        let n = out.check(ty, row);
+        let c = Consts::new();
+        let q = out.q.as_mut_ptr();
+        for i in 0..n / QK {
+            // SAFETY: `check` guarantees n / 32 whole blocks in `row` and n weights in `out.q`.
+            let blk = row.as_ptr().add(BYTES * i);
+            let (lo, hi) = block(blk, c);
+            store_i8x16(q.add(QK * i), lo);
+            store_i8x16(q.add(QK * i + 16), hi);
+            out.d[i] = f16_bits_to_f32(u16_at(blk) as u16);
+            if MIN {
+                out.m[i] = f16_bits_to_f32(u16_at(blk.add(2)) as u16);
+                out.mn[2 * i] = 1;
+                out.mn[2 * i + 1] = 1;
+            }
+        }
+    }
+
+    /// # Safety
+    /// Requires simd128; lengths are checked by the driver.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn decode_q4_0(row: &[u8], out: &mut Decoded) {
+        decode_rows::<18, false>(GgmlType::Q4_0, row, out, |p, c| {
+            let (lo, hi) = nibbles(p.add(2), c);
+            let eight = i8x16_splat(8);
+            (i8x16_sub(lo, eight), i8x16_sub(hi, eight))
+        })
+    }
+
+    /// # Safety
+    /// Requires simd128; lengths are checked by the driver.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn decode_q4_1(row: &[u8], out: &mut Decoded) {
+        decode_rows::<20, true>(GgmlType::Q4_1, row, out, |p, c| nibbles(p.add(4), c))
+    }
+
+    /// # Safety
+    /// Requires simd128; lengths are checked by the driver.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn decode_q5_0(row: &[u8], out: &mut Decoded) {
+        decode_rows::<22, false>(GgmlType::Q5_0, row, out, |p, c| q5_signed(p.add(6), p.add(2), c))
+    }
+
+    /// # Safety
+    /// Requires simd128; lengths are checked by the driver.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn decode_q5_1(row: &[u8], out: &mut Decoded) {
+        decode_rows::<24, true>(GgmlType::Q5_1, row, out, |p, c| {
+            let (lo, hi) = q5_signed(p.add(8), p.add(4), c);
+            let sixteen = i8x16_splat(16);
+            (i8x16_add(lo, sixteen), i8x16_add(hi, sixteen))
+        })
+    }
+
+    /// # Safety
+    /// Requires simd128; lengths are checked by the driver.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn decode_q8_0(row: &[u8], out: &mut Decoded) {
+        decode_rows::<34, false>(GgmlType::Q8_0, row, out, |p, _| {
+            (v128_load(p.add(2) as *const v128), v128_load(p.add(18) as *const v128))
+        })
+    }
+
+    /// # Safety
+    /// Requires simd128; lengths are checked by the driver.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn decode_iq4_nl(row: &[u8], out: &mut Decoded) {
+        // SAFETY: KVALUES_IQ4NL is 16 bytes.
+        let kv = v128_load(KVALUES_IQ4NL.as_ptr() as *const v128);
+        decode_rows::<18, false>(GgmlType::IQ4_NL, row, out, |p, c| {
+            let (lo, hi) = nibbles(p.add(2), c);
+            (i8x16_swizzle(kv, lo), i8x16_swizzle(kv, hi))
         })
     }
 }

@@ -13,6 +13,7 @@
 //!
 //! Natively `vec_dot` is a scalar version of the same integer identities.
 
+use super::gemm::Decoded;
 use super::legacy::f16_bits_to_f32;
 use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8};
 
@@ -22,7 +23,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: dequantize_q1_0,
         vec_dot_ref: vec_dot_q1_0_ref,
         vec_dot: vec_dot_q1_0,
-        decode_i8: decode_i8_q1_0,
+        decode_ref: decode_ref_q1_0,
+        decode: decode_q1_0,
         sanitize: sanitize_d0,
     },
     QuantKernels {
@@ -30,7 +32,8 @@ pub static KERNELS: &[QuantKernels] = &[
         dequantize: dequantize_q2_0,
         vec_dot_ref: vec_dot_q2_0_ref,
         vec_dot: vec_dot_q2_0,
-        decode_i8: decode_i8_q2_0,
+        decode_ref: decode_ref_q2_0,
+        decode: decode_q2_0,
         sanitize: sanitize_d0,
     },
 ];
@@ -86,15 +89,25 @@ fn vec_dot_q1_0_ref(row: &[u8], act: Q8<'_>) -> f32 {
     sum
 }
 
-fn decode_i8_q1_0(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
+/// GEMM form: `q = ±1`, `d` repeated over the block's four 32-element activation blocks.
+fn decode_ref_q1_0(row: &[u8], out: &mut Decoded) {
+    out.check(GgmlType::Q1_0, row);
     for (i, blk) in row.chunks_exact(Q1_0_BYTES).enumerate() {
-        let d = f16_at(blk, 0);
         for j in 0..Q1_0_ELEMS {
-            q[Q1_0_ELEMS * i + j] = if (blk[2 + j / 8] >> (j % 8)) & 1 != 0 { 1 } else { -1 };
+            out.q[Q1_0_ELEMS * i + j] = if (blk[2 + j / 8] >> (j % 8)) & 1 != 0 { 1 } else { -1 };
         }
-        scale[8 * i..8 * i + 8].fill(d);
-        offset[8 * i..8 * i + 8].fill(0.0);
+        out.d[4 * i..4 * i + 4].fill(f16_at(blk, 0));
     }
+}
+
+fn decode_q1_0(row: &[u8], out: &mut Decoded) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        // SAFETY: simd128 is enabled for this build; lengths are checked inside.
+        return unsafe { simd::decode_q1_0(row, out) };
+    }
+    #[allow(unreachable_code)]
+    decode_ref_q1_0(row, out)
 }
 
 fn vec_dot_q1_0(row: &[u8], act: Q8<'_>) -> f32 {
@@ -174,15 +187,25 @@ fn vec_dot_q2_0_ref(row: &[u8], act: Q8<'_>) -> f32 {
     sum
 }
 
-fn decode_i8_q2_0(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
+/// GEMM form: `q = code − 1`, `d` repeated over the block's two 32-element activation blocks.
+fn decode_ref_q2_0(row: &[u8], out: &mut Decoded) {
+    out.check(GgmlType::Q2_0, row);
     for (i, blk) in row.chunks_exact(Q2_0_BYTES).enumerate() {
-        let d = f16_at(blk, 0);
         for j in 0..Q2_0_ELEMS {
-            q[Q2_0_ELEMS * i + j] = (q2_0_code(blk, j) - 1) as i8;
+            out.q[Q2_0_ELEMS * i + j] = (q2_0_code(blk, j) - 1) as i16;
         }
-        scale[4 * i..4 * i + 4].fill(d);
-        offset[4 * i..4 * i + 4].fill(0.0);
+        out.d[2 * i..2 * i + 2].fill(f16_at(blk, 0));
     }
+}
+
+fn decode_q2_0(row: &[u8], out: &mut Decoded) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        // SAFETY: simd128 is enabled for this build; lengths are checked inside.
+        return unsafe { simd::decode_q2_0(row, out) };
+    }
+    #[allow(unreachable_code)]
+    decode_ref_q2_0(row, out)
 }
 
 fn vec_dot_q2_0(row: &[u8], act: Q8<'_>) -> f32 {
@@ -230,8 +253,8 @@ mod simd {
     //! spilling what does not fit in 16 registers, so `fence` (a volatile store) splits the work
     //! into chunks whose loads stay in registers (measured +8 % for Q1_0 and Q2_0, +40 % for Q8_0).
     use super::super::legacy::simd::{f16x4_to_f32x4, fence, hsum4_i32x4};
-    use super::super::simd::hsum_f32;
-    use super::{Q1_0_BYTES, Q1_0_ELEMS, Q2_0_BYTES, Q2_0_ELEMS, Q8};
+    use super::super::simd::{hsum_f32, store_i8x16};
+    use super::{Decoded, Q1_0_BYTES, Q1_0_ELEMS, Q2_0_BYTES, Q2_0_ELEMS, Q8};
     use core::arch::wasm32::*;
 
     /// Lane i tests bit (i % 8) of the byte broadcast into it.
@@ -349,6 +372,75 @@ mod simd {
             acc = update(acc, i, c, dw);
         }
         hsum_f32(acc)
+    }
+
+    /// Q1_0 row → GEMM form: the sign bits are broadcast to bytes with the same unpack tree as
+    /// `q1_block`, and `clear | 1` turns the clear-bit masks (−1) into −1 and set bits into +1.
+    ///
+    /// # Safety
+    /// Requires simd128; lengths are checked by `Decoded::check`.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn decode_q1_0(row: &[u8], out: &mut Decoded) {
+        let n = out.check(super::GgmlType::Q1_0, row);
+        let (zero, one) = (i8x16_splat(0), i8x16_splat(1));
+        let q = out.q.as_mut_ptr();
+        for i in 0..n / Q1_0_ELEMS {
+            // SAFETY: block i is bytes 18i..18i+18 of `row` (the 16-byte load at +2 ends at its
+            // end); its 128 weights are q[128i..128i+128].
+            let blk = row.as_ptr().add(Q1_0_BYTES * i);
+            let (u0, u1) = dup8(v128_load(blk.add(2) as *const v128));
+            let (w0, w1) = dup16(u0);
+            let (w2, w3) = dup16(u1);
+            let (s0, s1) = dup32(w0);
+            let (s2, s3) = dup32(w1);
+            let (s4, s5) = dup32(w2);
+            let (s6, s7) = dup32(w3);
+            for (v, s) in [s0, s1, s2, s3, s4, s5, s6, s7].into_iter().enumerate() {
+                let clear = i8x16_eq(v128_and(s, BIT_OF_LANE), zero);
+                store_i8x16(q.add(Q1_0_ELEMS * i + 16 * v), v128_or(clear, one));
+            }
+            let d = super::f16_bits_to_f32(u16::from_le_bytes([*blk, *blk.add(1)]));
+            out.d[4 * i..4 * i + 4].fill(d);
+        }
+    }
+
+    /// Q2_0 row → GEMM form: field k of byte i is element 4i + k, so the four fields (16 bytes
+    /// each) are interleaved bytewise (y0, y1 and y2, y3) and then in 16-bit pairs.
+    ///
+    /// # Safety
+    /// Requires simd128; lengths are checked by `Decoded::check`.
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn decode_q2_0(row: &[u8], out: &mut Decoded) {
+        let n = out.check(super::GgmlType::Q2_0, row);
+        let (three, one) = (u8x16_splat(3), i8x16_splat(1));
+        let q = out.q.as_mut_ptr();
+        for i in 0..n / Q2_0_ELEMS {
+            // SAFETY: block i is bytes 18i..18i+18 of `row`; its weights are q[64i..64i+64].
+            let blk = row.as_ptr().add(Q2_0_BYTES * i);
+            let x = v128_load(blk.add(2) as *const v128);
+            let y0 = v128_and(x, three);
+            let y1 = v128_and(u16x8_shr(x, 2), three);
+            let y2 = v128_and(u16x8_shr(x, 4), three);
+            let y3 = v128_and(u16x8_shr(x, 6), three);
+            let (e01_lo, e01_hi) = dup8_pair(y0, y1);
+            let (e23_lo, e23_hi) = dup8_pair(y2, y3);
+            let o = q.add(Q2_0_ELEMS * i);
+            store_i8x16(o, i8x16_sub(i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(e01_lo, e23_lo), one));
+            store_i8x16(o.add(16), i8x16_sub(i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(e01_lo, e23_lo), one));
+            store_i8x16(o.add(32), i8x16_sub(i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(e01_hi, e23_hi), one));
+            store_i8x16(o.add(48), i8x16_sub(i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(e01_hi, e23_hi), one));
+            let d = super::f16_bits_to_f32(u16::from_le_bytes([*blk, *blk.add(1)]));
+            out.d[2 * i..2 * i + 2].fill(d);
+        }
+    }
+
+    /// Bytewise interleave of `a` and `b`: lo = [a0, b0, a1, b1, …, a7, b7], hi = the same for 8..15.
+    #[inline(always)]
+    fn dup8_pair(a: v128, b: v128) -> (v128, v128) {
+        (
+            i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(a, b),
+            i8x16_shuffle::<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>(a, b),
+        )
     }
 
     /// i32x4 partial sums of `256 · Σ q·a` for one Q2_0 block's two 32-element halves.

@@ -19,12 +19,17 @@
 //! * `vec_dot_ref` is a plain scalar dot product of a weight row with a [`Q8`] activation row, in the
 //!   integer-sums-times-scales form llama.cpp uses; `vec_dot` is the fast kernel (SIMD128 on wasm32)
 //!   and equals `vec_dot_ref` up to f32 summation order.
-//! * `decode_i8` rewrites a row as `w[i] = scale[i/16] * q[i] + offset[i/16]` with `q` in i8 —
-//!   exactly (every type here has this form). Prompt processing decodes each weight row once this
-//!   way and multiplies it with all prompt tokens ([`dot_i8g16`]).
+//! * `decode_ref` rewrites a row into the prompt GEMM's form ([`gemm::Decoded`]): i16 weights with
+//!   the integer sub-block scales folded in, one f32 scale per [`GgmlType::gemm_block`] elements,
+//!   and for types with mins ([`GgmlType::has_min`]) per-16 integer mins with one f32 factor per
+//!   block: `w[i] = d[i/KB]·q[i] + m[i/KB]·mn[i/16]`, reproducing `dequantize` exactly (every type
+//!   here has this form). `decode` is the fast version (SIMD128 on wasm32) and equals `decode_ref`
+//!   bit for bit. Prompt processing decodes each weight row once this way and multiplies it with
+//!   all prompt tokens ([`gemm::gemm`]).
 
 pub mod act;
 pub mod float;
+pub mod gemm;
 pub mod iq1;
 pub mod iq2;
 pub mod iq3;
@@ -197,6 +202,22 @@ impl GgmlType {
             _ => ActKind::Q8K,
         }
     }
+
+    /// Elements per float scale of the prompt GEMM's decoded form ([`gemm::Decoded`]): the
+    /// activation block, 256 for Q8_K and 32 for Q8_0 / Q8_1 activations.
+    pub fn gemm_block(self) -> usize {
+        match self.act_kind() {
+            ActKind::Q8K => QK_K,
+            _ => 32,
+        }
+    }
+
+    /// Whether the type has an additive per-block term (`- dmin·min` or `+ m`), which the decoded
+    /// form keeps as integer mins per 16 elements and a float factor per block.
+    pub fn has_min(self) -> bool {
+        use GgmlType::*;
+        matches!(self, Q4_1 | Q5_1 | Q2_K | Q4_K | Q5_K)
+    }
 }
 
 impl std::fmt::Display for GgmlType {
@@ -205,8 +226,9 @@ impl std::fmt::Display for GgmlType {
     }
 }
 
-/// `decode_i8(row, q, scale, offset)`: see [`QuantKernels::decode_i8`].
-pub type DecodeI8 = fn(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]);
+/// `decode(row, out)`: see [`QuantKernels::decode`]. `out` must be sized for the row
+/// ([`gemm::Decoded::resize`]).
+pub type DecodeRow = fn(row: &[u8], out: &mut gemm::Decoded);
 
 /// The kernels of one quantized block type. See the module docs for the contract.
 pub struct QuantKernels {
@@ -217,8 +239,11 @@ pub struct QuantKernels {
     pub vec_dot_ref: fn(row: &[u8], act: Q8<'_>) -> f32,
     /// The fast dot product (SIMD128 on wasm32; may be the reference natively).
     pub vec_dot: fn(row: &[u8], act: Q8<'_>) -> f32,
-    /// `w[i] = scale[i / 16] * q[i] + offset[i / 16]`, exactly; `q.len()` = elements of `row`.
-    pub decode_i8: DecodeI8,
+    /// Scalar reference of the GEMM row decoder: `w[i] = d[i/KB]·q[i] + m[i/KB]·mn[i/16]`,
+    /// exactly (see [`gemm::Decoded`]).
+    pub decode_ref: DecodeRow,
+    /// The fast row decoder (SIMD128 on wasm32; the reference natively); equals `decode_ref`.
+    pub decode: DecodeRow,
     /// Turns random bytes into a valid block (finite fp16 scales of a sane magnitude) for tests.
     pub sanitize: fn(block: &mut [u8]),
 }
@@ -278,37 +303,9 @@ pub fn sanitize_f16_pos(b: &mut [u8], off: usize) {
     b[off + 1] &= 0x7f;
 }
 
-// ---------------------------------------------------------------------------------------------
-// The generic "int8 groups of 16" dot product used for prompt processing (and as a fallback).
-
-/// `Σ_g scale[g] * d_a(g) * Σ_{i∈g} q[i]*a[i]  +  offset[g] * d_a(g) * bsum_a(g)` over groups of 16.
-pub fn dot_i8g16_ref(q: &[i8], scale: &[f32], offset: &[f32], act: Q8<'_>) -> f32 {
-    let mut sum = 0.0f32;
-    for g in 0..q.len() / 16 {
-        let range = 16 * g..16 * g + 16;
-        let isum: i32 = q[range.clone()].iter().zip(&act.qs[range]).map(|(&w, &a)| w as i32 * a as i32).sum();
-        let da = act.d[g / 2];
-        sum += scale[g] * da * isum as f32 + offset[g] * da * act.bsums[g] as f32;
-    }
-    sum
-}
-
-/// Fast version of [`dot_i8g16_ref`] (SIMD128 on wasm32).
-#[inline]
-pub fn dot_i8g16(q: &[i8], scale: &[f32], offset: &[f32], act: Q8<'_>) -> f32 {
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    {
-        // SAFETY: simd128 is enabled for this build; lengths are checked inside.
-        return unsafe { simd::dot_i8g16(q, scale, offset, act) };
-    }
-    #[allow(unreachable_code)]
-    dot_i8g16_ref(q, scale, offset, act)
-}
-
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 pub mod simd {
     //! SIMD128 helpers shared by the family kernels.
-    use super::Q8;
     use core::arch::wasm32::*;
 
     /// Sum of the four i32 lanes.
@@ -329,55 +326,24 @@ pub mod simd {
             + f32x4_extract_lane::<3>(v)
     }
 
-    /// i32x4 partial sums of Σ a[i]*b[i] for 16 signed bytes each.
+    /// Stores the 16 signed bytes of `q` times the i16 splat `sc` as 16 i16 at `out` (the last
+    /// step of every SIMD row decoder: codes in element order × their sub-block scale).
+    ///
+    /// # Safety
+    /// `out..out+16` must be writable; the products must fit i16.
     #[inline(always)]
-    pub fn dot16_i8(a: v128, b: v128) -> v128 {
-        let lo = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b));
-        let hi = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b));
-        i32x4_add(lo, hi)
+    pub unsafe fn store_scaled16(out: *mut i16, q: v128, sc: v128) {
+        v128_store(out as *mut v128, i16x8_mul(i16x8_extend_low_i8x16(q), sc));
+        v128_store(out.add(8) as *mut v128, i16x8_mul(i16x8_extend_high_i8x16(q), sc));
     }
 
+    /// Stores the 16 signed bytes of `q` sign-extended as 16 i16 at `out`.
+    ///
     /// # Safety
-    /// Requires simd128 (always true for this module). Slices are bounds-checked.
-    #[target_feature(enable = "simd128")]
-    pub unsafe fn dot_i8g16(q: &[i8], scale: &[f32], offset: &[f32], act: Q8<'_>) -> f32 {
-        let n = q.len();
-        assert!(act.qs.len() >= n && scale.len() >= n / 16 && offset.len() >= n / 16);
-        assert!(act.d.len() >= n / 32 && act.bsums.len() >= n / 16);
-        let mut acc = f32x4_splat(0.0);
-        let mut g = 0;
-        // Four groups of 16 at a time: four horizontal i32 sums become one f32x4.
-        while g + 4 <= n / 16 {
-            let mut s = [0i32; 4];
-            for (k, sk) in s.iter_mut().enumerate() {
-                let off = 16 * (g + k);
-                let w = v128_load(q.as_ptr().add(off) as *const v128);
-                let a = v128_load(act.qs.as_ptr().add(off) as *const v128);
-                *sk = hsum_i32(dot16_i8(w, a));
-            }
-            let isum = f32x4_convert_i32x4(i32x4(s[0], s[1], s[2], s[3]));
-            let sc = v128_load(scale.as_ptr().add(g) as *const v128);
-            let of = v128_load(offset.as_ptr().add(g) as *const v128);
-            let da = f32x4(act.d[g / 2], act.d[g / 2], act.d[g / 2 + 1], act.d[g / 2 + 1]);
-            let bs = f32x4(
-                act.bsums[g] as f32,
-                act.bsums[g + 1] as f32,
-                act.bsums[g + 2] as f32,
-                act.bsums[g + 3] as f32,
-            );
-            acc = f32x4_add(acc, f32x4_mul(da, f32x4_add(f32x4_mul(sc, isum), f32x4_mul(of, bs))));
-            g += 4;
-        }
-        let mut sum = hsum_f32(acc);
-        while g < n / 16 {
-            let off = 16 * g;
-            let w = v128_load(q.as_ptr().add(off) as *const v128);
-            let a = v128_load(act.qs.as_ptr().add(off) as *const v128);
-            let isum = hsum_i32(dot16_i8(w, a));
-            let da = act.d[g / 2];
-            sum += scale[g] * da * isum as f32 + offset[g] * da * act.bsums[g] as f32;
-            g += 1;
-        }
-        sum
+    /// `out..out+16` must be writable.
+    #[inline(always)]
+    pub unsafe fn store_i8x16(out: *mut i16, q: v128) {
+        v128_store(out as *mut v128, i16x8_extend_low_i8x16(q));
+        v128_store(out.add(8) as *mut v128, i16x8_extend_high_i8x16(q));
     }
 }

@@ -13,13 +13,13 @@
 //!
 //! Dot with Q8_K: `Σ_blk d_a * d * Σ_b (ls_b - 32) * Σ kv·a`.
 
-use super::{dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
 use crate::quant::tables::KVALUES_IQ4NL;
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 const BB: usize = 136;
 
-pub(super) const KERNELS: QuantKernels = kernels::<IQ4XS>(GgmlType::IQ4_XS, vec_dot, sanitize);
+pub(super) const KERNELS: QuantKernels = kernels::<IQ4XS>(GgmlType::IQ4_XS, vec_dot, decode, sanitize);
 
 struct IQ4XS;
 
@@ -60,14 +60,18 @@ fn sanitize(block: &mut [u8]) {
 }
 
 dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<IQ4XS>);
+dispatch_decode!(decode, simd::decode_row, IQ4XS);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
     //! Each block is first decoded to 256 signed bytes (codebook values, one `i8x16_swizzle` per
     //! 16 weights) on the stack, then multiplied by [`dot_bytes_g16`] (|kv·a| ≤ 127², so two
     //! products still fit an i16 lane).
-    use super::super::simd::{block_ptrs, dot_bytes_g16, f16_splat};
-    use super::super::{check_lens, Q8};
+    use super::super::simd::{block_ptrs, check_decode, dot_bytes_g16, f16_splat};
+    use super::super::{check_lens, Q8, QK_K};
+    use crate::quant::f16_at;
+    use crate::quant::gemm::Decoded;
+    use crate::quant::simd::store_scaled16;
     use super::{BB, KVALUES_IQ4NL};
     use crate::quant::simd::hsum_f32;
     use core::arch::wasm32::*;
@@ -122,5 +126,34 @@ mod simd {
         let sh = i8x16_shuffle::<2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3>(v, z);
         let hi = v128_and(u16x8_shr(i16x8_mul(sh, hi_mul), 10), u16x8_splat(0x30));
         i16x8_sub(v128_or(lo, hi), i16x8_splat(32))
+    }
+
+    /// Row → GEMM form: codebook values (one swizzle per 16) times `ls_b − 32`.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_decode`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode_row(row: &[u8], out: &mut Decoded) {
+        let nb = check_decode(row, BB, out, false);
+        let kv = v128_load(KVALUES_IQ4NL.as_ptr() as *const v128);
+        let (lo_mul, hi_mul) = core::hint::black_box((
+            i16x8(16, 1, 16, 1, 16, 1, 16, 1),
+            i16x8(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1),
+        ));
+        let m15 = u8x16_splat(15);
+        let mut sc = [0i16; 8];
+        for b in 0..nb {
+            // SAFETY: block b is row[136b..136b+136]; its weights are q[256b..256b+256].
+            let x = row.as_ptr().add(BB * b);
+            v128_store(sc.as_mut_ptr() as *mut v128, unpack_scales(x, lo_mul, hi_mul));
+            let q = out.q.as_mut_ptr().add(QK_K * b);
+            for (s, &ls) in sc.iter().enumerate() {
+                let v = v128_load(x.add(8 + 16 * s) as *const v128);
+                let ls = i16x8_splat(ls);
+                store_scaled16(q.add(32 * s), i8x16_swizzle(kv, v128_and(v, m15)), ls);
+                store_scaled16(q.add(32 * s + 16), i8x16_swizzle(kv, u8x16_shr(v, 4)), ls);
+            }
+            out.d[b] = f16_at(core::slice::from_raw_parts(x, 2), 0);
+        }
     }
 }

@@ -15,8 +15,9 @@
 //! dot product per block.
 //!
 //! The scalar side is generic over the private trait `KBlock`: a type describes its scales and how to decode a
-//! block to 256 integers, and `dequantize` / `vec_dot_ref` / `decode_i8` are written once (the
-//! per-group integer sums auto-vectorise natively, where `vec_dot` is the reference).
+//! block to 256 integers, and `dequantize` / `vec_dot_ref` / `decode_ref` are written once (the
+//! per-group integer sums auto-vectorise natively, where `vec_dot` is the reference). The SIMD128
+//! row decoders of the prompt GEMM reuse each type's block decoding and fold the group scales in.
 //!
 //! How the SIMD128 kernels work:
 //! * Weights end up as **u16 lanes** (`u16x8_load_extend_u8x8` of packed bytes plus shifts / masks
@@ -40,6 +41,7 @@
 //! * LLVM turns a multiply by a constant vector of powers of two into per-lane shifts, which wasm
 //!   lacks, and scalarises them; such multipliers are passed through `black_box` once per row.
 
+use super::gemm::Decoded;
 use super::{QuantKernels, Q8, QK_K};
 
 mod iq4_xs;
@@ -137,18 +139,29 @@ fn vec_dot_ref<T: KBlock>(row: &[u8], act: Q8<'_>) -> f32 {
     sumf
 }
 
-/// `w[i] = scale[i/16] * q[i] + offset[i/16]` with `scale = d * sc`, `offset = -(dmin * mn)`.
-fn decode_i8<T: KBlock>(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
+/// Reference GEMM decoder: `q = sc_g·q` (the integer scale folded into the weight), `d` per
+/// block and, with mins, `m = −dmin` and `mn` per 16-element group. Exact: `d·(sc·q)` and
+/// `(d·sc)·q` are the same exactly representable product, and `x + (−dmin·mn)` is ggml's
+/// `x − dmin·mn`.
+fn decode_ref<T: KBlock>(row: &[u8], out: &mut Decoded) {
     let nb = row.len() / T::BB;
     assert_eq!(row.len(), nb * T::BB, "row is not a whole number of blocks");
-    assert!(q.len() >= nb * QK_K && scale.len() >= nb * 16 && offset.len() >= nb * 16);
+    assert!(out.q.len() == nb * QK_K && out.d.len() == nb, "decoded row not sized for {nb} blocks");
+    assert!(!T::HAS_MIN || (out.m.len() == nb && out.mn.len() == 16 * nb));
+    let mut q = [0i8; QK_K];
     for (b, blk) in row.chunks_exact(T::BB).enumerate() {
         let (d, dmin) = T::d(blk);
         let (sc, mn) = T::scales(blk);
-        T::decode(blk, (&mut q[QK_K * b..QK_K * b + QK_K]).try_into().unwrap());
-        for g in 0..16 {
-            scale[16 * b + g] = d * sc[g] as f32;
-            offset[16 * b + g] = if T::HAS_MIN { -(dmin * mn[g] as f32) } else { 0.0 };
+        T::decode(blk, &mut q);
+        for (i, &qi) in q.iter().enumerate() {
+            out.q[QK_K * b + i] = (sc[i / 16] * qi as i32) as i16;
+        }
+        out.d[b] = d;
+        if T::HAS_MIN {
+            out.m[b] = -dmin;
+            for (o, &m) in out.mn[16 * b..16 * b + 16].iter_mut().zip(&mn) {
+                *o = m as i16;
+            }
         }
     }
 }
@@ -157,6 +170,7 @@ fn decode_i8<T: KBlock>(row: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mu
 const fn kernels<T: KBlock>(
     ty: crate::quant::GgmlType,
     vec_dot: fn(&[u8], Q8<'_>) -> f32,
+    decode: fn(&[u8], &mut Decoded),
     sanitize: fn(&mut [u8]),
 ) -> QuantKernels {
     QuantKernels {
@@ -164,7 +178,8 @@ const fn kernels<T: KBlock>(
         dequantize: dequantize::<T>,
         vec_dot_ref: vec_dot_ref::<T>,
         vec_dot,
-        decode_i8: decode_i8::<T>,
+        decode_ref: decode_ref::<T>,
+        decode,
         sanitize,
     }
 }
@@ -199,6 +214,23 @@ macro_rules! dispatch_vec_dot {
     };
 }
 use dispatch_vec_dot;
+
+/// Dispatches the row decoder `$name` to the SIMD128 one `$simd` on wasm32+simd128, else to the
+/// generic reference for block type `$t`.
+macro_rules! dispatch_decode {
+    ($name:ident, $simd:path, $t:ty) => {
+        fn $name(row: &[u8], out: &mut $crate::quant::gemm::Decoded) {
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            {
+                // SAFETY: simd128 is enabled for this build; the decoder checks all lengths itself.
+                return unsafe { $simd(row, out) };
+            }
+            #[allow(unreachable_code)]
+            super::decode_ref::<$t>(row, out)
+        }
+    };
+}
+use dispatch_decode;
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
@@ -342,6 +374,16 @@ mod simd {
             s = s.add(1);
         }
         isum
+    }
+
+    /// Checks a row and its decoded buffers (`mins`: the type has mins); returns the block count.
+    #[inline(always)]
+    pub fn check_decode(row: &[u8], bb: usize, out: &crate::quant::gemm::Decoded, mins: bool) -> usize {
+        let nb = row.len() / bb;
+        assert_eq!(row.len(), nb * bb, "row is not a whole number of blocks");
+        assert!(out.q.len() == nb * QK_K && out.d.len() == nb, "decoded row not sized for {nb} blocks");
+        assert!(!mins || (out.m.len() == nb && out.mn.len() == 16 * nb));
+        nb
     }
 
     /// `acc + convert(isum) * dall - convert(summs) * dmin` in f32x4 lanes (`dall`, `dmin` splats).

@@ -13,12 +13,12 @@
 //!
 //! Dot with Q8_K: `Σ_blk d_a * (d * Σ_g sc_g * Σ_l q·a  -  dmin * Σ_g mn_g * bsum_g)`.
 
-use super::{dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 const BB: usize = 84;
 
-pub(super) const KERNELS: QuantKernels = kernels::<Q2K>(GgmlType::Q2_K, vec_dot, sanitize);
+pub(super) const KERNELS: QuantKernels = kernels::<Q2K>(GgmlType::Q2_K, vec_dot, decode, sanitize);
 
 struct Q2K;
 
@@ -54,14 +54,18 @@ fn sanitize(block: &mut [u8]) {
 }
 
 dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q2K>);
+dispatch_decode!(decode, simd::decode_row, Q2K);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
     //! One loop step = one shift j of a half: 32 weights, groups 2j and 2j+1 of the half. The 32
     //! `qs` bytes of the half sit in four u16x8 vectors; each step takes `v & 3`, multiplies with
     //! the activations in i16 and shifts `v` right by 2 for the next step.
-    use super::super::simd::{block_ptrs, f16_pair_splats, fold_block, ld_u8x8, mul16, store_scale_pairs};
-    use super::super::{check_lens, Q8};
+    use super::super::simd::{block_ptrs, check_decode, f16_pair_splats, fold_block, ld_u8x8, mul16, store_scale_pairs};
+    use super::super::{check_lens, Q8, QK_K};
+    use crate::quant::gemm::Decoded;
+    use crate::quant::simd::store_scaled16;
+    use crate::quant::f16_at;
     use super::BB;
     use crate::quant::simd::hsum_f32;
     use core::arch::wasm32::*;
@@ -117,5 +121,38 @@ mod simd {
             acc = fold_block(acc, isum, dall, summs, dmin);
         }
         hsum_f32(acc)
+    }
+
+    /// Row → GEMM form: group g = 8n + 2j + h is `(qs >> 2j) & 3` of bytes 32n + 16h .. + 16,
+    /// times its 4-bit scale; the 4-bit mins go to `mn`, `m = −dmin`.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_decode`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode_row(row: &[u8], out: &mut Decoded) {
+        let nb = check_decode(row, BB, out, true);
+        let m3 = u8x16_splat(3);
+        for b in 0..nb {
+            // SAFETY: block b is row[84b..84b+84]; its outputs are q[256b..], mn[16b..16b+16].
+            let x = row.as_ptr().add(BB * b);
+            let q = out.q.as_mut_ptr().add(QK_K * b);
+            let mn = u8x16_shr(v128_load(x as *const v128), 4);
+            let mp = out.mn.as_mut_ptr().add(16 * b) as *mut v128;
+            v128_store(mp, u16x8_extend_low_u8x16(mn));
+            v128_store(mp.add(1), u16x8_extend_high_u8x16(mn));
+            for n in 0..2 {
+                for h in 0..2 {
+                    let v = v128_load(x.add(16 + 32 * n + 16 * h) as *const v128);
+                    for j in 0..4 {
+                        let g = 8 * n + 2 * j + h;
+                        let codes = v128_and(u16x8_shr(v, 2 * j as u32), m3);
+                        store_scaled16(q.add(16 * g), codes, i16x8_splat((*x.add(g) & 15) as i16));
+                    }
+                }
+            }
+            let blk = core::slice::from_raw_parts(x, BB);
+            out.d[b] = f16_at(blk, 80);
+            out.m[b] = -f16_at(blk, 82);
+        }
     }
 }

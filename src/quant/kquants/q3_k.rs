@@ -15,12 +15,12 @@
 //! Dot with Q8_K: `Σ_blk d_a * d * Σ_g sc_g * Σ_l q·a`. The SIMD kernel uses the unsigned
 //! `u = q + 4 ∈ 0..7` and subtracts `4 * Σ_g sc_g * bsum_g` per block.
 
-use super::{dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 const BB: usize = 110;
 
-pub(super) const KERNELS: QuantKernels = kernels::<Q3K>(GgmlType::Q3_K, vec_dot, sanitize);
+pub(super) const KERNELS: QuantKernels = kernels::<Q3K>(GgmlType::Q3_K, vec_dot, decode, sanitize);
 
 struct Q3K;
 
@@ -60,13 +60,17 @@ fn sanitize(block: &mut [u8]) {
 }
 
 dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q3K>);
+dispatch_decode!(decode, simd::decode_row, Q3K);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
     //! Each block is first decoded to 256 bytes `u = q + 4 ∈ 0..7` on the stack (16 lanes per
     //! operation), then multiplied by [`dot_bytes_g16`]; the `-4` comes back as `4 Σ_g sc_g bsum_g`.
-    use super::super::simd::{block_ptrs, dot_bytes_g16, f16_splat, fold_block, store_scale_pairs};
-    use super::super::{check_lens, Q8};
+    use super::super::simd::{block_ptrs, check_decode, dot_bytes_g16, f16_splat, fold_block, store_scale_pairs};
+    use crate::quant::simd::store_scaled16;
+    use super::super::{check_lens, Q8, QK_K};
+    use crate::quant::f16_at;
+    use crate::quant::gemm::Decoded;
     use super::BB;
     use crate::quant::simd::hsum_f32;
     use core::arch::wasm32::*;
@@ -90,7 +94,8 @@ mod simd {
             let sc_lo = i16x8_extend_low_i8x16(sc);
             let sc_hi = i16x8_extend_high_i8x16(sc);
             store_scale_pairs(sbuf.as_mut_ptr(), sc_lo, sc_hi);
-            decode(x, wbuf.as_mut_ptr());
+            let w = wbuf.as_mut_ptr();
+            decode(x, |g, v| v128_store(w.add(g), v));
             let isum = dot_bytes_g16::<false>(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32);
             let summs = i32x4_add(
                 i32x4_dot_i16x8(sc_lo, v128_load(bs as *const v128)),
@@ -102,10 +107,10 @@ mod simd {
         hsum_f32(acc)
     }
 
-    /// `out[g] = u` of the 16 elements of group g: `(qs >> 2j) & 3 | (hmask bit 4n+j) << 2`.
+    /// `out(g, u)` for the 16 elements of group g: `u = (qs >> 2j) & 3 | (hmask bit 4n+j) << 2`.
     /// Byte lanes are shifted as u16 lanes; the masks drop the bits that cross a byte.
     #[inline(always)]
-    unsafe fn decode(x: *const u8, out: *mut v128) {
+    unsafe fn decode(x: *const u8, mut out: impl FnMut(usize, v128)) {
         let hm = [v128_load(x as *const v128), v128_load(x.add(16) as *const v128)];
         let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
         for n in 0..2 {
@@ -119,7 +124,7 @@ mod simd {
                     } else {
                         u16x8_shr(hmh, m - 2)
                     };
-                    v128_store(out.add(8 * n + 2 * j + h), v128_or(low, v128_and(high, m4)));
+                    out(8 * n + 2 * j + h, v128_or(low, v128_and(high, m4)));
                 }
             }
         }
@@ -141,5 +146,27 @@ mod simd {
         let hi = i32x4_mul(i32x4_splat(aux as i32), hi_mul);
         let hi = v128_and(u32x4_shr(hi, 2), u8x16_splat(0x30));
         i8x16_sub(v128_or(lo, hi), i8x16_splat(32))
+    }
+
+    /// Row → GEMM form: the block decoded to bytes `u = q + 4` as for the dot product, then
+    /// `(u − 4)·sc_g` per group.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_decode`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode_row(row: &[u8], out: &mut Decoded) {
+        let nb = check_decode(row, BB, out, false);
+        let hi_mul = core::hint::black_box(i32x4(64, 16, 4, 1));
+        let mut sc = [0i8; 16];
+        let off = i8x16_splat(4);
+        for b in 0..nb {
+            // SAFETY: block b is row[110b..110b+110] (the scale load reads bytes 94..110); its
+            // weights are q[256b..256b+256].
+            let x = row.as_ptr().add(BB * b);
+            v128_store(sc.as_mut_ptr() as *mut v128, unpack_scales(x, hi_mul));
+            let q = out.q.as_mut_ptr().add(QK_K * b);
+            decode(x, |g, u| store_scaled16(q.add(16 * g), i8x16_sub(u, off), i16x8_splat(sc[g] as i16)));
+            out.d[b] = f16_at(core::slice::from_raw_parts(x, BB), 108);
+        }
     }
 }

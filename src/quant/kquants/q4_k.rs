@@ -17,11 +17,11 @@
 //!
 //! Dot with Q8_K: `Σ_blk d_a * (d * Σ_k sc_k * Σ q·a  -  dmin * Σ_k mn_k * (bsum_2k + bsum_2k+1))`.
 
-use super::{dispatch_vec_dot, k4_scales_mins, kernels, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_vec_dot, k4_scales_mins, kernels, KBlock, QuantKernels, QK_K};
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
-pub(super) const KERNELS_Q4K: QuantKernels = kernels::<K4<false>>(GgmlType::Q4_K, vec_dot_q4k, sanitize);
-pub(super) const KERNELS_Q5K: QuantKernels = kernels::<K4<true>>(GgmlType::Q5_K, vec_dot_q5k, sanitize);
+pub(super) const KERNELS_Q4K: QuantKernels = kernels::<K4<false>>(GgmlType::Q4_K, vec_dot_q4k, decode_q4k, sanitize);
+pub(super) const KERNELS_Q5K: QuantKernels = kernels::<K4<true>>(GgmlType::Q5_K, vec_dot_q5k, decode_q5k, sanitize);
 
 /// Q4_K (`Q5 = false`) / Q5_K (`Q5 = true`).
 struct K4<const Q5: bool>;
@@ -68,6 +68,8 @@ fn sanitize(block: &mut [u8]) {
 
 dispatch_vec_dot!(vec_dot_q4k, simd::vec_dot_q4k, super::vec_dot_ref::<K4<false>>);
 dispatch_vec_dot!(vec_dot_q5k, simd::vec_dot_q5k, super::vec_dot_ref::<K4<true>>);
+dispatch_decode!(decode_q4k, simd::decode_row_q4k, K4<false>);
+dispatch_decode!(decode_q5k, simd::decode_row_q5k, K4<true>);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
@@ -78,8 +80,11 @@ mod simd {
     //!
     //! Q5_K: each block is first decoded to 256 bytes (0..31) on the stack with 16-lane byte
     //! operations, then multiplied by [`dot_bytes_g32`].
-    use super::super::simd::{block_ptrs, dot_bytes_g32, f16_pair_splats, fold_block, ld_u8x8, mul16};
-    use super::super::{check_lens, Q8};
+    use super::super::simd::{block_ptrs, check_decode, dot_bytes_g32, f16_pair_splats, fold_block, ld_u8x8, mul16};
+    use super::super::{check_lens, Q8, QK_K};
+    use crate::quant::f16_at;
+    use crate::quant::gemm::Decoded;
+    use crate::quant::simd::store_scaled16;
     use crate::quant::simd::hsum_f32;
     use core::arch::wasm32::*;
 
@@ -141,7 +146,8 @@ mod simd {
             let (x, a, bs, da) = block_ptrs(row, BB, &act, b);
             let scm = unpack_scales_mins(x.add(4));
             store_scales(sbuf.as_mut_ptr(), scm);
-            decode_q5(x, wbuf.as_mut_ptr());
+            let w = wbuf.as_mut_ptr();
+            decode_q5(x, |i, v| v128_store(w.add(i), v));
             let isum = dot_bytes_g32(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32);
             let summs = mins_dot(scm, bs);
             let (dall, dmin) = f16_pair_splats(x, da);
@@ -158,10 +164,10 @@ mod simd {
         v128_store(sp.add(1), i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(sc, sc));
     }
 
-    /// `out[i/16]` = the 16 Q5_K values of elements `i..i+16`. Byte lanes are shifted as u16
-    /// lanes; the masks drop the bits that cross a byte.
+    /// `out(i/16, v)` for the 16 Q5_K values `v` of elements `i..i+16`. Byte lanes are shifted as
+    /// u16 lanes; the masks drop the bits that cross a byte.
     #[inline(always)]
-    unsafe fn decode_q5(x: *const u8, out: *mut v128) {
+    unsafe fn decode_q5(x: *const u8, mut out: impl FnMut(usize, v128)) {
         let qh = [v128_load(x.add(16) as *const v128), v128_load(x.add(32) as *const v128)];
         let (m15, m16) = (u8x16_splat(15), u8x16_splat(16));
         // Bit `from` of every byte moved to bit 4.
@@ -180,8 +186,8 @@ mod simd {
                 let q = v128_load(x.add(48 + 32 * c + 16 * half) as *const v128);
                 let lo = v128_or(v128_and(q, m15), bit4(h, 2 * c as u32));
                 let hi = v128_or(v128_and(u16x8_shr(q, 4), m15), bit4(h, 2 * c as u32 + 1));
-                v128_store(out.add(4 * c + half), lo);
-                v128_store(out.add(4 * c + 2 + half), hi);
+                out(4 * c + half, lo);
+                out(4 * c + 2 + half, hi);
             }
         }
     }
@@ -218,5 +224,69 @@ mod simd {
         let z = i8x16_splat(0);
         let u = i8x16_shuffle::<16, 16, 16, 16, 0, 1, 2, 3, 16, 16, 16, 16, 4, 5, 6, 7>(top, z);
         v128_or(t, u)
+    }
+
+    /// The mins of Q4_K / Q5_K (bytes 8..15 of `scm`) per 16-element group into `mn[0..16]`,
+    /// the scales (bytes 0..7) into `sc`; `d`, `m = −dmin` of block `b`.
+    ///
+    /// # Safety
+    /// `x` is a block of at least 20 bytes, `b` < the number of blocks `out` is sized for.
+    #[inline(always)]
+    unsafe fn decode_head(x: *const u8, out: &mut Decoded, b: usize, sc: &mut [u8; 16]) {
+        let scm = unpack_scales_mins(x.add(4));
+        v128_store(sc.as_mut_ptr() as *mut v128, scm);
+        let mn = i8x16_shuffle::<8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15>(scm, scm);
+        let mp = out.mn.as_mut_ptr().add(16 * b) as *mut v128;
+        v128_store(mp, u16x8_extend_low_u8x16(mn));
+        v128_store(mp.add(1), u16x8_extend_high_u8x16(mn));
+        let blk = core::slice::from_raw_parts(x, 4);
+        out.d[b] = f16_at(blk, 0);
+        out.m[b] = -f16_at(blk, 2);
+    }
+
+    /// Q4_K row → GEMM form: chunk c's 32 bytes give 32 low nibbles (sub-block 2c) and 32 high
+    /// nibbles (sub-block 2c+1), each times its sub-block scale.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_decode`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode_row_q4k(row: &[u8], out: &mut Decoded) {
+        const BB: usize = 144;
+        let nb = check_decode(row, BB, out, true);
+        let m15 = u8x16_splat(15);
+        let mut sc = [0u8; 16];
+        for b in 0..nb {
+            // SAFETY: block b is row[144b..144b+144]; its outputs are q[256b..], mn[16b..].
+            let x = row.as_ptr().add(BB * b);
+            decode_head(x, out, b, &mut sc);
+            let q = out.q.as_mut_ptr().add(QK_K * b);
+            for c in 0..4 {
+                let (lo, hi) = (i16x8_splat(sc[2 * c] as i16), i16x8_splat(sc[2 * c + 1] as i16));
+                for half in 0..2 {
+                    let v = v128_load(x.add(16 + 32 * c + 16 * half) as *const v128);
+                    store_scaled16(q.add(64 * c + 16 * half), v128_and(v, m15), lo);
+                    store_scaled16(q.add(64 * c + 32 + 16 * half), v128_and(u16x8_shr(v, 4), m15), hi);
+                }
+            }
+        }
+    }
+
+    /// Q5_K row → GEMM form: the block decoded to bytes as for the dot product, then times the
+    /// sub-block scales.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_decode`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode_row_q5k(row: &[u8], out: &mut Decoded) {
+        const BB: usize = 176;
+        let nb = check_decode(row, BB, out, true);
+        let mut sc = [0u8; 16];
+        for b in 0..nb {
+            // SAFETY: block b is row[176b..176b+176]; its outputs are q[256b..], mn[16b..].
+            let x = row.as_ptr().add(BB * b);
+            decode_head(x, out, b, &mut sc);
+            let q = out.q.as_mut_ptr().add(QK_K * b);
+            decode_q5(x, |g, v| store_scaled16(q.add(16 * g), v, i16x8_splat(sc[g / 2] as i16)));
+        }
     }
 }

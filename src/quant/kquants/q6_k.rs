@@ -15,12 +15,12 @@
 //! Dot with Q8_K: `Σ_blk d_a * d * Σ_g sc_g * Σ_l q·a`. The SIMD kernel uses `u = q + 32 ∈ 0..63`
 //! and subtracts `32 * Σ_g sc_g * bsum_g` per block.
 
-use super::{dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 const BB: usize = 210;
 
-pub(super) const KERNELS: QuantKernels = kernels::<Q6K>(GgmlType::Q6_K, vec_dot, sanitize);
+pub(super) const KERNELS: QuantKernels = kernels::<Q6K>(GgmlType::Q6_K, vec_dot, decode, sanitize);
 
 struct Q6K;
 
@@ -55,14 +55,18 @@ fn sanitize(block: &mut [u8]) {
 }
 
 dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q6K>);
+dispatch_decode!(decode, simd::decode_row, Q6K);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
     //! Each block is first decoded to 256 bytes `u = q + 32 ∈ 0..63` on the stack (16 lanes per
     //! operation), then multiplied by [`dot_bytes_g16`]; the `-32` comes back as
     //! `32 Σ_g sc_g bsum_g`.
-    use super::super::simd::{block_ptrs, dot_bytes_g16, f16_splat, fold_block, store_scale_pairs};
-    use super::super::{check_lens, Q8};
+    use super::super::simd::{block_ptrs, check_decode, dot_bytes_g16, f16_splat, fold_block, store_scale_pairs};
+    use crate::quant::simd::store_scaled16;
+    use super::super::{check_lens, Q8, QK_K};
+    use crate::quant::f16_at;
+    use crate::quant::gemm::Decoded;
     use super::BB;
     use crate::quant::simd::hsum_f32;
     use core::arch::wasm32::*;
@@ -83,7 +87,8 @@ mod simd {
             let sc_lo = i16x8_extend_low_i8x16(sc);
             let sc_hi = i16x8_extend_high_i8x16(sc);
             store_scale_pairs(sbuf.as_mut_ptr(), sc_lo, sc_hi);
-            decode(x, wbuf.as_mut_ptr());
+            let w = wbuf.as_mut_ptr();
+            decode(x, |g, v| v128_store(w.add(g), v));
             let isum = dot_bytes_g16::<false>(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32);
             let summs = i32x4_add(
                 i32x4_dot_i16x8(sc_lo, v128_load(bs as *const v128)),
@@ -95,25 +100,43 @@ mod simd {
         hsum_f32(acc)
     }
 
-    /// `out[i/16]` = the 16 values `u` of elements `i..i+16`. Byte lanes are shifted as u16 lanes;
-    /// the masks drop the bits that cross a byte.
+    /// `out(i/16, u)` for the 16 values `u` of elements `i..i+16`. Byte lanes are shifted as u16
+    /// lanes; the masks drop the bits that cross a byte.
     #[inline(always)]
-    unsafe fn decode(x: *const u8, out: *mut v128) {
+    unsafe fn decode(x: *const u8, mut out: impl FnMut(usize, v128)) {
         let (m15, m48) = (u8x16_splat(15), u8x16_splat(0x30));
         for n in 0..2 {
             for lc in 0..2 {
                 let ql1 = v128_load(x.add(64 * n + 16 * lc) as *const v128);
                 let ql2 = v128_load(x.add(64 * n + 32 + 16 * lc) as *const v128);
                 let qh = v128_load(x.add(128 + 32 * n + 16 * lc) as *const v128);
-                let o = out.add(8 * n + lc);
-                v128_store(o, v128_or(v128_and(ql1, m15), v128_and(u16x8_shl(qh, 4), m48)));
-                v128_store(o.add(2), v128_or(v128_and(ql2, m15), v128_and(u16x8_shl(qh, 2), m48)));
-                v128_store(o.add(4), v128_or(v128_and(u16x8_shr(ql1, 4), m15), v128_and(qh, m48)));
-                v128_store(
-                    o.add(6),
-                    v128_or(v128_and(u16x8_shr(ql2, 4), m15), v128_and(u16x8_shr(qh, 2), m48)),
-                );
+                let o = 8 * n + lc;
+                out(o, v128_or(v128_and(ql1, m15), v128_and(u16x8_shl(qh, 4), m48)));
+                out(o + 2, v128_or(v128_and(ql2, m15), v128_and(u16x8_shl(qh, 2), m48)));
+                out(o + 4, v128_or(v128_and(u16x8_shr(ql1, 4), m15), v128_and(qh, m48)));
+                out(o + 6, v128_or(v128_and(u16x8_shr(ql2, 4), m15), v128_and(u16x8_shr(qh, 2), m48)));
             }
+        }
+    }
+
+    /// Row → GEMM form: the block decoded to bytes `u = q + 32` as for the dot product, then
+    /// `(u − 32)·sc_g` per group.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_decode`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode_row(row: &[u8], out: &mut Decoded) {
+        let nb = check_decode(row, BB, out, false);
+        let off = i8x16_splat(32);
+        for b in 0..nb {
+            // SAFETY: block b is row[210b..210b+210]; its weights are q[256b..256b+256].
+            let x = row.as_ptr().add(BB * b);
+            let q = out.q.as_mut_ptr().add(QK_K * b);
+            decode(x, |g, u| {
+                let sc = i16x8_splat(*x.add(192 + g) as i8 as i16);
+                store_scaled16(q.add(16 * g), i8x16_sub(u, off), sc)
+            });
+            out.d[b] = f16_at(core::slice::from_raw_parts(x, BB), 208);
         }
     }
 }
