@@ -635,18 +635,9 @@ impl Model {
                 let oj = &mut o[(t * hv + j) * ds..(t * hv + j + 1) * ds];
                 for (vi, srow) in sj.chunks_exact_mut(ds).enumerate() {
                     // decay, read with the decayed state, delta, rank-1 write, read-out.
-                    let mut u = 0.0f32;
-                    for (sv, &kv) in srow.iter_mut().zip(kj) {
-                        *sv *= decay;
-                        u += *sv * kv;
-                    }
+                    let u = ops::scale_then_dot(srow, decay, kj);
                     let delta = (vj[vi] - u) * beta;
-                    let mut acc = 0.0f32;
-                    for ((sv, &kv), &qv) in srow.iter_mut().zip(kj).zip(qj) {
-                        *sv += delta * kv;
-                        acc += *sv * qv;
-                    }
-                    oj[vi] = acc;
+                    oj[vi] = ops::axpy_then_dot(srow, delta, kj, qj);
                 }
             }
         }

@@ -204,3 +204,43 @@ pub fn rope_neox(v: &mut [f32], n_rot: usize, pos: usize, base: f32) {
         theta *= theta_scale;
     }
 }
+
+/// `s *= decay`, then returns `s · k` (the decayed DeltaNet state row read with key k).
+/// Eight independent partial sums let LLVM emit f32x4 SIMD for this reduction.
+#[inline]
+pub fn scale_then_dot(s: &mut [f32], decay: f32, k: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (sc, kc) = (s.chunks_exact_mut(8), k.chunks_exact(8));
+    let tail = sc.len() * 8;
+    for (sv, kv) in sc.zip(kc) {
+        for i in 0..8 {
+            sv[i] *= decay;
+            acc[i] += sv[i] * kv[i];
+        }
+    }
+    let mut sum: f32 = acc.iter().sum();
+    for (sv, kv) in s[tail..].iter_mut().zip(&k[tail..]) {
+        *sv *= decay;
+        sum += *sv * kv;
+    }
+    sum
+}
+
+/// `s += delta · k`, then returns `s · q` (the DeltaNet rank-1 write and read-out of one row).
+#[inline]
+pub fn axpy_then_dot(s: &mut [f32], delta: f32, k: &[f32], q: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let tail = s.len() / 8 * 8;
+    for ((sv, kv), qv) in s.chunks_exact_mut(8).zip(k.chunks_exact(8)).zip(q.chunks_exact(8)) {
+        for i in 0..8 {
+            sv[i] += delta * kv[i];
+            acc[i] += sv[i] * qv[i];
+        }
+    }
+    let mut sum: f32 = acc.iter().sum();
+    for ((sv, kv), qv) in s[tail..].iter_mut().zip(&k[tail..]).zip(&q[tail..]) {
+        *sv += delta * kv;
+        sum += *sv * qv;
+    }
+    sum
+}
