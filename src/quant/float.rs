@@ -91,6 +91,7 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
     use super::GgmlType;
+    use crate::quant::legacy::simd::f16x4_to_f32x4;
     use crate::quant::simd::hsum_f32;
     use core::arch::wasm32::*;
 
@@ -160,6 +161,27 @@ mod simd {
                 while i < n {
                     let b = u16::from_le_bytes([row[2 * i], row[2 * i + 1]]);
                     s += f32::from_bits((b as u32) << 16) * x[i];
+                    i += 1;
+                }
+                s
+            }
+            GgmlType::F16 => {
+                assert!(row.len() >= 2 * n);
+                let mut acc = f32x4_splat(0.0);
+                let mut i = 0;
+                while i + 8 <= n {
+                    let h = v128_load(row.as_ptr().add(2 * i) as *const v128); // 8 × fp16
+                    let lo = f16x4_to_f32x4(u32x4_extend_low_u16x8(h));
+                    let hi = f16x4_to_f32x4(u32x4_extend_high_u16x8(h));
+                    let x0 = v128_load(x.as_ptr().add(i) as *const v128);
+                    let x1 = v128_load(x.as_ptr().add(i + 4) as *const v128);
+                    acc = f32x4_add(acc, f32x4_add(f32x4_mul(lo, x0), f32x4_mul(hi, x1)));
+                    i += 8;
+                }
+                let mut s = hsum_f32(acc);
+                while i < n {
+                    let b = u16::from_le_bytes([row[2 * i], row[2 * i + 1]]);
+                    s += half::f16::from_bits(b).to_f32() * x[i];
                     i += 1;
                 }
                 s
