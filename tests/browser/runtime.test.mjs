@@ -396,6 +396,9 @@ test('a model larger than the tab can hold fails fast, naming a smaller quant, b
       }
     }, hub.url);
     assert.match(r3, /^not_found: .*clef-flash-Q9_9\.gguf: HTTP 404/);
+    // … and the failed load leaves nothing behind in the cache.
+    const listed = await b.page.evaluate(async () => (await ClefEngine.cache.list()).map((c) => c.key ?? c.url ?? JSON.stringify(c)));
+    assert.ok(!listed.some((k) => String(k).includes('Q9_9')), `cache lists ${listed}`);
   } finally {
     await b.close();
     await hub.close();

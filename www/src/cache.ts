@@ -369,6 +369,18 @@ export class ModelCache {
     this.pieces = [];
   }
 
+  /**
+   * Releases the handles and, when nothing was ever stored (the load failed before the header was
+   * known: 404, network, out of memory …), removes the empty directory so it never shows up as a
+   * cached model.
+   */
+  async release(): Promise<void> {
+    this.close();
+    if (this.manifest) return;
+    const root = await cacheRoot(false).catch(() => null);
+    await root?.removeEntry(dirNameOf(this.key), { recursive: true }).catch(() => {});
+  }
+
   /** Releases the sync handles (the cache can then be listed / deleted from the page). */
   close(): void {
     if (this.closed) return;

@@ -558,6 +558,15 @@ async function readHeader(
  * On success the returned ModelLoader has every shard filled (call `finish`).
  */
 export async function loadModel(ctx: LoadContext): Promise<LoadOutcome> {
+  try {
+    return await loadModelInner(ctx);
+  } finally {
+    // Also on failures before anything was cached (404, offline, too large): no empty cache entry.
+    await ctx.cache?.release();
+  }
+}
+
+async function loadModelInner(ctx: LoadContext): Promise<LoadOutcome> {
   const { source, params, signal } = ctx;
   const t0 = performance.now();
   const chunkSize = params.chunkSize ?? 16 * MiB;
@@ -982,7 +991,7 @@ export async function loadModel(ctx: LoadContext): Promise<LoadOutcome> {
     loader.free();
     throw e;
   } finally {
-    cache?.close();
+    await cache?.release();
   }
 }
 
