@@ -2,7 +2,7 @@
 //! RMSNorm, activations, RoPE.
 
 use crate::quant::gemm::{self, GemmScratch, PackedAct};
-use crate::quant::{self, dequantize_row, float, kernels, quantize_q8, ActKind, GgmlType, QAct};
+use crate::quant::{self, dequantize_row, float, kernels, quantize_q8, GgmlType, QAct};
 use crate::weights::{TensorView, WeightStore};
 
 /// How activations meet quantized weights.
@@ -48,7 +48,6 @@ impl Linear {
 #[derive(Default)]
 pub struct MatmulScratch {
     act: QAct,
-    act_kind: Option<ActKind>,
     packed: PackedAct,
     gemm: GemmScratch,
     wrow: Vec<f32>,
@@ -119,7 +118,6 @@ pub fn matmul_rows(
         return;
     }
     quantize_q8(ty.act_kind(), x, n_in, &mut s.act);
-    s.act_kind = Some(ty.act_kind());
     if t_count < gemm_min_tokens(ty) {
         for t in 0..t_count {
             let a = s.act.row(t);
