@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds the release wasm (SIMD128) into www/pkg/, then the browser package into www/dist/:
+# Builds the release wasm into www/pkg/ (clef_web_bg.wasm: SIMD128; clef_web_relaxed_bg.wasm: SIMD128 +
+# relaxed SIMD), then the browser package into www/dist/:
 #   cargo (wasm32-unknown-unknown, +simd128 via .cargo/config.toml) → wasm-bindgen --target web
 #   → wasm-opt -O3 (npm binaryen 132; Debian's binaryen 108 breaks wasm-bindgen 0.2.130 output)
 #   → tsc (type-check www/src) → esbuild: dist/clef.js (page entry), dist/clef-worker.js (worker
-#   entry), dist/clef.d.ts (+ dist/types/), dist/clef_web_bg.wasm beside them; then the chat page
+#   entry), dist/clef.d.ts (+ dist/types/), dist/clef_web{,_relaxed}_bg.wasm beside them; then the chat page
 #   (dist/index.html, app.js, app.css), <clef-chat> (dist/clef-chat.js), the manifest, icons and
 #   the service worker (dist/sw.js): a static site any host can serve.
 # Needs: rustup target add wasm32-unknown-unknown; cargo install wasm-bindgen-cli --version <crate's>;
@@ -24,14 +25,27 @@ if [ "$want" != "$have" ]; then
   exit 1
 fi
 
+# Two builds of the same crate: baseline SIMD128 (every browser with wasm SIMD) and SIMD128 +
+# relaxed SIMD (i32x4.relaxed_dot_i8x16_i7x16_add_s & co.; Chromium ≥ 114 without a flag, Node 20
+# with --experimental-wasm-relaxed-simd). A module that uses relaxed instructions fails validation
+# as a whole where they are unsupported, so the runtime picks one by feature detection
+# (www/src/simd.ts). Same exports, so one wasm-bindgen JS glue serves both.
+target=${CARGO_TARGET_DIR:-target}
+relaxed_flags='target.wasm32-unknown-unknown.rustflags=["-C", "target-feature=+simd128,+relaxed-simd"]'
 cargo build --release --lib --target wasm32-unknown-unknown
-rm -rf www/pkg
-wasm-bindgen --target web --out-dir www/pkg "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/clef_web.wasm"
-npx --no-install wasm-opt -O3 \
-  --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-  --enable-mutable-globals --enable-reference-types --enable-multivalue \
-  www/pkg/clef_web_bg.wasm -o www/pkg/clef_web_bg.wasm
-ls -l www/pkg/clef_web_bg.wasm | awk '{printf "build.sh: www/pkg/clef_web_bg.wasm %.0f KiB\n", $5/1024}'
+cargo build --release --lib --target wasm32-unknown-unknown --target-dir "$target/relaxed" --config "$relaxed_flags"
+rm -rf www/pkg www/pkg-relaxed.tmp
+wasm-bindgen --target web --out-dir www/pkg "$target/wasm32-unknown-unknown/release/clef_web.wasm"
+wasm-bindgen --target web --out-dir www/pkg-relaxed.tmp "$target/relaxed/wasm32-unknown-unknown/release/clef_web.wasm"
+cmp -s www/pkg/clef_web.js www/pkg-relaxed.tmp/clef_web.js || {
+  echo "build.sh: the two builds have different JS glue (exports differ?)" >&2; exit 1; }
+opt_features="--enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
+  --enable-mutable-globals --enable-reference-types --enable-multivalue"
+npx --no-install wasm-opt -O3 $opt_features www/pkg/clef_web_bg.wasm -o www/pkg/clef_web_bg.wasm
+npx --no-install wasm-opt -O3 $opt_features --enable-relaxed-simd \
+  www/pkg-relaxed.tmp/clef_web_bg.wasm -o www/pkg/clef_web_relaxed_bg.wasm
+rm -rf www/pkg-relaxed.tmp
+ls -l www/pkg/clef_web_bg.wasm www/pkg/clef_web_relaxed_bg.wasm | awk '{printf "build.sh: %s %.0f KiB\n", $9, $5/1024}'
 fi
 
 # The browser package (ESM, usable from a CDN <script type="module"> without a bundler: the
@@ -40,7 +54,7 @@ npx --no-install tsc -p www/tsconfig.json
 rm -rf www/dist
 npx --no-install esbuild www/src/index.ts --bundle --format=esm --target=es2022 --log-level=warning --outfile=www/dist/clef.js
 npx --no-install esbuild www/src/worker.ts --bundle --format=esm --target=es2022 --log-level=warning --outfile=www/dist/clef-worker.js
-cp www/pkg/clef_web_bg.wasm www/dist/
+cp www/pkg/clef_web_bg.wasm www/pkg/clef_web_relaxed_bg.wasm www/dist/
 npx --no-install tsc -p www/tsconfig.json --noEmit false --emitDeclarationOnly --outDir www/dist/types
 rm -f www/dist/types/loader.d.ts www/dist/types/worker.d.ts   # worker internals (they import www/pkg)
 echo "export * from './types/index.js';" > www/dist/clef.d.ts
@@ -58,12 +72,12 @@ cp www/index.html www/embed-example.html www/manifest.webmanifest www/icon.svg w
    www/icon-192.png www/icon-512.png www/icon-maskable-512.png www/dist/
 # The service worker precaches the shell under a version derived from the files' contents, so each
 # build that changes anything installs a new cache (and the old one is deleted when it activates).
-assets=(index.html app.js app.css clef.js clef-worker.js clef_web_bg.wasm clef-chat.js manifest.webmanifest
+assets=(index.html app.js app.css clef.js clef-worker.js clef_web_bg.wasm clef_web_relaxed_bg.wasm clef-chat.js manifest.webmanifest
         icon.svg icon-maskable.svg icon-192.png icon-512.png icon-maskable-512.png embed-example.html)
 version=$(cd www/dist && cat "${assets[@]}" | sha256sum | cut -c1-12)
 json=$(printf '"%s",' "${assets[@]}")
 npx --no-install esbuild www/src/app/sw.ts --bundle --format=iife --target=es2022 --minify --log-level=warning \
   "--define:__VERSION__=\"$version\"" "--define:__ASSETS__=[${json%,}]" --outfile=www/dist/sw.js
-ls -l www/dist/clef.js www/dist/clef-worker.js www/dist/app.js www/dist/app.css www/dist/clef-chat.js www/dist/sw.js www/dist/clef_web_bg.wasm |
+ls -l www/dist/clef.js www/dist/clef-worker.js www/dist/app.js www/dist/app.css www/dist/clef-chat.js www/dist/sw.js www/dist/clef_web_bg.wasm www/dist/clef_web_relaxed_bg.wasm |
   awk '{printf "build.sh: %s %.0f KiB\n", $9, $5/1024}'
 echo "build.sh: www/dist is a static site (chat page index.html, embed-example.html); serve it with: node tools/serve.mjs"

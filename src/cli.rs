@@ -356,9 +356,10 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
                 ("scalar_gbps", format!("{:.3}", b.scalar_gbps)),
             ])
         });
-        host.out(&json::object([("kernels", json::array(items))]));
+        host.out(&json::object([("simd", json::string(crate::quant::SIMD_LEVEL)), ("kernels", json::array(items))]));
         host.out("\n");
     } else {
+        host.out(&format!("kernels: {} (GB/s of weight bytes, one thread, 4096×4096 matvec)\n", crate::quant::SIMD_LEVEL));
         host.out("type      simd GB/s  scalar GB/s  speed-up\n");
         for b in rows {
             host.out(&format!("{:8} {:10.2} {:12.2} {:8.1}x\n", b.ty.name(), b.simd_gbps, b.scalar_gbps, b.simd_gbps / b.scalar_gbps));

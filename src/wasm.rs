@@ -174,6 +174,12 @@ pub fn parse_header(prefix: &[u8], file_size: f64) -> Result<JsValue, JsValue> {
     }
 }
 
+/// Which kernels this build runs: "relaxed-simd" or "simd128" (see `quant::SIMD_LEVEL`).
+#[wasm_bindgen(js_name = simdLevel)]
+pub fn simd_level() -> String {
+    crate::quant::SIMD_LEVEL.to_string()
+}
+
 /// The wasm linear memory (for writing downloaded bytes straight into the weight shards).
 #[wasm_bindgen(js_name = wasmMemory)]
 pub fn wasm_memory() -> JsValue {

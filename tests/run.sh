@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite (README's test command after setup):
 #   1. native cargo tests (kernels, GGUF, tokenizer, model vs the llama.cpp / transformers fixtures)
-#   2. the same kernel / GGUF / tokenizer tests compiled to wasm32 + SIMD128 and run in Node
+#   2. the same kernel / GGUF / tokenizer tests compiled to wasm32 + SIMD128 and run in Node; the kernel
+#      tests again with relaxed SIMD (the second wasm build)
 #   3. the release wasm build (./build.sh) and the JS tests: the wasm command line against the fixtures
 #   4. the browser runtime (www/dist) in headless Chromium against a local Hub-like server, and under Node;
 #      the chat page, offline use (service worker + OPFS) and <clef-chat> end to end (screenshots: tests/artifacts/)
@@ -20,9 +21,16 @@ for t in $wasm_tests; do
 done
 cargo test --profile fast --target wasm32-unknown-unknown --lib
 
+echo "== wasm32 kernel tests (Node, SIMD128 + relaxed SIMD: the second build of build.sh)"
+NODE_ARGS=--experimental-wasm-relaxed-simd cargo test --profile fast --target wasm32-unknown-unknown \
+  --target-dir "${CARGO_TARGET_DIR:-target}/relaxed" \
+  --config 'target.wasm32-unknown-unknown.rustflags=["-C", "target-feature=+simd128,+relaxed-simd"]' \
+  --test kernels --lib
+
 echo "== release wasm build + JS tests"
 ./build.sh
 node --test tests/js/
+CLEF_WASM=relaxed-simd node --experimental-wasm-relaxed-simd --test tests/js/cli.test.mjs
 
 echo "== browser runtime and chat page tests (headless Chromium + Node)"
 node --test tests/browser/

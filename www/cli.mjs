@@ -1,10 +1,21 @@
 #!/usr/bin/env node
-// The clef command line on the wasm build (SIMD128 kernels), under Node:
+// The clef command line on the wasm build, under Node:
 //   ./build.sh && node www/cli.mjs <command> [options]      (same commands and output as `clef`)
+// Runs the relaxed-SIMD build where Node validates it (Node 20/22: `node --experimental-wasm-relaxed-simd
+// www/cli.mjs …`), else the SIMD128 build; CLEF_WASM=simd128 or CLEF_WASM=relaxed-simd forces one
+// (see www/src/simd.ts; `bench-kernels` prints which one ran).
 import { closeSync, fstatSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { initSync, runCli } from './pkg/clef_web.js';
 
-initSync({ module: readFileSync(new URL('./pkg/clef_web_bg.wasm', import.meta.url)) });
+// The probe module of www/src/simd.ts: one i32x4.relaxed_dot_i8x16_i7x16_add_s.
+const probe = Buffer.from('AGFzbQEAAAABBQFgAAF7AwIBAAo9ATsA/QwAAAAAAAAAAAAAAAAAAAAA/QwAAAAAAAAAAAAAAAAAAAAA/QwAAAAAAAAAAAAAAAAAAAAA/ZMCCw==', 'base64');
+const build = process.env.CLEF_WASM || (WebAssembly.validate(probe) ? 'relaxed-simd' : 'simd128');
+const wasm = { 'relaxed-simd': 'clef_web_relaxed_bg.wasm', simd128: 'clef_web_bg.wasm' }[build];
+if (!wasm) {
+  process.stderr.write(`error: CLEF_WASM must be simd128 or relaxed-simd, not '${build}'\n`);
+  process.exit(2);
+}
+initSync({ module: readFileSync(new URL(`./pkg/${wasm}`, import.meta.url)) });
 
 const files = new Map();
 const fd = (path) => {

@@ -40,6 +40,17 @@ pub mod tables;
 
 pub use act::{quantize_q8, ActKind, Q8, QAct};
 
+/// Which kernels this build runs: `"relaxed-simd"` (SIMD128 + relaxed SIMD, the second wasm build),
+/// `"simd128"` (the baseline wasm build) or `"native"` (native builds: the SIMD128 kernels only
+/// exist on wasm32; native runs portable Rust, mostly the scalar references).
+pub const SIMD_LEVEL: &str = if cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd")) {
+    "relaxed-simd"
+} else if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+    "simd128"
+} else {
+    "native"
+};
+
 /// Elements of a K-quant super-block.
 pub const QK_K: usize = 256;
 

@@ -60,6 +60,8 @@ test('Node: load repo:QUANT over HTTP with dropped connections, sha256 verified;
       assert.equal(engine.info.verified, true);
       assert.equal(engine.info.sha256, f.sha256);
       assert.ok(engine.info.stats.retries >= 4);
+      // Node 20 without --experimental-wasm-relaxed-simd: the baseline SIMD128 build.
+      assert.equal(engine.info.stats.simd, 'simd128');
       assert.deepEqual([...phases], ['header', 'download', 'verify', 'ready']);
       assert.deepEqual((await chat(engine)).choices[0].token_ids, A.cases[0].greedy_ids);
     } finally {

@@ -68,6 +68,8 @@ test('load repo:QUANT from the Hub, greedy = llama.cpp; offline reload loads fro
     assert.equal(hub.bytesServed(), f.size);
     report(`download from the local server: ${mb(r.info.stats.downloadBytesPerSecond)}/s (${mb(f.size)} in ${r.ms.toFixed(0)} ms, chunks of 1 MiB, 3 in flight)`);
     const wasm = r.info.stats.wasmMemoryBytes;
+    // Chromium validates relaxed SIMD, so the worker picked the relaxed build (www/src/simd.ts).
+    assert.equal(r.info.stats.simd, 'relaxed-simd');
     report(`peak JS heap of the worker during the load: ${mb(heap.peakUsed)} V8 heap; ArrayBuffer backing stores ${mb(heap.peakBacking)} ` +
       `of which wasm memory ${mb(wasm)} (${heap.samples} samples); model ${mb(f.size)}`);
     assert.ok(heap.samples > 0, 'heap sampled');

@@ -1,6 +1,8 @@
 // The wasm build (SIMD128 kernels) against the same fixtures as the native tests, through the
 // command line's entry point (`runCli`, what www/cli.mjs calls), plus the real `node www/cli.mjs`
 // process for output/exit-code behaviour and native ↔ wasm output equality.
+// The relaxed-SIMD build runs the same tests with
+//   CLEF_WASM=relaxed-simd node --experimental-wasm-relaxed-simd tests/js/cli.test.mjs   (tests/run.sh)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -11,7 +13,8 @@ import { initSync, runCli } from '../../www/pkg/clef_web.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const fixtures = join(root, '..', 'shared', 'fixtures', 'qwen35-tiny');
-initSync({ module: readFileSync(join(root, 'www/pkg/clef_web_bg.wasm')) });
+const build = process.env.CLEF_WASM || 'simd128';
+initSync({ module: readFileSync(join(root, `www/pkg/${build === 'relaxed-simd' ? 'clef_web_relaxed_bg.wasm' : 'clef_web_bg.wasm'}`)) });
 
 /** Runs one command in-process on the wasm build; returns stdout. */
 function clef(...args) {
@@ -81,7 +84,7 @@ test('F32: greedy tokens identical to llama.cpp in wasm', () => {
 
 test('node www/cli.mjs and the native binary print the same info; errors are one line with exit 1', () => {
   const model = join(fixtures, 'A-IQ2_M.gguf');
-  const wasm = execFileSync('node', [join(root, 'www/cli.mjs'), 'info', '--model', model], { encoding: 'utf8' });
+  const wasm = execFileSync('node', [...process.execArgv, join(root, 'www/cli.mjs'), 'info', '--model', model], { encoding: 'utf8' });
   const native = join(root, 'target/release/clef');
   if (existsSync(native)) {
     assert.equal(wasm, execFileSync(native, ['info', '--model', model], { encoding: 'utf8' }));
@@ -89,15 +92,16 @@ test('node www/cli.mjs and the native binary print the same info; errors are one
   const info = JSON.parse(wasm);
   assert.equal(info.architecture, 'qwen35');
   assert.equal(info.tensor_count, 56);
-  const bad = spawnSync('node', [join(root, 'www/cli.mjs'), 'info', '--model', join(root, 'Cargo.toml')], { encoding: 'utf8' });
+  const bad = spawnSync('node', [...process.execArgv, join(root, 'www/cli.mjs'), 'info', '--model', join(root, 'Cargo.toml')], { encoding: 'utf8' });
   assert.equal(bad.status, 1);
   assert.match(bad.stderr, /^error: .*\n$/);
-  const usage = spawnSync('node', [join(root, 'www/cli.mjs'), 'frobnicate'], { encoding: 'utf8' });
+  const usage = spawnSync('node', [...process.execArgv, join(root, 'www/cli.mjs'), 'frobnicate'], { encoding: 'utf8' });
   assert.equal(usage.status, 1);
 });
 
 test('bench-kernels --json lists every quantized type with SIMD and scalar figures', () => {
   const out = JSON.parse(clef('bench-kernels', '--json', '--ms', '1'));
+  assert.equal(out.simd, build);
   const types = out.kernels.map((k) => k.type);
   for (const t of ['F32', 'Q1_0', 'Q2_0', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'IQ1_S', 'IQ1_M', 'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_S']) {
     assert.ok(types.includes(t), `${t} missing from ${types}`);

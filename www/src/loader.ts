@@ -580,7 +580,7 @@ async function loadModelInner(ctx: LoadContext): Promise<LoadOutcome> {
 
   const stats: LoadStats = {
     seconds: 0, downloadedBytes: 0, cachedBytes: 0, downloadBytesPerSecond: 0, cacheBytesPerSecond: 0,
-    retries: 0, refetchedChunks: 0, peakJsHeapBytes: jsHeap(), wasmMemoryBytes: 0,
+    retries: 0, refetchedChunks: 0, peakJsHeapBytes: jsHeap(), wasmMemoryBytes: 0, simd: '',
   };
   let phase: LoadPhase = 'header';
   let loaded = 0;

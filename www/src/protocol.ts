@@ -71,7 +71,7 @@ export interface LoadParams {
   quant?: string;
   /** Model name as the caller wrote it (messages). */
   model?: string;
-  /** URL of clef_web_bg.wasm (default: beside the worker script). */
+  /** URL of the wasm build (default: clef_web_relaxed_bg.wasm beside the worker script where relaxed SIMD validates, else clef_web_bg.wasm). */
   wasmUrl?: string;
 }
 
@@ -108,6 +108,8 @@ export interface LoadStats {
   /** Peak JS heap during the load (Node: process heap; 0 in Chromium workers, which do not expose it: measure with CDP). */
   peakJsHeapBytes: number;
   wasmMemoryBytes: number;
+  /** The kernels running: 'relaxed-simd' or 'simd128' (see simd.ts). */
+  simd: string;
 }
 
 export interface ModelInfo {
@@ -194,6 +196,8 @@ export interface WorkerStats {
   /** JS heap of the engine's context (0 in Chromium workers, which do not expose it). */
   jsHeapBytes: number;
   loaded: boolean;
+  /** The kernels running: 'relaxed-simd' or 'simd128' ('' before the wasm is loaded). */
+  simd: string;
 }
 
 // --------------------------------------------------------------------------------------------

@@ -168,6 +168,7 @@ export interface LoadOptions {
   memoryLimit?: number;
   /** URL of clef-worker.js (default: beside clef.js). */
   workerUrl?: string | URL;
-  /** URL of clef_web_bg.wasm (default: beside clef-worker.js). */
+  /** URL of the wasm build to run (default: beside clef-worker.js, clef_web_relaxed_bg.wasm where the
+   *  browser supports relaxed SIMD, else clef_web_bg.wasm). */
   wasmUrl?: string | URL;
 }

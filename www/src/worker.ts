@@ -7,7 +7,8 @@
 // is caught and answered as a typed error; the worker stays usable, except after a wasm trap
 // (`fatal`: load again).
 
-import init, { initSync, WasmEngine, wasmMemory } from '../pkg/clef_web.js';
+import init, { initSync, simdLevel, WasmEngine, wasmMemory } from '../pkg/clef_web.js';
+import { detectSimd, wasmFile } from './simd.js';
 import type {
   ChatMessageInput, ErrorCode, ErrorInfo, GenerateParams, GenerateResult, ModelInfo, PromptSpec, Request, Response, Results,
   SourceSpec, WorkerStats,
@@ -153,7 +154,7 @@ export function createCore(post: Post, env: CoreEnv) {
             name: h.name || name, architecture: h.architecture, fileSize: h.fileSize, weightBytes: h.weightBytes,
             contextLength: eng.nCtx(), trainedContextLength: h.contextLength, nVocab: h.nVocab, nLayer: h.nLayer, nEmbd: h.nEmbd,
             source: out.source, sha256: out.sha256, verified: out.verified, etag: out.etag, hasChatTemplate: !!h.chatTemplate,
-            stats: { ...out.stats, wasmMemoryBytes: (wasmMemory() as WebAssembly.Memory).buffer.byteLength },
+            stats: { ...out.stats, wasmMemoryBytes: (wasmMemory() as WebAssembly.Memory).buffer.byteLength, simd: simdLevel() },
           };
           return info;
         } catch (e) {
@@ -302,12 +303,14 @@ export function createCore(post: Post, env: CoreEnv) {
           return;
         case 'stats': {
           let mem = 0;
+          let simd = '';
           try {
             mem = wasmReady ? (wasmMemory() as WebAssembly.Memory).buffer.byteLength : 0;
+            simd = wasmReady ? simdLevel() : '';
           } catch {
             /* not initialised */
           }
-          const s: WorkerStats = { wasmMemoryBytes: mem, jsHeapBytes: jsHeap(), loaded: !!engine };
+          const s: WorkerStats = { wasmMemoryBytes: mem, jsHeapBytes: jsHeap(), loaded: !!engine, simd };
           result(id, 'stats', s);
           return;
         }
@@ -365,7 +368,7 @@ if (typeof WorkerGlobalScope !== 'undefined' && typeof self !== 'undefined' && s
   const scope = self as unknown as WorkerScope;
   const core = createCore((msg) => scope.postMessage(msg), {
     initWasm: async (wasmUrl) => {
-      await init({ module_or_path: wasmUrl ?? new URL('./clef_web_bg.wasm', import.meta.url) });
+      await init({ module_or_path: wasmUrl ?? new URL(`./${wasmFile(detectSimd())}`, import.meta.url) });
     },
   });
   scope.addEventListener('message', (e: MessageEvent) => core.handle(e.data as Request));
@@ -381,7 +384,7 @@ export function createNodeCore(post: Post) {
     initWasm: (wasmUrl) =>
       (nodeWasm ??= (async () => {
         const fs = await importNode('node:fs');
-        const u = wasmUrl ? new URL(wasmUrl, import.meta.url) : new URL('./clef_web_bg.wasm', import.meta.url);
+        const u = wasmUrl ? new URL(wasmUrl, import.meta.url) : new URL(`./${wasmFile(detectSimd())}`, import.meta.url);
         initSync({ module: fs.readFileSync(u) });
       })()),
     openPath: async (path) => {

@@ -317,6 +317,7 @@ function renderStatus() {
     <dl class="facts">
       <dt>Context</dt><dd>${info.contextLength.toLocaleString('en')} tokens</dd>
       <dt>Memory</dt><dd>${fmtBytes(info.stats.wasmMemoryBytes)}</dd>
+      <dt>Kernels</dt><dd>${info.stats.simd === 'relaxed-simd' ? 'relaxed SIMD' : 'SIMD128'}</dd>
       <dt>Loaded</dt><dd>${from} in ${fmtMs(info.stats.seconds * 1000)}</dd>
     </dl>
     <div class="row"><button type="button" class="clef-btn" data-action="unload">Unload</button></div>`;

@@ -4,6 +4,8 @@
 // until the page asks for it ("A new version is ready — Reload"), then deletes the old cache.
 // Model downloads (the Hub, other origins, anything not in the list) are never touched.
 
+import { detectSimd, wasmFile } from '../simd.js';
+
 declare const __VERSION__: string;
 declare const __ASSETS__: string[];
 
@@ -27,7 +29,10 @@ const sw = self as unknown as SW;
 const PREFIX = 'clef-app-';
 const CACHE = PREFIX + __VERSION__;
 const scope = new URL(sw.registration.scope);
-const urls = new Set(__ASSETS__.map((a) => new URL(a, scope).href));
+// Of the two wasm builds only the one this browser runs (the worker makes the same choice) is
+// precached; the other is still served from the network or the HTTP cache if ever asked for.
+const skip = wasmFile(detectSimd() === 'relaxed-simd' ? 'simd128' : 'relaxed-simd');
+const urls = new Set(__ASSETS__.filter((a) => a !== skip).map((a) => new URL(a, scope).href));
 const INDEX = new URL('index.html', scope).href;
 
 sw.addEventListener('install', (e) => {
