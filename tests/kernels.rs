@@ -137,6 +137,45 @@ fn dot_products_agree_on_random_blocks() {
     }
 }
 
+/// The integer extremes that random blocks rarely combine: every weight byte 0x00 / 0x7F / 0x80 /
+/// 0xFF / 0x55 / 0xAA (largest codes, every sign bit, every high bit; then sanitized), against
+/// activations that are all +127, all −127 or alternating ±127. These are the cases where an i16
+/// partial sum could saturate or a relaxed-SIMD operand could leave the 7-bit range, so the fast
+/// kernel must still equal the scalar one.
+#[test]
+fn dot_products_agree_on_extreme_blocks() {
+    for ty in GgmlType::ALL {
+        let Some(k) = kernels(ty) else { continue };
+        let n = ty.block_elems().max(32) * 3;
+        let mut act = QAct::default();
+        for byte in [0x00u8, 0x7f, 0x80, 0xff, 0x55, 0xaa] {
+            let mut row = vec![byte; ty.row_bytes(n)];
+            for blk in row.chunks_exact_mut(ty.block_bytes()) {
+                (k.sanitize)(blk);
+            }
+            for pattern in 0..3 {
+                let x: Vec<f32> = (0..n)
+                    .map(|i| match pattern {
+                        0 => 1.0,
+                        1 => -1.0,
+                        _ => if i % 2 == 0 { 1.0 } else { -1.0 },
+                    })
+                    .collect();
+                quantize_q8(ty.act_kind(), &x, n, &mut act);
+                let a = act.row(0);
+                let reference = (k.vec_dot_ref)(&row, a);
+                let fast = (k.vec_dot)(&row, a);
+                let scale = reference.abs().max(1e-20) as f64;
+                let err = (fast as f64 - reference as f64).abs() / scale;
+                assert!(
+                    err < 1e-5 || (fast - reference).abs() < 1e-6,
+                    "{ty} bytes {byte:#04x} pattern {pattern}: fast dot {fast} vs scalar {reference}"
+                );
+            }
+        }
+    }
+}
+
 /// Decodes `row` with the reference and the fast decoder; checks that the reference form
 /// reproduces the dequantised weights `w` exactly and that the fast decoder equals it bit for bit.
 fn decode_checked(k: &QuantKernels, row: &[u8], w: &[f32], r: usize) -> Decoded {

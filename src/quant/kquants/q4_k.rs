@@ -80,7 +80,11 @@ mod simd {
     //!
     //! Q5_K: each block is first decoded to 256 bytes (0..31) on the stack with 16-lane byte
     //! operations, then multiplied by [`dot_bytes_g32`].
-    use super::super::simd::{block_ptrs, check_decode, dot_bytes_g32, f16_pair_splats, fold_block, ld_u8x8, mul16};
+    use super::super::simd::{block_ptrs, check_decode, dot_bytes_g32, f16_pair_splats, fold_block};
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    use super::super::simd::{ld_u8x8, mul16};
+    #[cfg(target_feature = "relaxed-simd")]
+    use super::super::simd::rdot16;
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::f16_at;
     use crate::quant::gemm::Decoded;
@@ -105,17 +109,46 @@ mod simd {
             let scm = unpack_scales_mins(x.add(4));
             store_scales(sbuf.as_mut_ptr(), scm);
 
-            let mut isum = i32x4_splat(0);
-            // An opaque trip count keeps this a loop (see the module docs).
-            let steps = core::hint::black_box(4u32);
-            for half in 0..2 {
-                let (mut q, mut a) = (x.add(16 + 16 * half), a.add(16 * half));
-                let mut s = sbuf.as_ptr() as *const u32;
-                for _ in 0..steps {
-                    let (v0, v1) = (ld_u8x8(q), ld_u8x8(q.add(8)));
-                    let m15 = u16x8_splat(15);
-                    let plo = mul16(v128_and(v0, m15), v128_and(v1, m15), a);
-                    let phi = mul16(u16x8_shr(v0, 4), u16x8_shr(v1, 4), a.add(32));
+            #[cfg(not(target_feature = "relaxed-simd"))]
+            let isum = {
+                let mut isum = i32x4_splat(0);
+                // An opaque trip count keeps this a loop (see the module docs).
+                let steps = core::hint::black_box(4u32);
+                for half in 0..2 {
+                    let (mut q, mut a) = (x.add(16 + 16 * half), a.add(16 * half));
+                    let mut s = sbuf.as_ptr() as *const u32;
+                    for _ in 0..steps {
+                        let (v0, v1) = (ld_u8x8(q), ld_u8x8(q.add(8)));
+                        let m15 = u16x8_splat(15);
+                        let plo = mul16(v128_and(v0, m15), v128_and(v1, m15), a);
+                        let phi = mul16(u16x8_shr(v0, 4), u16x8_shr(v1, 4), a.add(32));
+                        let s0 = i32x4_dot_i16x8(plo, v128_load32_splat(s));
+                        let s1 = i32x4_dot_i16x8(phi, v128_load32_splat(s.add(1)));
+                        isum = i32x4_add(isum, i32x4_add(s0, s1));
+                        q = q.add(32);
+                        a = a.add(64);
+                        s = s.add(2);
+                    }
+                }
+                isum
+            };
+            // Relaxed SIMD: one step = chunk c (32 bytes of `qs`, 64 weights); the nibbles are
+            // 7-bit, so `i16x8.relaxed_dot_i8x16_i7x16_s` takes 16 of them with 16 activation
+            // bytes, the two halves of a sub-block add up in i16 (four products per lane,
+            // ≤ 4·15·127) and one `i32x4.dot_i16x8_s` per sub-block applies its scale.
+            #[cfg(target_feature = "relaxed-simd")]
+            let isum = {
+                let mut isum = i32x4_splat(0);
+                let (mut q, mut a, mut s) = (x.add(16), a, sbuf.as_ptr() as *const u32);
+                for _ in 0..core::hint::black_box(4u32) {
+                    let m15 = u8x16_splat(15);
+                    let (v0, v1) = (v128_load(q as *const v128), v128_load(q.add(16) as *const v128));
+                    let ld = |k: usize| v128_load(a.add(16 * k) as *const v128);
+                    let plo = i16x8_add(rdot16::<false>(v128_and(v0, m15), ld(0)), rdot16::<false>(v128_and(v1, m15), ld(1)));
+                    let phi = i16x8_add(
+                        rdot16::<false>(v128_and(u16x8_shr(v0, 4), m15), ld(2)),
+                        rdot16::<false>(v128_and(u16x8_shr(v1, 4), m15), ld(3)),
+                    );
                     let s0 = i32x4_dot_i16x8(plo, v128_load32_splat(s));
                     let s1 = i32x4_dot_i16x8(phi, v128_load32_splat(s.add(1)));
                     isum = i32x4_add(isum, i32x4_add(s0, s1));
@@ -123,7 +156,8 @@ mod simd {
                     a = a.add(64);
                     s = s.add(2);
                 }
-            }
+                isum
+            };
             let summs = mins_dot(scm, bs);
             let (dall, dmin) = f16_pair_splats(x, da);
             acc = fold_block(acc, isum, dall, summs, dmin);
