@@ -486,8 +486,10 @@ pub(super) mod simd {
         hi8: v128,
         /// 0x0f in every byte.
         nib: v128,
-        /// 0x000f / 0x0f00 in every 16-bit lane.
+        /// 0x000f / 0x0f00 in every 16-bit lane (the SIMD128 nibble kernel; unused with relaxed SIMD).
+        #[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
         lo4: v128,
+        #[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
         hi4: v128,
     }
 
@@ -519,6 +521,7 @@ pub(super) mod simd {
     ///
     /// # Safety
     /// `a..a+32` must be readable.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[inline(always)]
     unsafe fn dot32_nibbles_x256(x: v128, a: *const i8, c: Consts) -> v128 {
         let (a0, a1) = act2(a);
@@ -588,8 +591,8 @@ pub(super) mod simd {
     /// The shared driver of every kernel here:
     /// `Σ_i d_i·d_a,i·(Σ code·a − OFF·Σ a) + m_i·d_a,i·Σ a`.
     ///
-    /// `block(blk, a, c)` returns i32x4 partial sums of `256 · Σ code·a` for the block at `blk`
-    /// and its 32 activations at `a`; `BYTES` is the block size, `OFF` the code offset and `MIN`
+    /// `block(blk, a, c)` returns i32x4 partial sums of `2^SHIFT · Σ code·a` for the block at `blk`
+    /// and its 32 activations at `a` (SHIFT = 8 for the ×256 kernels, 0 for the relaxed ones); `BYTES` is the block size, `OFF` the code offset and `MIN`
     /// whether an fp16 min follows `d` at offset 2. Four blocks share one reduction and one f32
     /// update (measured faster than one or two); `fence`s between them keep V8 from loading all
     /// four blocks' data up front.
@@ -597,7 +600,7 @@ pub(super) mod simd {
     /// # Safety
     /// Requires simd128; `block` may read `BYTES` bytes at `blk` and 32 bytes at `a`.
     #[inline(always)]
-    unsafe fn dot_rows<const BYTES: usize, const OFF: i32, const MIN: bool>(
+    unsafe fn dot_rows<const BYTES: usize, const OFF: i32, const MIN: bool, const SHIFT: u32>(
         row: &[u8],
         act: Q8<'_>,
         block: impl Fn(*const u8, *const i8, Consts) -> v128,
@@ -626,7 +629,7 @@ pub(super) mod simd {
             let s1 = fence(block(p.add(BYTES), a.add(QK * i + 32), c));
             let s2 = fence(block(p.add(2 * BYTES), a.add(QK * i + 64), c));
             let s3 = block(p.add(3 * BYTES), a.add(QK * i + 96), c);
-            let s = i32x4_shr(hsum4_i32x4(s0, s1, s2, s3), 8);
+            let s = i32x4_shr(hsum4_i32x4(s0, s1, s2, s3), SHIFT);
             let da = v128_load(act.d.as_ptr().add(i) as *const v128);
             let t = if OFF != 0 || MIN {
                 let asum = i32x4_extadd_pairwise_i16x8(v128_load(act.bsums.as_ptr().add(2 * i) as *const v128));
@@ -652,7 +655,7 @@ pub(super) mod simd {
             // SAFETY: block i and its activations are in bounds (i < nb).
             let p = w.add(BYTES * i);
             let asum = act.bsums[2 * i] as i32 + act.bsums[2 * i + 1] as i32;
-            let s = (hsum_i32(block(p, a.add(QK * i), c)) >> 8) - OFF * asum;
+            let s = (hsum_i32(block(p, a.add(QK * i), c)) >> SHIFT) - OFF * asum;
             let da = act.d[i];
             sum += da * (f16_bits_to_f32(u16_at(p) as u16) * s as f32);
             if MIN {
@@ -665,27 +668,30 @@ pub(super) mod simd {
 
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
     pub unsafe fn vec_dot_q4_0(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<18, 8, false>(row, act, |p, a, c| {
+        dot_rows::<18, 8, false, 8>(row, act, |p, a, c| {
             dot32_nibbles_x256(v128_load(p.add(2) as *const v128), a, c)
         })
     }
 
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
     pub unsafe fn vec_dot_q4_1(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<20, 0, true>(row, act, |p, a, c| {
+        dot_rows::<20, 0, true, 8>(row, act, |p, a, c| {
             dot32_nibbles_x256(v128_load(p.add(4) as *const v128), a, c)
         })
     }
 
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
     pub unsafe fn vec_dot_q5_0(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<22, 0, false>(row, act, |p, a, c| {
+        dot_rows::<22, 0, false, 8>(row, act, |p, a, c| {
             let (w0, w1) = q5_signed(p.add(6), p.add(2), c);
             let (a0, a1) = act2(a);
             i32x4_add(dot16_x256(w0, a0, c), dot16_x256(w1, a1, c))
@@ -696,20 +702,24 @@ pub(super) mod simd {
     ///
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
     pub unsafe fn vec_dot_q5_1(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<24, -16, true>(row, act, |p, a, c| {
+        dot_rows::<24, -16, true, 8>(row, act, |p, a, c| {
             let (w0, w1) = q5_signed(p.add(8), p.add(4), c);
             let (a0, a1) = act2(a);
             i32x4_add(dot16_x256(w0, a0, c), dot16_x256(w1, a1, c))
         })
     }
 
+    /// Q8_0 keeps the SIMD128 kernel in both builds: its weights are full signed bytes (−128 is
+    /// representable), which no 7-bit operand of the relaxed dot can hold exactly.
+    ///
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
     #[target_feature(enable = "simd128")]
     pub unsafe fn vec_dot_q8_0(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<34, 0, false>(row, act, |p, a, c| {
+        dot_rows::<34, 0, false, 8>(row, act, |p, a, c| {
             let w0 = v128_load(p.add(2) as *const v128);
             let w1 = v128_load(p.add(18) as *const v128);
             let (a0, a1) = act2(a);
@@ -719,17 +729,131 @@ pub(super) mod simd {
 
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
     pub unsafe fn vec_dot_iq4_nl(row: &[u8], act: Q8<'_>) -> f32 {
         // SAFETY: KVALUES_IQ4NL is 16 bytes.
         let kv = v128_load(KVALUES_IQ4NL.as_ptr() as *const v128);
-        dot_rows::<18, 0, false>(row, act, |p, a, c| {
+        dot_rows::<18, 0, false, 8>(row, act, |p, a, c| {
             let (lo, hi) = nibbles(p.add(2), c);
             let (a0, a1) = act2(a);
             i32x4_add(
                 dot16_x256(i8x16_swizzle(kv, lo), a0, c),
                 dot16_x256(i8x16_swizzle(kv, hi), a1, c),
             )
+        })
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Relaxed SIMD (the second wasm build): every code is made 7-bit unsigned, and
+    // `i16x8.relaxed_dot_i8x16_i7x16_s` takes 16 codes × 16 activations per instruction (pairs
+    // summed in i16); the block sums are plain `Σ code·a` (SHIFT = 0). Not the i32x4 variant with
+    // accumulator: Node 20's V8 computes it wrongly (see `quant/mod.rs` and [`widen`]).
+
+    /// `Σ code·a` (i32x4 partial sums) of 32 codes (elements 0..16 in `w0`, 16..32 in `w1`) with
+    /// the block's activations at `a`. Codes ≤ 31: the two pair sums add up in i16 (≤ 4·31·127).
+    ///
+    /// # Safety
+    /// `a..a+32` must be readable.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn rdot32(w0: v128, w1: v128, a: *const i8) -> v128 {
+        let (a0, a1) = act2(a);
+        let p = i16x8_add(i16x8_relaxed_dot_i8x16_i7x16(a0, w0), i16x8_relaxed_dot_i8x16_i7x16(a1, w1));
+        widen(p)
+    }
+
+    /// i16 pair sums → i32x4 (`i32x4.dot_i16x8_s` against ones). Not `extadd_pairwise`: LLVM fuses
+    /// `extadd_pairwise(relaxed dot) + x` into `i32x4.relaxed_dot_i8x16_i7x16_add_s`, which Node
+    /// 20's V8 miscomputes (see `quant/mod.rs`).
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    fn widen(p: v128) -> v128 {
+        i32x4_dot_i16x8(p, i16x8_splat(1))
+    }
+
+    /// Q5 codes `nibble + 16·high bit` ∈ 0..32 as bytes (unsigned, unlike [`q5_signed`]).
+    ///
+    /// # Safety
+    /// `qs..qs+16` and `qh..qh+4` must be readable.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn q5_unsigned(qs: *const u8, qh: *const u8, c: Consts) -> (v128, v128) {
+        let (lo, hi) = nibbles(qs, c);
+        let (c0, c1) = q5_clear(qh);
+        let sixteen = u8x16_splat(16);
+        (v128_or(lo, v128_andnot(sixteen, c0)), v128_or(hi, v128_andnot(sixteen, c1)))
+    }
+
+    /// # Safety
+    /// Requires simd128 + relaxed-simd; lengths are checked by the driver.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q4_0(row: &[u8], act: Q8<'_>) -> f32 {
+        dot_rows::<18, 8, false, 0>(row, act, |p, a, c| {
+            let (lo, hi) = nibbles(p.add(2), c);
+            rdot32(lo, hi, a)
+        })
+    }
+
+    /// # Safety
+    /// Requires simd128 + relaxed-simd; lengths are checked by the driver.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q4_1(row: &[u8], act: Q8<'_>) -> f32 {
+        dot_rows::<20, 0, true, 0>(row, act, |p, a, c| {
+            let (lo, hi) = nibbles(p.add(4), c);
+            rdot32(lo, hi, a)
+        })
+    }
+
+    /// Unsigned Q5 codes, so `OFF = 16` (Q5_0) and `OFF = 0` (Q5_1).
+    ///
+    /// # Safety
+    /// Requires simd128 + relaxed-simd; lengths are checked by the driver.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q5_0(row: &[u8], act: Q8<'_>) -> f32 {
+        dot_rows::<22, 16, false, 0>(row, act, |p, a, c| {
+            let (w0, w1) = q5_unsigned(p.add(6), p.add(2), c);
+            rdot32(w0, w1, a)
+        })
+    }
+
+    /// # Safety
+    /// Requires simd128 + relaxed-simd; lengths are checked by the driver.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q5_1(row: &[u8], act: Q8<'_>) -> f32 {
+        dot_rows::<24, 0, true, 0>(row, act, |p, a, c| {
+            let (w0, w1) = q5_unsigned(p.add(8), p.add(4), c);
+            rdot32(w0, w1, a)
+        })
+    }
+
+    /// IQ4_NL values are signed (−127..113): the sign trick keeps `|kv|` (7-bit) as the weight
+    /// operand and moves the sign onto the activations, `(a ^ m) − m` with m = −1 where kv < 0
+    /// (activations are never −128, so the negation is exact). Both come from 16-entry tables
+    /// indexed by the nibbles.
+    ///
+    /// # Safety
+    /// Requires simd128 + relaxed-simd; lengths are checked by the driver.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_iq4_nl(row: &[u8], act: Q8<'_>) -> f32 {
+        // SAFETY: KVALUES_IQ4NL is 16 bytes.
+        let kv = v128_load(KVALUES_IQ4NL.as_ptr() as *const v128);
+        dot_rows::<18, 0, false, 0>(row, act, |p, a, c| {
+            let (lo, hi) = nibbles(p.add(2), c);
+            let (a0, a1) = act2(a);
+            let (w0, w1) = (i8x16_swizzle(kv, lo), i8x16_swizzle(kv, hi));
+            let (m0, m1) = (i8x16_shr(w0, 7), i8x16_shr(w1, 7));
+            let a0 = i8x16_sub(v128_xor(a0, m0), m0);
+            let a1 = i8x16_sub(v128_xor(a1, m1), m1);
+            // |kv| ≤ 127: each i16 pair sum is widened on its own (two would overflow i16).
+            let p0 = i16x8_relaxed_dot_i8x16_i7x16(a0, i8x16_abs(w0));
+            let p1 = i16x8_relaxed_dot_i8x16_i7x16(a1, i8x16_abs(w1));
+            i32x4_add(widen(p0), widen(p1))
         })
     }
 
