@@ -65,8 +65,14 @@ dispatch_decode!(decode, simd::decode_row, Q3K);
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
     //! Each block is first decoded to 256 bytes `u = q + 4 ∈ 0..7` on the stack (16 lanes per
-    //! operation), then multiplied by [`dot_bytes_g16`]; the `-4` comes back as `4 Σ_g sc_g bsum_g`.
-    use super::super::simd::{block_ptrs, check_decode, dot_bytes_g16, f16_splat, fold_block, store_scale_pairs};
+    //! operation), then multiplied by `dot_bytes_g16`; the `-4` comes back as `4 Σ_g sc_g bsum_g`.
+    //! With relaxed SIMD the codes stay in registers and go straight into the relaxed dot
+    //! (`dot_relaxed`).
+    use super::super::simd::{block_ptrs, check_decode, f16_splat, fold_block, store_scale_pairs};
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    use super::super::simd::dot_bytes_g16;
+    #[cfg(target_feature = "relaxed-simd")]
+    use super::super::simd::rdot16;
     use crate::quant::simd::store_scaled16;
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::f16_at;
@@ -82,6 +88,7 @@ mod simd {
         let nb = check_lens(row, BB, &act);
         let mut acc = f32x4_splat(0.0);
         let mut sbuf = [i32x4_splat(0); 4];
+        #[cfg(not(target_feature = "relaxed-simd"))]
         let mut wbuf = [i32x4_splat(0); 16];
         // Opaque: a constant multiplier would become per-lane shifts, which wasm lacks.
         let hi_mul = core::hint::black_box(i32x4(64, 16, 4, 1));
@@ -94,9 +101,14 @@ mod simd {
             let sc_lo = i16x8_extend_low_i8x16(sc);
             let sc_hi = i16x8_extend_high_i8x16(sc);
             store_scale_pairs(sbuf.as_mut_ptr(), sc_lo, sc_hi);
-            let w = wbuf.as_mut_ptr();
-            decode(x, |g, v| v128_store(w.add(g), v));
-            let isum = dot_bytes_g16::<false>(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32);
+            #[cfg(not(target_feature = "relaxed-simd"))]
+            let isum = {
+                let w = wbuf.as_mut_ptr();
+                decode(x, |g, v| v128_store(w.add(g), v));
+                dot_bytes_g16::<false>(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32)
+            };
+            #[cfg(target_feature = "relaxed-simd")]
+            let isum = dot_relaxed(x, a, sbuf.as_ptr() as *const u32);
             let summs = i32x4_add(
                 i32x4_dot_i16x8(sc_lo, v128_load(bs as *const v128)),
                 i32x4_dot_i16x8(sc_hi, v128_load(bs.add(8) as *const v128)),
@@ -105,6 +117,42 @@ mod simd {
             acc = fold_block(acc, isum, dall, summs, f32x4_mul(dall, f32x4_splat(4.0)));
         }
         hsum_f32(acc)
+    }
+
+    /// Relaxed SIMD: `Σ_g sc_g Σ_l u·a` for one block with the codes `u ∈ 0..7` made in registers
+    /// (no stack round trip): one loop step = shift j of half n, i.e. groups 8n+2j and 8n+2j+1;
+    /// `qs` moves right by 2 and `hmask` by 1 per step, so the step's bits are always at 0..1 and 0.
+    ///
+    /// # Safety
+    /// `x` is a whole block, `a` its 256 activations, `s` 16 words `sc_g | sc_g << 16`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn dot_relaxed(x: *const u8, a: *const i8, s: *const u32) -> v128 {
+        let (mut a, mut s) = (a, s);
+        let mut isum = i32x4_splat(0);
+        let steps = core::hint::black_box(4u32);
+        for n in 0..2 {
+            let mut q = [v128_load(x.add(32 + 32 * n) as *const v128), v128_load(x.add(48 + 32 * n) as *const v128)];
+            let mut h = [
+                u16x8_shr(v128_load(x as *const v128), 4 * n as u32),
+                u16x8_shr(v128_load(x.add(16) as *const v128), 4 * n as u32),
+            ];
+            for _ in 0..steps {
+                let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
+                let u0 = v128_or(v128_and(q[0], m3), v128_and(u16x8_shl(h[0], 2), m4));
+                let u1 = v128_or(v128_and(q[1], m3), v128_and(u16x8_shl(h[1], 2), m4));
+                let p0 = rdot16::<false>(u0, v128_load(a as *const v128));
+                let p1 = rdot16::<false>(u1, v128_load(a.add(16) as *const v128));
+                let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
+                let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
+                isum = i32x4_add(isum, i32x4_add(s0, s1));
+                q = [u16x8_shr(q[0], 2), u16x8_shr(q[1], 2)];
+                h = [u16x8_shr(h[0], 1), u16x8_shr(h[1], 1)];
+                a = a.add(32);
+                s = s.add(2);
+            }
+        }
+        isum
     }
 
     /// `out(g, u)` for the 16 elements of group g: `u = (qs >> 2j) & 3 | (hmask bit 4n+j) << 2`.
