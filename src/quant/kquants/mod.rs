@@ -402,22 +402,14 @@ mod simd {
     ///
     /// # Safety
     /// `w` and `a` must hold 256 bytes, `s` 8 words.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[inline(always)]
     pub unsafe fn dot_bytes_g32(w: *const u8, a: *const i8, s: *const u32) -> v128 {
         let (mut w, mut a, mut s) = (w, a, s);
         let mut isum = i32x4_splat(0);
         for _ in 0..core::hint::black_box(8u32) {
-            #[cfg(not(target_feature = "relaxed-simd"))]
-            let (p0, p1) = (
-                mul16(ld_u8x8(w), ld_u8x8(w.add(8)), a),
-                mul16(ld_u8x8(w.add(16)), ld_u8x8(w.add(24)), a.add(16)),
-            );
-            // Relaxed SIMD: w ≤ 31 is 7-bit, 16 products per instruction.
-            #[cfg(target_feature = "relaxed-simd")]
-            let (p0, p1) = (
-                rdot16::<false>(v128_load(w as *const v128), v128_load(a as *const v128)),
-                rdot16::<false>(v128_load(w.add(16) as *const v128), v128_load(a.add(16) as *const v128)),
-            );
+            let p0 = mul16(ld_u8x8(w), ld_u8x8(w.add(8)), a);
+            let p1 = mul16(ld_u8x8(w.add(16)), ld_u8x8(w.add(24)), a.add(16));
             isum = i32x4_add(isum, i32x4_dot_i16x8(i16x8_add(p0, p1), v128_load32_splat(s)));
             w = w.add(32);
             a = a.add(32);

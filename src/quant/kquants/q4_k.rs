@@ -80,7 +80,9 @@ mod simd {
     //!
     //! Q5_K: each block is first decoded to 256 bytes (0..31) on the stack with 16-lane byte
     //! operations, then multiplied by [`dot_bytes_g32`].
-    use super::super::simd::{block_ptrs, check_decode, dot_bytes_g32, f16_pair_splats, fold_block};
+    use super::super::simd::{block_ptrs, check_decode, f16_pair_splats, fold_block};
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    use super::super::simd::dot_bytes_g32;
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::{ld_u8x8, mul16};
     #[cfg(target_feature = "relaxed-simd")]
@@ -173,6 +175,7 @@ mod simd {
         let nb = check_lens(row, BB, &act);
         let mut acc = f32x4_splat(0.0);
         let mut sbuf = [i32x4_splat(0); 2];
+        #[cfg(not(target_feature = "relaxed-simd"))]
         let mut wbuf = [i32x4_splat(0); 16];
         for b in 0..nb {
             // SAFETY: check_lens guarantees nb whole blocks in `row` and nb*256 activations,
@@ -180,9 +183,37 @@ mod simd {
             let (x, a, bs, da) = block_ptrs(row, BB, &act, b);
             let scm = unpack_scales_mins(x.add(4));
             store_scales(sbuf.as_mut_ptr(), scm);
-            let w = wbuf.as_mut_ptr();
-            decode_q5(x, |i, v| v128_store(w.add(i), v));
-            let isum = dot_bytes_g32(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32);
+            #[cfg(not(target_feature = "relaxed-simd"))]
+            let isum = {
+                let w = wbuf.as_mut_ptr();
+                decode_q5(x, |i, v| v128_store(w.add(i), v));
+                dot_bytes_g32(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32)
+            };
+            // Relaxed SIMD: as Q4_K's loop, with the fifth bit of chunk c's low / high nibbles
+            // (bits 2c, 2c+1 of `qh`; `qh` moves right by 2 per step) or-ed in at bit 4.
+            #[cfg(target_feature = "relaxed-simd")]
+            let isum = {
+                let mut isum = i32x4_splat(0);
+                let (mut q, mut a, mut s) = (x.add(48), a, sbuf.as_ptr() as *const u32);
+                let mut h = [v128_load(x.add(16) as *const v128), v128_load(x.add(32) as *const v128)];
+                for _ in 0..core::hint::black_box(4u32) {
+                    let (m15, m16) = (u8x16_splat(15), u8x16_splat(16));
+                    let (v0, v1) = (v128_load(q as *const v128), v128_load(q.add(16) as *const v128));
+                    let ld = |k: usize| v128_load(a.add(16 * k) as *const v128);
+                    let lo = |v: v128, h: v128| v128_or(v128_and(v, m15), v128_and(u16x8_shl(h, 4), m16));
+                    let hi = |v: v128, h: v128| v128_or(v128_and(u16x8_shr(v, 4), m15), v128_and(u16x8_shl(h, 3), m16));
+                    let plo = i16x8_add(rdot16::<false>(lo(v0, h[0]), ld(0)), rdot16::<false>(lo(v1, h[1]), ld(1)));
+                    let phi = i16x8_add(rdot16::<false>(hi(v0, h[0]), ld(2)), rdot16::<false>(hi(v1, h[1]), ld(3)));
+                    let s0 = i32x4_dot_i16x8(plo, v128_load32_splat(s));
+                    let s1 = i32x4_dot_i16x8(phi, v128_load32_splat(s.add(1)));
+                    isum = i32x4_add(isum, i32x4_add(s0, s1));
+                    h = [u16x8_shr(h[0], 2), u16x8_shr(h[1], 2)];
+                    q = q.add(32);
+                    a = a.add(64);
+                    s = s.add(2);
+                }
+                isum
+            };
             let summs = mins_dot(scm, bs);
             let (dall, dmin) = f16_pair_splats(x, da);
             acc = fold_block(acc, isum, dall, summs, dmin);
