@@ -336,20 +336,27 @@ mod simd {
     /// `Σ_g sc_g Σ_{l<16} w[16g+l]·a[16g+l]` over one super-block (i32x4 partial sums): `w` = the
     /// 256 weights decoded to bytes (read as i8 if `SIGNED`, else as u8; two products must fit an
     /// i16 lane: |w·a| < 2^14), `s` = 16 words `sc_g | sc_g << 16` (see [`store_scale_pairs`]).
+    /// With relaxed SIMD the products come from [`rdot16`] (16 byte products per instruction).
     ///
     /// # Safety
     /// `w` and `a` must hold 256 bytes, `s` 16 words.
-    #[cfg(not(target_feature = "relaxed-simd"))]
     #[inline(always)]
     pub unsafe fn dot_bytes_g16<const SIGNED: bool>(w: *const u8, a: *const i8, s: *const u32) -> v128 {
-        let ld = |p: *const u8| if SIGNED { ld_i8x8(p as *const i8) } else { ld_u8x8(p) };
         let (mut w, mut a, mut s) = (w, a, s);
         let mut isum = i32x4_splat(0);
         // An opaque trip count keeps this a loop: when V8 (TurboFan) sees the whole block
         // unrolled it hoists all loads to the top and spills most of them.
         for _ in 0..core::hint::black_box(8u32) {
-            let p0 = mul16(ld(w), ld(w.add(8)), a);
-            let p1 = mul16(ld(w.add(16)), ld(w.add(24)), a.add(16));
+            #[cfg(not(target_feature = "relaxed-simd"))]
+            let (p0, p1) = {
+                let ld = |p: *const u8| if SIGNED { ld_i8x8(p as *const i8) } else { ld_u8x8(p) };
+                (mul16(ld(w), ld(w.add(8)), a), mul16(ld(w.add(16)), ld(w.add(24)), a.add(16)))
+            };
+            #[cfg(target_feature = "relaxed-simd")]
+            let (p0, p1) = (
+                rdot16::<SIGNED>(v128_load(w as *const v128), v128_load(a as *const v128)),
+                rdot16::<SIGNED>(v128_load(w.add(16) as *const v128), v128_load(a.add(16) as *const v128)),
+            );
             let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
             let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
             isum = i32x4_add(isum, i32x4_add(s0, s1));
@@ -360,32 +367,11 @@ mod simd {
         isum
     }
 
-    /// Relaxed SIMD: 16 byte products per `i16x8.relaxed_dot_i8x16_i7x16_s` (activations first,
-    /// weights second). Unsigned weights must be 7-bit (≤ 127). Signed weights (`SIGNED`, |w| ≤
-    /// 127) go through the sign trick: `w·a = |w|·(±a)` with the sign of `w` moved onto the
-    /// activation (`(a ^ m) - m`, m = w >> 7; activations are never −128, so the negation is exact).
-    ///
-    /// # Safety
-    /// `w` and `a` must hold 256 bytes, `s` 16 words.
-    #[cfg(target_feature = "relaxed-simd")]
-    #[inline(always)]
-    pub unsafe fn dot_bytes_g16<const SIGNED: bool>(w: *const u8, a: *const i8, s: *const u32) -> v128 {
-        let (mut w, mut a, mut s) = (w, a, s);
-        let mut isum = i32x4_splat(0);
-        for _ in 0..core::hint::black_box(8u32) {
-            let p0 = rdot16::<SIGNED>(v128_load(w as *const v128), v128_load(a as *const v128));
-            let p1 = rdot16::<SIGNED>(v128_load(w.add(16) as *const v128), v128_load(a.add(16) as *const v128));
-            let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
-            let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
-            isum = i32x4_add(isum, i32x4_add(s0, s1));
-            w = w.add(32);
-            a = a.add(32);
-            s = s.add(2);
-        }
-        isum
-    }
-
-    /// Pairwise i16 sums of the 16 products `w·a` (relaxed SIMD; see [`dot_bytes_g16`]).
+    /// Pairwise i16 sums of the 16 products `w·a` with `i16x8.relaxed_dot_i8x16_i7x16_s`
+    /// (activations first, weights second). Unsigned weights must be 7-bit (≤ 127). Signed
+    /// weights (`SIGNED`, |w| ≤ 127) go through the sign trick: `w·a = |w|·(±a)` with the sign of
+    /// `w` moved onto the activation (`(a ^ m) - m`, m = w >> 7; activations are never −128, so
+    /// the negation is exact).
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     pub fn rdot16<const SIGNED: bool>(w: v128, a: v128) -> v128 {
