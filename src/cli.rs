@@ -31,14 +31,15 @@ pub trait Host {
     fn out(&mut self, s: &str);
 }
 
-pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|bench-kernels> [options]
+pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|bench-kernels|self-test> [options]
   info          --model F
   logits        --model F --tokens 1,2,3 [--all] [--precision fast|exact]
   generate      --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
                 [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
                 [--ignore-eos] [--json] [--ctx N] [--precision fast|exact]
   tokenize      --model F --text TEXT [--special]
-  bench-kernels [--json] [--type T] [--ms MS] [--prefill TOKENS]";
+  bench-kernels [--json] [--type T] [--ms MS] [--prefill TOKENS]
+  self-test     [--rows N]   (fast kernels vs scalar references in this build; JSON, exit 1 on a mismatch)";
 
 /// Parsed `--key value` / `--flag` options.
 struct Args {
@@ -118,6 +119,7 @@ pub fn run(args: &[String], host: &mut dyn Host) -> Result<(), String> {
         "generate" => generate(&a, host),
         "tokenize" => tokenize(&a, host),
         "bench-kernels" => bench(&a, host),
+        "self-test" => self_test(&a, host),
         "help" | "--help" | "-h" => {
             host.out(USAGE);
             host.out("\n");
@@ -125,6 +127,42 @@ pub fn run(args: &[String], host: &mut dyn Host) -> Result<(), String> {
         }
         other => Err(format!("unknown command '{other}'\n{USAGE}")),
     }
+}
+
+/// `self-test`: [`crate::quant::selftest`] as JSON; an error (exit 1) if any type fails.
+fn self_test(a: &Args, host: &mut dyn Host) -> Result<(), String> {
+    a.check_known(&["rows"])?;
+    let rows: usize = a.num("rows", 200)?;
+    let (report, ok) = self_test_json(rows);
+    host.out(&report);
+    host.out("\n");
+    if ok {
+        Ok(())
+    } else {
+        Err("self-test: a fast kernel differs from its scalar reference (see the JSON above)".into())
+    }
+}
+
+/// The self-test report `{"simd": …, "ok": …, "kernels": [{type, rows, max_dot_err, decode_mismatches, ok}]}`
+/// and whether every type passed (shared with `kernelSelfTest` in wasm.rs).
+pub fn self_test_json(rows: usize) -> (String, bool) {
+    let checks = crate::quant::selftest::check_kernels(rows, 0x9e37_79b9_7f4a_7c15);
+    let ok = checks.iter().all(|c| c.ok());
+    let items = checks.iter().map(|c| {
+        json::object([
+            ("type", json::string(c.ty.name())),
+            ("rows", c.rows.to_string()),
+            ("max_dot_err", format!("{:e}", c.max_dot_err)),
+            ("decode_mismatches", c.decode_mismatches.to_string()),
+            ("ok", c.ok().to_string()),
+        ])
+    });
+    let report = json::object([
+        ("simd", json::string(crate::quant::SIMD_LEVEL)),
+        ("ok", ok.to_string()),
+        ("kernels", json::array(items)),
+    ]);
+    (report, ok)
 }
 
 fn info(a: &Args, host: &mut dyn Host) -> Result<(), String> {

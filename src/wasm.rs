@@ -180,6 +180,13 @@ pub fn simd_level() -> String {
     crate::quant::SIMD_LEVEL.to_string()
 }
 
+/// Checks this build's fast kernels against the scalar references in the running engine (see
+/// `quant::selftest`); returns the JSON report of `clef self-test` (`ok` says whether all passed).
+#[wasm_bindgen(js_name = kernelSelfTest)]
+pub fn kernel_self_test(rows: usize) -> String {
+    crate::cli::self_test_json(rows).0
+}
+
 /// The wasm linear memory (for writing downloaded bytes straight into the weight shards).
 #[wasm_bindgen(js_name = wasmMemory)]
 pub fn wasm_memory() -> JsValue {

@@ -49,6 +49,7 @@ pub mod iq3;
 pub mod kquants;
 pub mod legacy;
 pub mod lowbit;
+pub mod selftest;
 pub mod tables;
 
 pub use act::{quantize_q8, ActKind, Q8, QAct};

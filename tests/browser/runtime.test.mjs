@@ -503,3 +503,32 @@ test('a 1.1 GB model: peak JS heap of the worker stays far below the model size;
     await hub.close();
   }
 });
+
+test('kernel self-test in Chromium: both wasm builds equal the scalar references (relaxed SIMD is checked where it runs)', { skip, timeout: 120000 }, async () => {
+  const hub = await startHubServer();
+  const b = await launch(hub.url);
+  try {
+    // Each build in its own module instance of the shared glue (www/pkg, served at /pkg/).
+    const results = await b.page.evaluate(async () => {
+      const out = {};
+      for (const [build, file] of [['relaxed-simd', 'clef_web_relaxed_bg.wasm'], ['simd128', 'clef_web_bg.wasm']]) {
+        const glue = await import(`/pkg/clef_web.js?${build}`);
+        await glue.default({ module_or_path: `/pkg/${file}` });
+        out[build] = JSON.parse(glue.kernelSelfTest(300));
+      }
+      return out;
+    });
+    for (const [build, r] of Object.entries(results)) {
+      assert.equal(r.simd, build);
+      const bad = r.kernels.filter((k) => !k.ok);
+      assert.deepEqual(bad, [], `${build}: ${JSON.stringify(bad)}`);
+      assert.ok(r.kernels.length >= 21, `${build}: ${r.kernels.length} types`);
+      assert.ok(r.ok);
+      const worst = r.kernels.reduce((m, k) => Math.max(m, Number(k.max_dot_err)), 0);
+      report(`${build} in Chromium: ${r.kernels.length} types × ${r.kernels[0].rows} rows, worst dot error ${worst.toExponential(1)} of Σ|w·a|, decoders bit-exact`);
+    }
+  } finally {
+    await b.close();
+    await hub.close();
+  }
+});

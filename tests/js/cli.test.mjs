@@ -109,6 +109,13 @@ test('bench-kernels --json lists every quantized type with SIMD and scalar figur
   for (const k of out.kernels) assert.ok(k.simd_gbps > 0 && k.scalar_gbps > 0, JSON.stringify(k));
 });
 
+test('self-test: every fast kernel of this build equals its scalar reference, decoders bit-exact', () => {
+  const out = JSON.parse(clef('self-test', '--rows', '300'));
+  assert.equal(out.simd, build);
+  assert.deepEqual(out.kernels.filter((k) => !k.ok), []);
+  assert.ok(out.ok && out.kernels.length >= 21);
+});
+
 test('tokenize in wasm: every fixture string gives the Hugging Face ids (specials parsed) and llama.cpp ids (not parsed)', () => {
   const vocab = join(root, '..', 'shared', 'fixtures', 'tokenizer', 'qwen35-vocab.gguf');
   const { cases } = json(join(root, '..', 'shared', 'fixtures', 'tokenizer', 'tokenizer_fixtures.json'));

@@ -1,0 +1,116 @@
+//! The kernels checked against their scalar references in the build and the engine that run them.
+//!
+//! `tests/kernels.rs` does this in Node for both wasm builds, but the browser that finally runs the
+//! relaxed-SIMD build has its own code generator (Node 20's V8 miscomputes an instruction that
+//! Chromium gets right, see `quant/mod.rs`). [`check_kernels`] repeats the essential checks anywhere
+//! — the browser tests call it in Chromium for both builds (`kernelSelfTest` in `wasm.rs`), and
+//! `clef self-test` prints it — on random valid blocks and on the integer extremes:
+//! * `vec_dot` equals `vec_dot_ref` within f32 summation order (relative to Σ|w·a|);
+//! * `decode` (the prompt GEMM's row decoder) equals `decode_ref` bit for bit.
+
+use super::gemm::Decoded;
+use super::{kernels, quantize_q8, GgmlType, QAct};
+
+/// The outcome for one type.
+#[derive(Clone, Debug)]
+pub struct KernelCheck {
+    pub ty: GgmlType,
+    /// Rows checked (random + extreme).
+    pub rows: usize,
+    /// Largest |vec_dot − vec_dot_ref| / Σ|w·a| seen.
+    pub max_dot_err: f64,
+    /// Rows whose fast decoder output differed from the reference decoder.
+    pub decode_mismatches: usize,
+}
+
+impl KernelCheck {
+    /// The bound the kernel tests use: integer sums are exact, only the f32 folding differs.
+    pub const MAX_DOT_ERR: f64 = 2e-6;
+
+    pub fn ok(&self) -> bool {
+        self.max_dot_err < Self::MAX_DOT_ERR && self.decode_mismatches == 0
+    }
+}
+
+/// xorshift64*: reproducible bytes and activations without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in [−1, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+/// Checks every quantized type: `random_rows` rows of 1..=9 blocks of random valid bytes against
+/// random activations, then rows of all-equal bytes (0x00, 0x7F, 0x80, 0xFF, 0x55, 0xAA) against
+/// activations of all +127, all −127 and alternating ±127.
+pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
+    let mut rng = Rng(seed | 1);
+    let mut out = Vec::new();
+    for ty in GgmlType::ALL {
+        let Some(k) = kernels(ty) else { continue };
+        let mut act = QAct::default();
+        let (mut want, mut got) = (Decoded::default(), Decoded::default());
+        let mut w = Vec::new();
+        let mut check = KernelCheck { ty, rows: 0, max_dot_err: 0.0, decode_mismatches: 0 };
+        let mut run = |row: &[u8], x: &[f32], check: &mut KernelCheck| {
+            let n = x.len();
+            quantize_q8(ty.act_kind(), x, n, &mut act);
+            let a = act.row(0);
+            w.resize(n, 0.0);
+            (k.dequantize)(row, &mut w);
+            let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
+            let err = ((k.vec_dot)(row, a) as f64 - (k.vec_dot_ref)(row, a) as f64).abs() / scale;
+            check.max_dot_err = check.max_dot_err.max(err);
+            want.resize(ty, n);
+            got.resize(ty, n);
+            (k.decode_ref)(row, &mut want);
+            got.q.fill(!0x5555); // a decoder must write every element
+            (k.decode)(row, &mut got);
+            let same_f32 = |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+            if got.q != want.q || got.mn != want.mn || !same_f32(&got.d, &want.d) || !same_f32(&got.m, &want.m) {
+                check.decode_mismatches += 1;
+            }
+            check.rows += 1;
+        };
+        let elems = ty.block_elems().max(32);
+        for r in 0..random_rows {
+            let n = elems * (1 + r % 9);
+            let mut row = vec![0u8; ty.row_bytes(n)];
+            row.iter_mut().for_each(|b| *b = (rng.next() >> 56) as u8);
+            for blk in row.chunks_exact_mut(ty.block_bytes()) {
+                (k.sanitize)(blk);
+            }
+            let x: Vec<f32> = (0..n).map(|_| rng.unit()).collect();
+            run(&row, &x, &mut check);
+        }
+        let n = elems * 3;
+        for byte in [0x00u8, 0x7f, 0x80, 0xff, 0x55, 0xaa] {
+            let mut row = vec![byte; ty.row_bytes(n)];
+            for blk in row.chunks_exact_mut(ty.block_bytes()) {
+                (k.sanitize)(blk);
+            }
+            for pattern in 0..3 {
+                let x: Vec<f32> = (0..n)
+                    .map(|i| match pattern {
+                        0 => 1.0,
+                        1 => -1.0,
+                        _ if i % 2 == 0 => 1.0,
+                        _ => -1.0,
+                    })
+                    .collect();
+                run(&row, &x, &mut check);
+            }
+        }
+        out.push(check);
+    }
+    out
+}
