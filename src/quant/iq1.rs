@@ -65,6 +65,25 @@ static GRID8D: [u64; 4096] = {
     t
 };
 
+/// [`GRID8D`] plus 9 bytewise: the weights `8g ± 1` as `8g ± 1 + 9 ∈ [0, 18]` (32 KiB), the 7-bit
+/// unsigned operand that `i16x8.relaxed_dot_i8x16_i7x16_s` needs; the kernels subtract
+/// `9·Σa` again from the activation `bsums`.
+#[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+static GRID8D_U: [u64; 4096] = {
+    let mut t = [0u64; 4096];
+    let mut i = 0;
+    while i < 4096 {
+        let mut j = 0;
+        while j < 8 {
+            let byte = ((GRID8D[i] >> (8 * j)) as u8 as i8 + 9) as u8;
+            t[i] |= (byte as u64) << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
 /// Grid value (−1, 0 or +1) of element j (0..8) of grid entry `idx`.
 #[inline(always)]
 fn grid(idx: usize, j: usize) -> i32 {
@@ -108,8 +127,31 @@ mod simd {
         v128_load64_lane::<1>(v128_load64_zero(g.add(e0)), g.add(e1))
     }
 
+    /// Sixteen `GRID8D_U` weights (`8g ± 1 + 9`, 7-bit) from entries `e0` (lanes 0..8) and `e1`.
+    ///
+    /// # Safety
+    /// `e0, e1 < 4096`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub unsafe fn weights16_u(e0: usize, e1: usize) -> v128 {
+        let g = super::GRID8D_U.as_ptr();
+        v128_load64_lane::<1>(v128_load64_zero(g.add(e0)), g.add(e1))
+    }
+
+    /// `Σ (w + 9)·a` over 16 pairs as i16x8 pair sums, one `i16x8.relaxed_dot_i8x16_i7x16_s`:
+    /// `wu` is 7-bit (≤ 18), so each lane is at most 2·18·127 = 4572 in magnitude.
+    ///
+    /// # Safety
+    /// `a..a+16` must be readable.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub unsafe fn dot16_u(wu: v128, a: *const i8) -> v128 {
+        i16x8_relaxed_dot_i8x16_i7x16(v128_load(a as *const v128), wu)
+    }
+
     /// `ls · Σ w·a` over 16 int8 pairs (|w| ≤ 9, |a| ≤ 127) as i32x4 partial sums; `ls` is an i16
     /// splat. The two i16 products per lane cannot overflow.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[inline(always)]
     pub fn dot16_scaled(w: v128, a: v128, ls: v128) -> v128 {
         let p = i16x8_add(i16x8_extmul_low_i8x16(w, a), i16x8_extmul_high_i8x16(w, a));
@@ -234,7 +276,11 @@ pub mod iq1_s {
     /// a negative delta get `−2·ls·Σa` from the activation `bsums` once per super-block.
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     mod simd {
-        use super::super::simd::{dot16_scaled, weights16};
+        use super::super::simd::weights16;
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        use super::super::simd::dot16_scaled;
+        #[cfg(target_feature = "relaxed-simd")]
+        use super::super::simd::{dot16_u, weights16_u};
         use super::super::{check_lengths, NEG};
         use super::{BYTES, DELTA};
         use crate::quant::gemm::Decoded;
@@ -271,6 +317,7 @@ pub mod iq1_s {
 
         /// # Safety
         /// Requires simd128.
+        #[cfg(not(target_feature = "relaxed-simd"))]
         #[target_feature(enable = "simd128")]
         pub unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
             let nb = check_lengths(row, BYTES, &act);
@@ -309,6 +356,58 @@ pub mod iq1_s {
                     i32x4_dot_i16x8(v128_load(bs.add(8) as *const v128), dup_hi),
                 );
                 isum = i32x4_sub(isum, i32x4_shl(c, 1));
+                let d = f16_at(blk, 0) * act.d[8 * i];
+                acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
+            }
+            0.125 * hsum_f32(acc)
+        }
+
+        /// Relaxed SIMD: the weights are gathered from the positive-delta half of `GRID8D_U`,
+        /// i.e. as `8g + 10` = `w + 9` (`w = 8g + 1`) or `w + 11` (`w = 8g − 1`), 7-bit, so one
+        /// `i16x8.relaxed_dot_i8x16_i7x16_s` per 16 weights replaces the two `extmul`s and their
+        /// add; the two dots of a sub-block are added in i16 (≤ 2·4572) and scaled by `ls` with
+        /// one `i32x4.dot_i16x8_s`. Once per super-block, `Σ_b (9·ls_b + 2·neg_ls_b)·Σa_b` comes
+        /// off again via the `bsums`.
+        ///
+        /// # Safety
+        /// Requires simd128 and relaxed-simd.
+        #[cfg(target_feature = "relaxed-simd")]
+        #[target_feature(enable = "simd128")]
+        pub unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+            let nb = check_lengths(row, BYTES, &act);
+            let mut acc = f32x4_splat(0.0);
+            for i in 0..nb {
+                let blk = &row[i * BYTES..(i + 1) * BYTES];
+                // SAFETY (all pointer reads below): `blk` has BYTES bytes, the activation block 256
+                // elements and 16 bsums (checked above); grid indices have 8 + 3 bits, < 2048.
+                let p = blk.as_ptr();
+                let a = act.qs.as_ptr().add(i * QK_K);
+                let mut isum = i32x4_splat(0);
+                for b in 0..8 {
+                    let h = (p.add(34 + 2 * b) as *const u16).read_unaligned() as usize;
+                    let q = p.add(2 + 4 * b);
+                    let (i0, i1) = (*q as usize | (h << 8) & 0x700, *q.add(1) as usize | (h << 5) & 0x700);
+                    let (i2, i3) = (*q.add(2) as usize | (h << 2) & 0x700, *q.add(3) as usize | (h >> 1) & 0x700);
+                    let a = a.add(32 * b);
+                    let s = i16x8_add(dot16_u(weights16_u(i0, i1), a), dot16_u(weights16_u(i2, i3), a.add(16)));
+                    let ls = i16x8_splat(2 * ((h >> 12) & 7) as i16 + 1);
+                    isum = i32x4_add(isum, i32x4_dot_i16x8(s, ls));
+                }
+                // Offset correction: lane b of `off` = 9·ls_b, + 2·ls_b where sub-block b's delta
+                // is negative (bit 15 of qh[b]); pmaddwd with the bsums (two per sub-block, so
+                // each lane is duplicated) gives Σ off·Σa.
+                let qh = v128_load(p.add(34) as *const v128);
+                let ls = v128_or(v128_and(u16x8_shr(qh, 11), u16x8_splat(14)), u16x8_splat(1));
+                let neg_ls = v128_and(ls, i16x8_shr(qh, 15));
+                let off = i16x8_add(i16x8_mul(ls, i16x8_splat(9)), i16x8_shl(neg_ls, 1));
+                let bs = act.bsums.as_ptr().add(16 * i);
+                let dup_lo = i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(off, off);
+                let dup_hi = i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(off, off);
+                let c = i32x4_add(
+                    i32x4_dot_i16x8(v128_load(bs as *const v128), dup_lo),
+                    i32x4_dot_i16x8(v128_load(bs.add(8) as *const v128), dup_hi),
+                );
+                isum = i32x4_sub(isum, c);
                 let d = f16_at(blk, 0) * act.d[8 * i];
                 acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
             }
@@ -454,7 +553,11 @@ pub mod iq1_m {
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     mod simd {
         use super::super::check_lengths;
-        use super::super::simd::{dot16_scaled, weights16};
+        use super::super::simd::weights16;
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        use super::super::simd::dot16_scaled;
+        #[cfg(target_feature = "relaxed-simd")]
+        use super::super::simd::{dot16_u, weights16_u};
         use super::{scale, super_scale, BYTES, DELTA};
         use crate::quant::gemm::Decoded;
         use crate::quant::simd::{hsum_f32, store_scaled16};
@@ -488,8 +591,14 @@ pub mod iq1_m {
             }
         }
 
+        /// With relaxed SIMD the weights are gathered from `GRID8D_U` (`w + 9`, 7-bit): one
+        /// `i16x8.relaxed_dot_i8x16_i7x16_s` per 16 weights instead of two `extmul`s and an add,
+        /// then the same `i32x4.dot_i16x8_s` with the half's scale. Once per super-block
+        /// `9·Σ_h ls_h·Σa_h` comes off again: the scale vectors list the 16 halves in the order
+        /// of the 16 `bsums`, so that is two `i32x4.dot_i16x8_s`.
+        ///
         /// # Safety
-        /// Requires simd128.
+        /// Requires simd128 (and relaxed-simd where it is enabled).
         #[target_feature(enable = "simd128")]
         pub unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
             let nb = check_lengths(row, BYTES, &act);
@@ -527,13 +636,19 @@ pub mod iq1_m {
                         let q = p.add(4 * $b);
                         let (i0, i1) = (*q as usize | (h << 8) & 0xf00, *q.add(1) as usize | (h << 4) & 0xf00);
                         let (i2, i3) = (*q.add(2) as usize | h & 0xf00, *q.add(3) as usize | (h >> 4) & 0xf00);
-                        let w0 = weights16(i0, i1);
-                        let w1 = weights16(i2, i3);
                         let ls0 = i16x8_shuffle::<$k0, $k0, $k0, $k0, $k0, $k0, $k0, $k0>($sv, $sv);
                         let ls1 = i16x8_shuffle::<$k1, $k1, $k1, $k1, $k1, $k1, $k1, $k1>($sv, $sv);
                         let a = a.add(32 * $b);
-                        let s0 = dot16_scaled(w0, v128_load(a as *const v128), ls0);
-                        let s1 = dot16_scaled(w1, v128_load(a.add(16) as *const v128), ls1);
+                        #[cfg(not(target_feature = "relaxed-simd"))]
+                        let (s0, s1) = (
+                            dot16_scaled(weights16(i0, i1), v128_load(a as *const v128), ls0),
+                            dot16_scaled(weights16(i2, i3), v128_load(a.add(16) as *const v128), ls1),
+                        );
+                        #[cfg(target_feature = "relaxed-simd")]
+                        let (s0, s1) = (
+                            i32x4_dot_i16x8(dot16_u(weights16_u(i0, i1), a), ls0),
+                            i32x4_dot_i16x8(dot16_u(weights16_u(i2, i3), a.add(16)), ls1),
+                        );
                         isum = i32x4_add(isum, i32x4_add(s0, s1));
                     }};
                 }
@@ -545,6 +660,16 @@ pub mod iq1_m {
                 sub_block!(5, scales[1], 2, 3);
                 sub_block!(6, scales[1], 4, 5);
                 sub_block!(7, scales[1], 6, 7);
+                #[cfg(target_feature = "relaxed-simd")]
+                {
+                    let bs = act.bsums.as_ptr().add(16 * i);
+                    let nine = i16x8_splat(9);
+                    let c = i32x4_add(
+                        i32x4_dot_i16x8(v128_load(bs as *const v128), i16x8_mul(scales[0], nine)),
+                        i32x4_dot_i16x8(v128_load(bs.add(8) as *const v128), i16x8_mul(scales[1], nine)),
+                    );
+                    isum = i32x4_sub(isum, c);
+                }
                 let d = super_scale(blk) * act.d[8 * i];
                 acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
             }
