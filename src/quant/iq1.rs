@@ -138,6 +138,17 @@ mod simd {
         v128_load64_lane::<1>(v128_load64_zero(g.add(e0)), g.add(e1))
     }
 
+    /// The same with byte offsets into `GRID8D_U` (8 × the entry index).
+    ///
+    /// # Safety
+    /// `o0, o1 < 8 · 4096`, multiples of 8.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub unsafe fn weights16_at(o0: usize, o1: usize) -> v128 {
+        let g = super::GRID8D_U.as_ptr() as *const u8;
+        v128_load64_lane::<1>(v128_load64_zero(g.add(o0) as *const u64), g.add(o1) as *const u64)
+    }
+
     /// `Σ (w + 9)·a` over 16 pairs as i16x8 pair sums, one `i16x8.relaxed_dot_i8x16_i7x16_s`:
     /// `wu` is 7-bit (≤ 18), so each lane is at most 2·18·127 = 4572 in magnitude.
     ///
@@ -280,7 +291,9 @@ pub mod iq1_s {
         #[cfg(not(target_feature = "relaxed-simd"))]
         use super::super::simd::dot16_scaled;
         #[cfg(target_feature = "relaxed-simd")]
-        use super::super::simd::{dot16_u, weights16_u};
+        use super::super::simd::{dot16_u, weights16_at};
+        #[cfg(target_feature = "relaxed-simd")]
+        use crate::quant::legacy::simd::fence;
         use super::super::{check_lengths, NEG};
         use super::{BYTES, DELTA};
         use crate::quant::gemm::Decoded;
@@ -375,6 +388,8 @@ pub mod iq1_s {
         #[target_feature(enable = "simd128")]
         pub unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
             let nb = check_lengths(row, BYTES, &act);
+            let field_to_11 = core::hint::black_box(u16x8(2048, 256, 32, 4, 2048, 256, 32, 4));
+            let bits_11_13 = core::hint::black_box(u16x8_splat(0x3800));
             let mut acc = f32x4_splat(0.0);
             for i in 0..nb {
                 let blk = &row[i * BYTES..(i + 1) * BYTES];
@@ -382,22 +397,67 @@ pub mod iq1_s {
                 // elements and 16 bsums (checked above); grid indices have 8 + 3 bits, < 2048.
                 let p = blk.as_ptr();
                 let a = act.qs.as_ptr().add(i * QK_K);
-                let mut isum = i32x4_splat(0);
-                for b in 0..8 {
-                    let h = (p.add(34 + 2 * b) as *const u16).read_unaligned() as usize;
-                    let q = p.add(2 + 4 * b);
-                    let (i0, i1) = (*q as usize | (h << 8) & 0x700, *q.add(1) as usize | (h << 5) & 0x700);
-                    let (i2, i3) = (*q.add(2) as usize | (h << 2) & 0x700, *q.add(3) as usize | (h >> 1) & 0x700);
-                    let a = a.add(32 * b);
-                    let s = i16x8_add(dot16_u(weights16_u(i0, i1), a), dot16_u(weights16_u(i2, i3), a.add(16)));
-                    let ls = i16x8_splat(2 * ((h >> 12) & 7) as i16 + 1);
-                    isum = i32x4_add(isum, i32x4_dot_i16x8(s, ls));
+                // Byte offsets into GRID8D_U of all 32 groups, lane 4b + l of off[b / 2]:
+                // 8·qs | ((qh_b >> 3l) & 7) << 11, the qh word spread to 4 lanes by unpacks and
+                // field l moved to bits 11..13 by a multiply with 2^(11 − 3l).
+                let qh = v128_load(p.add(34) as *const v128);
+                let (qs0, qs1) = (v128_load(p.add(2) as *const v128), v128_load(p.add(18) as *const v128));
+                let (h01, h23) = (i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(qh, qh), i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(qh, qh));
+                let hs = [
+                    i32x4_shuffle::<0, 0, 1, 1>(h01, h01),
+                    i32x4_shuffle::<2, 2, 3, 3>(h01, h01),
+                    i32x4_shuffle::<0, 0, 1, 1>(h23, h23),
+                    i32x4_shuffle::<2, 2, 3, 3>(h23, h23),
+                ];
+                let qs = [
+                    u16x8_extend_low_u8x16(qs0),
+                    u16x8_extend_high_u8x16(qs0),
+                    u16x8_extend_low_u8x16(qs1),
+                    u16x8_extend_high_u8x16(qs1),
+                ];
+                let mut off = [i16x8_splat(0); 4];
+                for v in 0..4 {
+                    let hi = v128_and(i16x8_mul(hs[v], field_to_11), bits_11_13);
+                    off[v] = v128_or(u16x8_shl(qs[v], 3), hi);
                 }
+                // Lane b: `2s + 1` of sub-block b.
+                let ls = v128_or(v128_and(u16x8_shr(qh, 11), u16x8_splat(14)), u16x8_splat(1));
+                let mut isum = i32x4_splat(0);
+                macro_rules! sub_block {
+                    ($b:literal, $v:literal, $l:literal) => {{
+                        let o = off[$v];
+                        let w0 = weights16_at(
+                            u16x8_extract_lane::<{ $l }>(o) as usize,
+                            u16x8_extract_lane::<{ $l + 1 }>(o) as usize,
+                        );
+                        let w1 = weights16_at(
+                            u16x8_extract_lane::<{ $l + 2 }>(o) as usize,
+                            u16x8_extract_lane::<{ $l + 3 }>(o) as usize,
+                        );
+                        let a = a.add(32 * $b);
+                        let s = i16x8_add(dot16_u(w0, a), dot16_u(w1, a.add(16)));
+                        let ls = i16x8_shuffle::<$b, $b, $b, $b, $b, $b, $b, $b>(ls, ls);
+                        isum = i32x4_add(isum, i32x4_dot_i16x8(s, ls));
+                    }};
+                }
+                sub_block!(0, 0, 0);
+                isum = fence(isum);
+                sub_block!(1, 0, 4);
+                isum = fence(isum);
+                sub_block!(2, 1, 0);
+                isum = fence(isum);
+                sub_block!(3, 1, 4);
+                isum = fence(isum);
+                sub_block!(4, 2, 0);
+                isum = fence(isum);
+                sub_block!(5, 2, 4);
+                isum = fence(isum);
+                sub_block!(6, 3, 0);
+                isum = fence(isum);
+                sub_block!(7, 3, 4);
                 // Offset correction: lane b of `off` = 9·ls_b, + 2·ls_b where sub-block b's delta
                 // is negative (bit 15 of qh[b]); pmaddwd with the bsums (two per sub-block, so
                 // each lane is duplicated) gives Σ off·Σa.
-                let qh = v128_load(p.add(34) as *const v128);
-                let ls = v128_or(v128_and(u16x8_shr(qh, 11), u16x8_splat(14)), u16x8_splat(1));
                 let neg_ls = v128_and(ls, i16x8_shr(qh, 15));
                 let off = i16x8_add(i16x8_mul(ls, i16x8_splat(9)), i16x8_shl(neg_ls, 1));
                 let bs = act.bsums.as_ptr().add(16 * i);
@@ -557,7 +617,9 @@ pub mod iq1_m {
         #[cfg(not(target_feature = "relaxed-simd"))]
         use super::super::simd::dot16_scaled;
         #[cfg(target_feature = "relaxed-simd")]
-        use super::super::simd::{dot16_u, weights16_u};
+        use super::super::simd::{dot16_u, weights16_at};
+        #[cfg(target_feature = "relaxed-simd")]
+        use crate::quant::legacy::simd::fence;
         use super::{scale, super_scale, BYTES, DELTA};
         use crate::quant::gemm::Decoded;
         use crate::quant::simd::{hsum_f32, store_scaled16};
@@ -591,14 +653,9 @@ pub mod iq1_m {
             }
         }
 
-        /// With relaxed SIMD the weights are gathered from `GRID8D_U` (`w + 9`, 7-bit): one
-        /// `i16x8.relaxed_dot_i8x16_i7x16_s` per 16 weights instead of two `extmul`s and an add,
-        /// then the same `i32x4.dot_i16x8_s` with the half's scale. Once per super-block
-        /// `9·Σ_h ls_h·Σa_h` comes off again: the scale vectors list the 16 halves in the order
-        /// of the 16 `bsums`, so that is two `i32x4.dot_i16x8_s`.
-        ///
         /// # Safety
-        /// Requires simd128 (and relaxed-simd where it is enabled).
+        /// Requires simd128.
+        #[cfg(not(target_feature = "relaxed-simd"))]
         #[target_feature(enable = "simd128")]
         pub unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
             let nb = check_lengths(row, BYTES, &act);
@@ -636,19 +693,13 @@ pub mod iq1_m {
                         let q = p.add(4 * $b);
                         let (i0, i1) = (*q as usize | (h << 8) & 0xf00, *q.add(1) as usize | (h << 4) & 0xf00);
                         let (i2, i3) = (*q.add(2) as usize | h & 0xf00, *q.add(3) as usize | (h >> 4) & 0xf00);
+                        let w0 = weights16(i0, i1);
+                        let w1 = weights16(i2, i3);
                         let ls0 = i16x8_shuffle::<$k0, $k0, $k0, $k0, $k0, $k0, $k0, $k0>($sv, $sv);
                         let ls1 = i16x8_shuffle::<$k1, $k1, $k1, $k1, $k1, $k1, $k1, $k1>($sv, $sv);
                         let a = a.add(32 * $b);
-                        #[cfg(not(target_feature = "relaxed-simd"))]
-                        let (s0, s1) = (
-                            dot16_scaled(weights16(i0, i1), v128_load(a as *const v128), ls0),
-                            dot16_scaled(weights16(i2, i3), v128_load(a.add(16) as *const v128), ls1),
-                        );
-                        #[cfg(target_feature = "relaxed-simd")]
-                        let (s0, s1) = (
-                            i32x4_dot_i16x8(dot16_u(weights16_u(i0, i1), a), ls0),
-                            i32x4_dot_i16x8(dot16_u(weights16_u(i2, i3), a.add(16)), ls1),
-                        );
+                        let s0 = dot16_scaled(w0, v128_load(a as *const v128), ls0);
+                        let s1 = dot16_scaled(w1, v128_load(a.add(16) as *const v128), ls1);
                         isum = i32x4_add(isum, i32x4_add(s0, s1));
                     }};
                 }
@@ -660,16 +711,124 @@ pub mod iq1_m {
                 sub_block!(5, scales[1], 2, 3);
                 sub_block!(6, scales[1], 4, 5);
                 sub_block!(7, scales[1], 6, 7);
-                #[cfg(target_feature = "relaxed-simd")]
-                {
-                    let bs = act.bsums.as_ptr().add(16 * i);
-                    let nine = i16x8_splat(9);
-                    let c = i32x4_add(
-                        i32x4_dot_i16x8(v128_load(bs as *const v128), i16x8_mul(scales[0], nine)),
-                        i32x4_dot_i16x8(v128_load(bs.add(8) as *const v128), i16x8_mul(scales[1], nine)),
-                    );
-                    isum = i32x4_sub(isum, c);
+                let d = super_scale(blk) * act.d[8 * i];
+                acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
+            }
+            0.125 * hsum_f32(acc)
+        }
+
+        /// Relaxed SIMD: the weights are gathered from `GRID8D_U` (`w + 9`, 7-bit, delta sign in
+        /// the index): one `i16x8.relaxed_dot_i8x16_i7x16_s` per 16 weights instead of two
+        /// `extmul`s and an add, then the same `i32x4.dot_i16x8_s` with the half's scale. Once
+        /// per super-block `9·Σ_h ls_h·Σa_h` comes off again: the scale vectors list the 16
+        /// halves in the order of the 16 `bsums`, so that is two `i32x4.dot_i16x8_s`.
+        ///
+        /// The 32 table offsets of a super-block are computed with SIMD and taken out with
+        /// `i16x8.extract_lane_u` (`pextrw`): with the multiply gone that is cheaper than the
+        /// scalar index arithmetic, and a `fence` per sub-block keeps V8 from hoisting all 16
+        /// activation loads (and spilling them).
+        ///
+        /// # Safety
+        /// Requires simd128 and relaxed-simd.
+        #[cfg(target_feature = "relaxed-simd")]
+        #[target_feature(enable = "simd128")]
+        pub unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+            let nb = check_lengths(row, BYTES, &act);
+            // Scales as in the SIMD128 kernel above.
+            let spread = black_box([
+                u8x16(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3),
+                u8x16(4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7),
+            ]);
+            let to_top = black_box(u16x8(8192, 1024, 128, 16, 8192, 1024, 128, 16));
+            // Offsets: nibble l to bits 11..14 by a multiply (see below), masked. black_box as
+            // above; for the mask it also hides the known-zero bits of the offsets from LLVM,
+            // which otherwise adds a scalar `and` after every extract.
+            let nib_to_11 = black_box(u16x8(2048, 256, 8, 1, 2048, 256, 8, 1));
+            let bits_11_14 = black_box(u16x8_splat(0x7800));
+            let mut acc = f32x4_splat(0.0);
+            for i in 0..nb {
+                let blk = &row[i * BYTES..(i + 1) * BYTES];
+                // SAFETY (all pointer reads below): `blk` has BYTES bytes, the activation block
+                // 256 elements and 16 bsums (checked above); offsets are 8 × (8 + 4-bit index),
+                // inside GRID8D_U.
+                let p = blk.as_ptr();
+                let a = act.qs.as_ptr().add(i * QK_K);
+                let words = v128_load64_zero(p.add(48) as *const u64);
+                let mut scales = [i16x8_splat(0); 2];
+                for (half, s) in scales.iter_mut().enumerate() {
+                    let field = u16x8_shr(i16x8_mul(i8x16_relaxed_swizzle(words, spread[half]), to_top), 13);
+                    *s = v128_or(i16x8_shl(field, 1), i16x8_splat(1));
                 }
+                // Byte offsets into GRID8D_U of the 32 groups, lane 4b + l of off[b / 2]:
+                // 8·qs | nibble << 11. Unpacks spread the qh word w of sub-block b to lanes
+                // 4b..4b+4 as [w, w >> 1, w, w >> 1], so nibble l (bits 4l..4l+4 of w) sits at
+                // bits 0, 3, 8, 11 and a multiply with [2^11, 2^8, 2^3, 1] moves it to 11..14.
+                let qh = v128_load(p.add(32) as *const v128);
+                let (qs0, qs1) = (v128_load(p as *const v128), v128_load(p.add(16) as *const v128));
+                let qh1 = u16x8_shr(qh, 1);
+                let h01 = i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(qh, qh1);
+                let h23 = i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(qh, qh1);
+                let hs = [
+                    i32x4_shuffle::<0, 0, 1, 1>(h01, h01),
+                    i32x4_shuffle::<2, 2, 3, 3>(h01, h01),
+                    i32x4_shuffle::<0, 0, 1, 1>(h23, h23),
+                    i32x4_shuffle::<2, 2, 3, 3>(h23, h23),
+                ];
+                let qs = [
+                    u16x8_extend_low_u8x16(qs0),
+                    u16x8_extend_high_u8x16(qs0),
+                    u16x8_extend_low_u8x16(qs1),
+                    u16x8_extend_high_u8x16(qs1),
+                ];
+                let mut off = [i16x8_splat(0); 4];
+                for v in 0..4 {
+                    let nib = v128_and(i16x8_mul(hs[v], nib_to_11), bits_11_14);
+                    off[v] = v128_or(u16x8_shl(qs[v], 3), nib);
+                }
+                // ls[b] = [ls of half 2b × 4, ls of half 2b + 1 × 4] (unpacks).
+                let mut ls = [i16x8_splat(0); 8];
+                for (v, sv) in scales.iter().enumerate() {
+                    let (lo, hi) = (i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(*sv, *sv), i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(*sv, *sv));
+                    ls[4 * v] = i32x4_shuffle::<0, 0, 1, 1>(lo, lo);
+                    ls[4 * v + 1] = i32x4_shuffle::<2, 2, 3, 3>(lo, lo);
+                    ls[4 * v + 2] = i32x4_shuffle::<0, 0, 1, 1>(hi, hi);
+                    ls[4 * v + 3] = i32x4_shuffle::<2, 2, 3, 3>(hi, hi);
+                }
+                let mut isum = i32x4_splat(0);
+                // Unrolled so that lanes can be extracted and splatted with constants.
+                macro_rules! sub_block {
+                    ($b:literal, $sv:expr, $k0:literal, $k1:literal) => {{
+                        let o = off[$b / 2];
+                        let w0 = weights16_at(
+                            u16x8_extract_lane::<{ 4 * ($b % 2) }>(o) as usize,
+                            u16x8_extract_lane::<{ 4 * ($b % 2) + 1 }>(o) as usize,
+                        );
+                        let w1 = weights16_at(
+                            u16x8_extract_lane::<{ 4 * ($b % 2) + 2 }>(o) as usize,
+                            u16x8_extract_lane::<{ 4 * ($b % 2) + 3 }>(o) as usize,
+                        );
+                        let a = a.add(32 * $b);
+                        let (s0, s1) = (dot16_u(w0, a), dot16_u(w1, a.add(16)));
+                        // Lanes 0..4: pair sums of half 0, 4..8: of half 1 (each ≤ 2·4572).
+                        let s = i16x8_add(i64x2_shuffle::<0, 2>(s0, s1), i64x2_shuffle::<1, 3>(s0, s1));
+                        isum = fence(i32x4_add(isum, i32x4_dot_i16x8(s, ls[$b])));
+                    }};
+                }
+                sub_block!(0, scales[0], 0, 1);
+                sub_block!(1, scales[0], 2, 3);
+                sub_block!(2, scales[0], 4, 5);
+                sub_block!(3, scales[0], 6, 7);
+                sub_block!(4, scales[1], 0, 1);
+                sub_block!(5, scales[1], 2, 3);
+                sub_block!(6, scales[1], 4, 5);
+                sub_block!(7, scales[1], 6, 7);
+                let bs = act.bsums.as_ptr().add(16 * i);
+                let nine = i16x8_splat(9);
+                let c = i32x4_add(
+                    i32x4_dot_i16x8(v128_load(bs as *const v128), i16x8_mul(scales[0], nine)),
+                    i32x4_dot_i16x8(v128_load(bs.add(8) as *const v128), i16x8_mul(scales[1], nine)),
+                );
+                isum = i32x4_sub(isum, c);
                 let d = super_scale(blk) * act.d[8 * i];
                 acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
             }

@@ -350,7 +350,7 @@ mod simd {
     /// `blk..blk+18` and `a..a+128` must be readable.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    unsafe fn q1_block(blk: *const u8, a: *const i8, _zero: v128) -> v128 {
+    unsafe fn q1_block(blk: *const u8, a: *const i8) -> v128 {
         let pair_bit = u8x16(1, 1, 4, 4, 16, 16, 64, 64, 1, 1, 4, 4, 16, 16, 64, 64);
         let even_scales = i16x8(64, 16, 4, 1, 64, 16, 4, 1);
         let x = v128_load(blk.add(2) as *const v128);
@@ -382,6 +382,7 @@ mod simd {
     ///
     /// # Safety
     /// Requires simd128. Slice lengths are checked before any unchecked load.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
     pub unsafe fn vec_dot_q1_0(row: &[u8], act: Q8<'_>) -> f32 {
         let nb = row.len() / Q1_0_BYTES;
@@ -394,11 +395,7 @@ mod simd {
             // SAFETY: d 4i..4i+4 and bsums 8i..8i+8 are in bounds for every block i < nb.
             let all = i32x4_extadd_pairwise_i16x8(v128_load(act.bsums.as_ptr().add(8 * i) as *const v128));
             let da = v128_load(act.d.as_ptr().add(4 * i) as *const v128);
-            #[cfg(not(target_feature = "relaxed-simd"))]
             let isum = i32x4_sub(all, i32x4_shl(clear, 1));
-            // Relaxed: `clear` is 64·S (sums under *set* bits), Σ ±a = 2·S − A.
-            #[cfg(target_feature = "relaxed-simd")]
-            let isum = i32x4_sub(i32x4_shr(clear, 5), all);
             f32x4_add(acc, f32x4_mul(dw, f32x4_mul(da, f32x4_convert_i32x4(isum))))
         };
         let mut i = 0;
@@ -698,6 +695,67 @@ mod simd {
                 acc,
                 f32x4_mul(dw, f32x4_mul(da, f32x4_convert_i32x4(i32x4_sub(qa, all)))),
             );
+        }
+        hsum_f32(acc)
+    }
+    /// Q1_0 · Q8_0 with relaxed SIMD (see `q1_block`): per activation block k,
+    /// `Σ ±a = 2·S_k − A_k`; two blocks per step share the fp16 conversion.
+    ///
+    /// # Safety
+    /// Requires simd128 and relaxed-simd. Slice lengths are checked before any unchecked load.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q1_0(row: &[u8], act: Q8<'_>) -> f32 {
+        let nb = row.len() / Q1_0_BYTES;
+        assert!(row.len() == nb * Q1_0_BYTES);
+        assert!(act.qs.len() >= nb * Q1_0_ELEMS && act.d.len() >= 4 * nb && act.bsums.len() >= 8 * nb);
+        let mut acc = f32x4_splat(0.0);
+        // The f32 update of block i given 64·S_k of its activation blocks.
+        let update = |acc: v128, i: usize, s64: v128, dw: v128| {
+            // SAFETY: d 4i..4i+4 and bsums 8i..8i+8 are in bounds for every block i < nb.
+            let all = i32x4_extadd_pairwise_i16x8(v128_load(act.bsums.as_ptr().add(8 * i) as *const v128));
+            let da = v128_load(act.d.as_ptr().add(4 * i) as *const v128);
+            let isum = i32x4_sub(i32x4_shr(s64, 5), all);
+            f32x4_add(acc, f32x4_mul(dw, f32x4_mul(da, f32x4_convert_i32x4(isum))))
+        };
+        let f16_at = |blk: *const u8| u16::from_le_bytes([*blk, *blk.add(1)]) as i32;
+        let mut i = 0;
+        while i + 4 <= nb {
+            // SAFETY: blocks i..i+4 are bytes 18i..18i+72 of `row` (each 16-byte load at +2 ends
+            // exactly at its block's end); activations 128i..128i+512 are in bounds.
+            let blk = row.as_ptr().add(Q1_0_BYTES * i);
+            let a = act.qs.as_ptr().add(Q1_0_ELEMS * i);
+            let s0 = fence(q1_block(blk, a));
+            let s1 = fence(q1_block(blk.add(Q1_0_BYTES), a.add(Q1_0_ELEMS)));
+            let s2 = fence(q1_block(blk.add(2 * Q1_0_BYTES), a.add(2 * Q1_0_ELEMS)));
+            let s3 = q1_block(blk.add(3 * Q1_0_BYTES), a.add(3 * Q1_0_ELEMS));
+            let b = |k: usize| f16_at(blk.add(k * Q1_0_BYTES));
+            let d = f16x4_to_f32x4(i32x4(b(0), b(1), b(2), b(3)));
+            acc = update(acc, i, s0, i32x4_shuffle::<0, 0, 0, 0>(d, d));
+            acc = update(acc, i + 1, s1, i32x4_shuffle::<1, 1, 1, 1>(d, d));
+            acc = update(acc, i + 2, s2, i32x4_shuffle::<2, 2, 2, 2>(d, d));
+            acc = update(acc, i + 3, s3, i32x4_shuffle::<3, 3, 3, 3>(d, d));
+            i += 4;
+        }
+        if i + 2 <= nb {
+            // SAFETY: blocks i, i+1 are bytes 18i..18i+36 of `row` (each 16-byte load at +2 ends
+            // exactly at its block's end); activations 128i..128i+256 are in bounds.
+            let blk = row.as_ptr().add(Q1_0_BYTES * i);
+            let a = act.qs.as_ptr().add(Q1_0_ELEMS * i);
+            let s0 = fence(q1_block(blk, a));
+            let s1 = q1_block(blk.add(Q1_0_BYTES), a.add(Q1_0_ELEMS));
+            let (h0, h1) = (f16_at(blk), f16_at(blk.add(Q1_0_BYTES)));
+            let d = f16x4_to_f32x4(i32x4(h0, h1, h0, h1));
+            acc = update(acc, i, s0, i32x4_shuffle::<0, 0, 0, 0>(d, d));
+            acc = update(acc, i + 1, s1, i32x4_shuffle::<1, 1, 1, 1>(d, d));
+            i += 2;
+        }
+        if i < nb {
+            // SAFETY: block i and its activations are in bounds (i < nb).
+            let blk = row.as_ptr().add(Q1_0_BYTES * i);
+            let s = q1_block(blk, act.qs.as_ptr().add(Q1_0_ELEMS * i));
+            let dw = f32x4_splat(super::f16_bits_to_f32(f16_at(blk) as u16));
+            acc = update(acc, i, s, dw);
         }
         hsum_f32(acc)
     }
