@@ -185,7 +185,8 @@ mod simd {
     /// after every extract.
     ///
     /// # Safety
-    /// `qs..qs+32` must be readable.
+    /// `qs..qs+32` must be readable. The offsets are at most `0x7f8 | mask`: the caller picks
+    /// `mask` so that this stays inside `GRID8D_U` (< 0x8000) when it uses them.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     pub unsafe fn group_offsets(qs: *const u8, hq: [v128; 2], mul: v128, mask: v128) -> [v128; 4] {
