@@ -640,7 +640,7 @@ unsafe fn vec_dot_iq2_s_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
 // Relaxed-SIMD dot products (the build with `+relaxed-simd`; the row decoders stay SIMD128).
 
 #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
-mod relaxed {
+pub(super) mod relaxed {
     //! The 8-bit route: 16 weights per `i16x8.relaxed_dot_i8x16_i7x16_s`. Its second operand must
     //! be 7-bit unsigned, so the grid magnitudes (u8 ≤ 43, straight from the u64 codebooks, two
     //! rows per v128) are that operand and the signs go onto the activations instead:
@@ -677,13 +677,13 @@ mod relaxed {
     /// # Safety
     /// `nib16 < 256`, a multiple of 16.
     #[inline(always)]
-    unsafe fn ls16(nib16: usize) -> v128 {
+    pub(in crate::quant) unsafe fn ls16(nib16: usize) -> v128 {
         v128_load((LS16.0.as_ptr() as *const u8).add(nib16) as *const v128)
     }
 
     /// Constant vectors, made once per row; `black_box` keeps LLVM from turning the swizzles
     /// into shuffles (whose masks V8 rebuilds from immediates each time).
-    struct Consts {
+    pub(in crate::quant) struct Consts {
         /// Sign bytes 0 and 1 (2 and 3) of a [`Signs`] vector into 8 lanes each.
         spread01: v128,
         spread23: v128,
@@ -697,7 +697,7 @@ mod relaxed {
 
     impl Consts {
         #[inline(always)]
-        fn new() -> Consts {
+        pub(in crate::quant) fn new() -> Consts {
             const PARITY: [u8; 16] = {
                 let mut out = [0u8; 16];
                 let mut n = 0;
@@ -720,16 +720,16 @@ mod relaxed {
 
     /// The 32 sign bytes of a block (byte 4b + l: group l of sub-block b; bit j set = weight j
     /// negative), 16 in `cur` (the next four sub-blocks, current first) and 16 in `next`.
-    struct Signs {
-        cur: v128,
-        next: v128,
+    pub(in crate::quant) struct Signs {
+        pub(in crate::quant) cur: v128,
+        pub(in crate::quant) next: v128,
     }
 
     impl Signs {
         /// The byte masks of the current sub-block's groups 0, 1 and 2, 3; then moves on to the
         /// next sub-block (the 32 bytes rotate by 4).
         #[inline(always)]
-        fn masks(&mut self, k: &Consts) -> (v128, v128) {
+        pub(in crate::quant) fn masks(&mut self, k: &Consts) -> (v128, v128) {
             let m01 = i8x16_eq(v128_and(i8x16_relaxed_swizzle(self.cur, k.spread01), k.bits), k.bits);
             let m23 = i8x16_eq(v128_and(i8x16_relaxed_swizzle(self.cur, k.spread23), k.bits), k.bits);
             let (c, n) = (self.cur, self.next);
@@ -741,11 +741,21 @@ mod relaxed {
 
     /// `ksigns_iq2xs[i] = i | parity(i) << 7` for sixteen 7-bit indices `i` (byte lanes).
     #[inline(always)]
-    fn ksigns(i: v128, k: &Consts) -> v128 {
+    pub(in crate::quant) fn ksigns(i: v128, k: &Consts) -> v128 {
         // The parity of i is that of its two nibbles xor-ed (bits leaking in from the next byte
         // land in bits 4..7 and are masked off).
         let x = v128_and(v128_xor(i, u16x8_shr(i, 4)), u8x16_splat(15));
         v128_or(i, i8x16_relaxed_swizzle(k.parity, x))
+    }
+
+    /// The ksigns sign bytes of four u32 words `w` holding four 7-bit indices each (bits 7l..7l+6
+    /// of lane n → byte 4n + l; IQ2_XXS, IQ3_XXS): the fields are moved to bytes with shifts and
+    /// masks (first pairs to u16 halves, then to bytes), then [`ksigns`].
+    #[inline(always)]
+    pub(in crate::quant) fn ksigns_of_words(w: v128, k: &Consts) -> v128 {
+        let w = v128_or(v128_and(w, u32x4_splat(0x3fff)), v128_and(i32x4_shl(w, 2), u32x4_splat(0x3fff_0000)));
+        let w = v128_or(v128_and(w, u16x8_splat(0x7f)), v128_and(i16x8_shl(w, 1), u16x8_splat(0x7f00)));
+        ksigns(w, k)
     }
 
     /// The u64 grid rows `i0`, `i1` of `grid` as the low and high half of one v128.
@@ -762,7 +772,7 @@ mod relaxed {
     /// # Safety
     /// `a..a+16` readable.
     #[inline(always)]
-    unsafe fn dot16(mag: v128, mask: v128, a: *const i8, k: &Consts) -> v128 {
+    pub(in crate::quant) unsafe fn dot16(mag: v128, mask: v128, a: *const i8, k: &Consts) -> v128 {
         let a = v128_load(a as *const v128);
         // The mask lanes are all-ones or all-zeros, so the relaxed select is deterministic.
         // (Written as `(a ^ m) − m`, LLVM knows `m` is a mask and makes it a negation and a
@@ -814,8 +824,8 @@ mod relaxed {
         0.125 * hsum_f32(acc)
     }
 
-    /// IQ2_XXS · Q8_K, relaxed SIMD. Signs: the eight u32 `w` (two per 16-byte load), their four
-    /// 7-bit fields moved to bytes 0..3 with shifts and masks, then [`ksigns`].
+    /// IQ2_XXS · Q8_K, relaxed SIMD. Signs: the eight u32 `w` (two per 16-byte load) through
+    /// [`ksigns_of_words`].
     ///
     /// # Safety
     /// simd128 + relaxed-simd; `row` is `nb` whole blocks and `act` has `256*nb` values and `8*nb`
@@ -832,13 +842,7 @@ mod relaxed {
                 let v1 = v128_load(blk.add(18 + 32 * h) as *const v128);
                 i32x4_shuffle::<1, 3, 5, 7>(v0, v1)
             };
-            let signs = |w: v128| {
-                // Fields (bits 7l..7l+6) to bytes l: first pairs to u16 halves, then to bytes.
-                let w = v128_or(v128_and(w, u32x4_splat(0x3fff)), v128_and(i32x4_shl(w, 2), u32x4_splat(0x3fff_0000)));
-                let w = v128_or(v128_and(w, u16x8_splat(0x7f)), v128_and(i16x8_shl(w, 1), u16x8_splat(0x7f00)));
-                ksigns(w, &k)
-            };
-            Signs { cur: signs(w(0)), next: signs(w(1)) }
+            Signs { cur: ksigns_of_words(w(0), &k), next: ksigns_of_words(w(1), &k) }
         };
         vec_dot::<Iq2Xxs, true>(row, act, nb, &k, block, |blk, b| {
             // The 4 grid-index bytes and u32 w of sub-block b (opaque pointer: see the module docs).
