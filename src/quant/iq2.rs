@@ -643,17 +643,29 @@ unsafe fn vec_dot_iq2_s_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
 pub(super) mod relaxed {
     //! The 8-bit route: 16 weights per `i16x8.relaxed_dot_i8x16_i7x16_s`. Its second operand must
     //! be 7-bit unsigned, so the grid magnitudes (u8 ≤ 43, straight from the u64 codebooks, two
-    //! rows per v128) are that operand and the signs go onto the activations instead:
-    //! `(a ^ m) − m` with byte masks `m` (0xff = negative; exact, as Q8_K activations are in
+    //! rows per v128 via `load64_zero` + `load64_lane`) are that operand and the signs go onto
+    //! the activations instead: `a` or `−a` per byte mask (exact, as Q8_K activations are in
     //! [−127, 127]). A pair sum is at most 2·43·127, so nothing saturates.
     //!
-    //! The masks are not looked up: the block's 32 sign bytes (IQ2_S: stored; IQ2_XXS / IQ2_XS:
-    //! the 7-bit ksigns indices with their parity bit added in SIMD) sit in two v128 ([`Signs`])
-    //! and each 16-weight mask is a swizzle, an `and` and a compare. What limits these kernels in
-    //! V8 is the number of x64 instructions and loads per table lookup, and SIMD instructions
-    //! are the cheaper side.
+    //! The sign masks are not looked up: the block's 32 sign bytes (IQ2_S: stored; IQ2_XXS /
+    //! IQ2_XS: the 7-bit ksigns indices, with their parity bit added in SIMD) sit in two v128
+    //! ([`Signs`]) and each 16-weight mask is a swizzle, an `and` and a compare. These kernels are
+    //! bound by V8's x64 instruction and load count per table lookup (the SIMD128 kernels run at
+    //! ~5 instructions per cycle), so what counts is instructions, loads first:
+    //! * sign masks from `KSIGNS64` (two u64 lookups per 16 weights, their indices extracted in
+    //!   scalar code) cost ~10% against the SIMD sign bytes;
+    //! * computing all grid and sign row addresses of a block in SIMD, storing them and reading
+    //!   them back per sub-block was slower than the SIMD128 kernels: one more load per lookup;
+    //! * the sub-block data is addressed as `blk + 8·(b & 7)`: with plain `blk + 8·b` loop
+    //!   strength reduction leaves address arithmetic that LLVM cannot fold into the loads' offset
+    //!   immediates (V8 then adds an x64 `lea` per load; a `black_box`-ed pointer costs a store and
+    //!   a load); the loop keeps an opaque trip count (unrolled, LLVM hoists all loads and V8
+    //!   spills, as in the SIMD128 kernels);
+    //! * the sign goes on with `relaxed_laneselect(−a, a, m)`: written as `(a ^ m) − m`, LLVM
+    //!   knows `m` is a mask and emits a negation and a three-instruction bit select;
+    //! * the block scale `d` is converted branch-free in SIMD and the blocks are summed in f32x4.
     use super::super::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
-    use super::{f16_at, Iq2S, Iq2Xs, Iq2Xxs, Iq2Layout, Q8, QK_K};
+    use super::{Iq2Layout, Iq2S, Iq2Xs, Iq2Xxs, Q8, QK_K};
     use crate::quant::simd::hsum_f32;
     use core::arch::wasm32::*;
     use core::hint::black_box;
@@ -684,15 +696,12 @@ pub(super) mod relaxed {
     /// Constant vectors, made once per row; `black_box` keeps LLVM from turning the swizzles
     /// into shuffles (whose masks V8 rebuilds from immediates each time).
     pub(in crate::quant) struct Consts {
-        /// Sign bytes 0 and 1 (2 and 3) of a [`Signs`] vector into 8 lanes each.
+        /// Sign bytes 0 and 1 of a [`Signs`] vector into 8 lanes each.
         spread01: v128,
-        spread23: v128,
         /// Lane j tests bit j % 8.
         bits: v128,
         /// 0x80 at the odd 4-bit numbers: the parity of a nibble, in bit 7.
         parity: v128,
-        /// Zero, for `0 − a` (V8 would rebuild a visible zero for every negation).
-        zero: v128,
     }
 
     impl Consts {
@@ -709,11 +718,9 @@ pub(super) mod relaxed {
             };
             Consts {
                 spread01: black_box(u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)),
-                spread23: black_box(u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3)),
                 bits: black_box(u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128)),
                 // SAFETY: v128 is 16 plain bytes.
                 parity: black_box(unsafe { core::mem::transmute::<[u8; 16], v128>(PARITY) }),
-                zero: black_box(i8x16_splat(0)),
             }
         }
     }
@@ -731,7 +738,8 @@ pub(super) mod relaxed {
         #[inline(always)]
         pub(in crate::quant) fn masks(&mut self, k: &Consts) -> (v128, v128) {
             let m01 = i8x16_eq(v128_and(i8x16_relaxed_swizzle(self.cur, k.spread01), k.bits), k.bits);
-            let m23 = i8x16_eq(v128_and(i8x16_relaxed_swizzle(self.cur, k.spread23), k.bits), k.bits);
+            // Bytes 2, 3 of each u32 lane moved down to 0, 1: `spread01` then picks them.
+            let m23 = i8x16_eq(v128_and(i8x16_relaxed_swizzle(u32x4_shr(self.cur, 16), k.spread01), k.bits), k.bits);
             let (c, n) = (self.cur, self.next);
             self.cur = i8x16_shuffle::<4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19>(c, n);
             self.next = i8x16_shuffle::<4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19>(n, c);
@@ -746,6 +754,24 @@ pub(super) mod relaxed {
         // land in bits 4..7 and are masked off).
         let x = v128_and(v128_xor(i, u16x8_shr(i, 4)), u8x16_splat(15));
         v128_or(i, i8x16_relaxed_swizzle(k.parity, x))
+    }
+
+    /// `d_w · d_a` as an f32x4 splat: the fp16 at `p` (branch-free, as `kquants`' `f16_lanes`:
+    /// the magnitude bits moved to the f32 position and scaled by 2^112, an all-ones exponent —
+    /// the only one scaling to ≥ 2^16 — made 255; exact for every non-NaN fp16) times the f32 at
+    /// `da`.
+    ///
+    /// # Safety
+    /// `p..p+2` and `da..da+4` readable.
+    #[inline(always)]
+    pub(in crate::quant) unsafe fn d_splat(p: *const u8, da: *const f32) -> v128 {
+        let h = v128_load16_splat(p as *const u16);
+        let mag = u32x4_shr(i32x4_shl(h, 17), 4);
+        let v = f32x4_mul(mag, f32x4_splat(f32::from_bits(0x7780_0000)));
+        let special = f32x4_ge(v, f32x4_splat(65536.0));
+        let v = v128_bitselect(v128_or(mag, i32x4_splat(0x7f80_0000)), v, special);
+        let d = v128_or(v, v128_and(i32x4_shl(h, 16), i32x4_splat(i32::MIN)));
+        f32x4_mul(d, v128_load32_splat(da as *const u32))
     }
 
     /// The ksigns sign bytes of four u32 words `w` holding four 7-bit indices each (bits 7l..7l+6
@@ -767,26 +793,26 @@ pub(super) mod relaxed {
         v128_load64_lane::<1>(v128_load64_zero(grid.add(i0)), grid.add(i1))
     }
 
-    /// 16 weights: i16x8 sums of pairs of `sign · mag · a` (see the module docs).
+    /// 16 weights: i16x8 sums of pairs of `sign · mag · a`, `mask` lane j = 0xff if weight j is
+    /// negative (see the module docs).
     ///
     /// # Safety
     /// `a..a+16` readable.
     #[inline(always)]
-    pub(in crate::quant) unsafe fn dot16(mag: v128, mask: v128, a: *const i8, k: &Consts) -> v128 {
+    pub(in crate::quant) unsafe fn dot16(mag: v128, mask: v128, a: *const i8) -> v128 {
         let a = v128_load(a as *const v128);
-        // The mask lanes are all-ones or all-zeros, so the relaxed select is deterministic.
-        // (Written as `(a ^ m) − m`, LLVM knows `m` is a mask and makes it a negation and a
-        // three-instruction bit select.)
-        i16x8_relaxed_dot_i8x16_i7x16(i8x16_relaxed_laneselect(i8x16_sub(k.zero, a), a, mask), mag)
+        // The mask lanes are all-ones or all-zeros, so the relaxed select is deterministic
+        // (`pblendvb` on x64). Written as `(a ^ m) − m`, LLVM knows `m` is a mask and emits a
+        // negation and a three-instruction bit select instead.
+        i16x8_relaxed_dot_i8x16_i7x16(i8x16_relaxed_laneselect(i8x16_neg(a), a, mask), mag)
     }
 
-    /// The loop shared by the three types. Per block: `signs` gives its [`Signs`]; per sub-block
+    /// The loop shared by the three types. Per block: `block` gives its [`Signs`]; per sub-block
     /// `sub(blk, b)` gives the grid rows of groups 0, 1 and 2, 3 and the `ls` rows of the two
     /// 16-weight halves; two [`dot16`], each scaled by `i32x4.dot_i16x8` with its `ls` row (with
     /// `SHARED`, IQ2_XXS: one scale per sub-block, the i16x8 are added first — |4 · 43 · 127| <
-    /// 2^15 — and scaled once). Per block `d_w · d_a ·` the integer sum (f32x4), times 1/8.
-    ///
-    /// The sub-block loop has an opaque trip count: unrolled, LLVM hoists all loads and V8 spills.
+    /// 2^15 — and scaled once). Per block `d_w · d_a ·` the integer sum (f32x4), times 1/8 at the
+    /// end.
     ///
     /// # Safety
     /// simd128 + relaxed-simd; `row` is `nb` whole blocks of `L`, `act` has `256*nb` values and
@@ -809,8 +835,8 @@ pub(super) mod relaxed {
             for b in 0..black_box(8) {
                 let (m01, m23) = sg.masks(&k);
                 let (g01, g23, ls0, ls1) = sub(blk, b);
-                let p01 = dot16(g01, m01, a.add(32 * b), &k);
-                let p23 = dot16(g23, m23, a.add(32 * b + 16), &k);
+                let p01 = dot16(g01, m01, a.add(32 * b));
+                let p23 = dot16(g23, m23, a.add(32 * b + 16));
                 let sum = if SHARED {
                     i32x4_dot_i16x8(i16x8_add(p01, p23), ls0)
                 } else {
@@ -818,8 +844,7 @@ pub(super) mod relaxed {
                 };
                 isum = i32x4_add(isum, sum);
             }
-            let d = f16_at(core::slice::from_raw_parts(blk, 2), 0) * act.d[8 * i];
-            acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
+            acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), d_splat(blk, act.d.as_ptr().add(8 * i))));
         }
         0.125 * hsum_f32(acc)
     }
@@ -845,8 +870,8 @@ pub(super) mod relaxed {
             Signs { cur: ksigns_of_words(w(0), &k), next: ksigns_of_words(w(1), &k) }
         };
         vec_dot::<Iq2Xxs, true>(row, act, nb, &k, block, |blk, b| {
-            // The 4 grid-index bytes and u32 w of sub-block b (opaque pointer: see the module docs).
-            let q = black_box(blk.add(2 + 8 * b));
+            // The 4 grid-index bytes and u32 w of sub-block b (`b & 7`: see the module docs).
+            let q = blk.add(2 + 8 * (b & 7));
             let g01 = rows2(grid, *q as usize, *q.add(1) as usize);
             let g23 = rows2(grid, *q.add(2) as usize, *q.add(3) as usize);
             let ls = ls16((*q.add(7) & 0xf0) as usize);
@@ -875,8 +900,8 @@ pub(super) mod relaxed {
             Signs { cur: signs(0), next: signs(1) }
         };
         vec_dot::<Iq2Xs, false>(row, act, nb, &k, block, |blk, b| {
-            // The four u16 words of sub-block b (opaque pointer: see the module docs).
-            let q = black_box(blk.add(2 + 8 * b)) as *const u32;
+            // The four u16 words of sub-block b (`b & 7`: see the module docs).
+            let q = blk.add(2 + 8 * (b & 7)) as *const u32;
             let (w01, w23) = (q.read_unaligned() as usize, q.add(1).read_unaligned() as usize);
             let g01 = rows2(grid, w01 & 511, (w01 >> 16) & 511);
             let g23 = rows2(grid, w23 & 511, (w23 >> 16) & 511);
@@ -921,8 +946,8 @@ pub(super) mod relaxed {
             Signs { cur: v128_load(blk.add(34) as *const v128), next: v128_load(blk.add(50) as *const v128) }
         };
         vec_dot::<Iq2S, false>(row, act, nb, &k, block, |blk, b| {
-            // The four grid indices of sub-block b (opaque pointer: see the module docs).
-            let g = black_box(idx_ptr.add(4 * b) as *const u16);
+            // The four grid indices of sub-block b (`b & 7`: see the module docs).
+            let g = idx_ptr.add(4 * (b & 7)) as *const u16;
             let g01 = rows2(grid, *g as usize, *g.add(1) as usize);
             let g23 = rows2(grid, *g.add(2) as usize, *g.add(3) as usize);
             let sc = *blk.add(74 + b) as usize;

@@ -572,10 +572,10 @@ mod relaxed {
     //! in i16 (|4 · 62 · 127| = 31496 < 2^15) and scaled by one `i32x4.dot_i16x8_s` with the
     //! `ls` splat.
     use super::{check_lengths, iq3_s, iq3_xxs};
-    use crate::quant::iq2::relaxed::{dot16, ksigns_of_words, ls16, Consts, Signs};
+    use crate::quant::iq2::relaxed::{d_splat, dot16, ksigns_of_words, ls16, Consts, Signs};
     use crate::quant::simd::hsum_f32;
     use crate::quant::tables::{IQ3S_GRID, IQ3XXS_GRID};
-    use crate::quant::{f16_at, Q8, QK_K};
+    use crate::quant::{Q8, QK_K};
     use core::arch::wasm32::*;
     use core::hint::black_box;
 
@@ -604,16 +604,16 @@ mod relaxed {
         for b in 0..black_box(8) {
             let (m01, m23) = signs.masks(k);
             let (g01, g23, ls) = sub(b);
-            let p01 = dot16(g01, m01, a.add(32 * b), k);
-            let p23 = dot16(g23, m23, a.add(32 * b + 16), k);
+            let p01 = dot16(g01, m01, a.add(32 * b));
+            let p23 = dot16(g23, m23, a.add(32 * b + 16));
             isum = i32x4_add(isum, i32x4_dot_i16x8(i16x8_add(p01, p23), ls));
         }
         isum
     }
 
     /// IQ3_XXS · Q8_K, relaxed SIMD. Signs: the eight u32 words at byte 66 through
-    /// [`ksigns_of_words`]; grid indices: bytes, read per sub-block through an opaque pointer
-    /// (see `iq2::relaxed`).
+    /// [`ksigns_of_words`]; grid indices: bytes, read per sub-block at `blk + 2 + 8·(b & 7)` (see
+    /// `iq2::relaxed`).
     ///
     /// # Safety
     /// Requires simd128 and relaxed-simd.
@@ -634,21 +634,20 @@ mod relaxed {
                 next: ksigns_of_words(v128_load(sg.add(16) as *const v128), &k),
             };
             let isum = block_dot(signs, act.qs.as_ptr().add(i * QK_K), &k, |b| {
-                let q = black_box(blk.add(2 + 8 * b));
+                let q = blk.add(2 + 8 * (b & 7));
                 let g01 = grid4(grid, |j| *q.add(j) as usize);
                 let g23 = grid4(grid, |j| *q.add(4 + j) as usize);
                 (g01, g23, ls16((*sg.add(4 * b + 3) & 0xf0) as usize))
             });
-            let d = f16_at(core::slice::from_raw_parts(blk, 2), 0) * act.d[8 * i];
-            acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
+            acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), d_splat(blk, act.d.as_ptr().add(8 * i))));
         }
         0.25 * hsum_f32(acc)
     }
 
     /// IQ3_S · Q8_K, relaxed SIMD. Signs: the stored sign bytes. Grid indices: per block, eight
     /// per sub-block in u16 lanes as in the SIMD128 kernel (`qs | bit k of qh << 8`, the qh byte
-    /// splatted, masked and moved up by a multiply), stored and read back per sub-block through
-    /// an opaque pointer.
+    /// splatted, masked and moved up by a multiply), stored and read back per sub-block (at
+    /// `idx + 8·(b & 7)`, see `iq2::relaxed`). Scale: nibble b of the u32 at byte 106.
     ///
     /// # Safety
     /// Requires simd128 and relaxed-simd.
@@ -677,13 +676,12 @@ mod relaxed {
             let signs = Signs { cur: v128_load(p.add(74) as *const v128), next: v128_load(p.add(90) as *const v128) };
             let sc = (p.add(106) as *const u32).read_unaligned() as usize;
             let isum = block_dot(signs, act.qs.as_ptr().add(i * QK_K), &k, |b| {
-                let g = black_box(idx.add(8 * b) as *const u16);
+                let g = idx.add(8 * (b & 7)) as *const u16;
                 let g01 = grid4(grid, |j| *g.add(j) as usize);
                 let g23 = grid4(grid, |j| *g.add(4 + j) as usize);
                 (g01, g23, ls16(((sc >> (4 * b)) & 15) << 4))
             });
-            let d = f16_at(core::slice::from_raw_parts(p, 2), 0) * act.d[8 * i];
-            acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_splat(d)));
+            acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), d_splat(p, act.d.as_ptr().add(8 * i))));
         }
         hsum_f32(acc)
     }
