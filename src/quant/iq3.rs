@@ -579,16 +579,17 @@ mod relaxed {
     use core::arch::wasm32::*;
     use core::hint::black_box;
 
-    /// The four u32 grid entries `grid[idx(0..4)]` as 16 magnitude bytes.
+    /// The four u32 grid entries at byte offsets `off(0..4)` of `grid` as 16 magnitude bytes.
     ///
     /// # Safety
-    /// The four indices inside the table.
+    /// The four offsets inside the table, multiples of 4.
     #[inline(always)]
-    unsafe fn grid4(grid: *const u32, idx: impl Fn(usize) -> usize) -> v128 {
-        let v = v128_load32_zero(grid.add(idx(0)));
-        let v = v128_load32_lane::<1>(v, grid.add(idx(1)));
-        let v = v128_load32_lane::<2>(v, grid.add(idx(2)));
-        v128_load32_lane::<3>(v, grid.add(idx(3)))
+    unsafe fn grid4(grid: *const u8, off: impl Fn(usize) -> usize) -> v128 {
+        let at = |j: usize| grid.add(off(j)) as *const u32;
+        let v = v128_load32_zero(at(0));
+        let v = v128_load32_lane::<1>(v, at(1));
+        let v = v128_load32_lane::<2>(v, at(2));
+        v128_load32_lane::<3>(v, at(3))
     }
 
     /// The sub-block loop of both types: per sub-block b, `sub(b)` gives the 32 magnitudes (two
@@ -621,7 +622,7 @@ mod relaxed {
     pub unsafe fn vec_dot_iq3_xxs(row: &[u8], act: Q8<'_>) -> f32 {
         let nb = check_lengths(row, iq3_xxs::BYTES, &act);
         let k = Consts::new();
-        let grid = IQ3XXS_GRID.as_ptr();
+        let grid = IQ3XXS_GRID.as_ptr() as *const u8;
         let mut acc = f32x4_splat(0.0);
         for i in 0..nb {
             // SAFETY (all pointer reads below): the block has BYTES bytes and the activation
@@ -635,8 +636,8 @@ mod relaxed {
             };
             let isum = block_dot(signs, act.qs.as_ptr().add(i * QK_K), &k, |b| {
                 let q = blk.add(2 + 8 * (b & 7));
-                let g01 = grid4(grid, |j| *q.add(j) as usize);
-                let g23 = grid4(grid, |j| *q.add(4 + j) as usize);
+                let g01 = grid4(grid, |j| 4 * *q.add(j) as usize);
+                let g23 = grid4(grid, |j| 4 * *q.add(4 + j) as usize);
                 (g01, g23, ls16((*sg.add(4 * b + 3) & 0xf0) as usize))
             });
             acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), d_splat(blk, act.d.as_ptr().add(8 * i))));
@@ -644,10 +645,14 @@ mod relaxed {
         0.25 * hsum_f32(acc)
     }
 
-    /// IQ3_S · Q8_K, relaxed SIMD. Signs: the stored sign bytes. Grid indices: per block, eight
-    /// per sub-block in u16 lanes as in the SIMD128 kernel (`qs | bit k of qh << 8`, the qh byte
-    /// splatted, masked and moved up by a multiply), stored and read back per sub-block (at
-    /// `idx + 8·(b & 7)`, see `iq2::relaxed`). Scale: nibble b of the u32 at byte 106.
+    /// IQ3_S · Q8_K, relaxed SIMD. Signs: the stored sign bytes. Per block, in SIMD: the grid
+    /// indices, eight per sub-block in u16 lanes as in the SIMD128 kernel (`qs | bit k of qh <<
+    /// 8`, the qh byte splatted, masked and moved up by a multiply), times 4 (byte offsets), and
+    /// the eight scale nibbles times 16 (`LS16` offsets); both are stored and read back per
+    /// sub-block (index `b & 7`, see `iq2::relaxed`). Measured: the scale offsets computed per
+    /// sub-block in scalar code (seven x64 instructions) are ~2% slower, and stored one lane at a
+    /// time next to the grid offsets (`v128.store16_lane`) ~15% slower (the store forwarding to
+    /// the scalar loads stalls).
     ///
     /// # Safety
     /// Requires simd128 and relaxed-simd.
@@ -658,28 +663,34 @@ mod relaxed {
         let qh_bits = u16x8(1, 2, 4, 8, 16, 32, 64, 128);
         // black_box: as a visible constant LLVM turns the multiply into scalarised shifts.
         let qh_to_bit8 = black_box(u16x8(256, 128, 64, 32, 16, 8, 4, 2));
-        let grid = IQ3S_GRID.as_ptr();
-        let mut idx = [0u16; 64];
-        let idx = idx.as_mut_ptr();
+        const Z: u8 = 0x80; // relaxed swizzle: an index ≥ 128 gives 0 on every platform
+        // Scale bytes 0..3 into u16 lanes 2j, 2j+1, then ·16 (low nibble) and ·1 (high nibble).
+        let sc_spread = black_box(u8x16(0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z));
+        let sc_mul = black_box(u16x8(16, 1, 16, 1, 16, 1, 16, 1));
+        let grid = IQ3S_GRID.as_ptr() as *const u8;
+        let (mut offs, mut ls_offs) = ([0u16; 64], [0u16; 8]);
+        let (offs, ls_offs) = (offs.as_mut_ptr(), ls_offs.as_mut_ptr());
         let mut acc = f32x4_splat(0.0);
         for i in 0..nb {
             // SAFETY (all pointer reads below): the block has BYTES bytes and the activation
             // block 256 elements (checked above); grid indices have 9 bits (512 entries), ls
-            // offsets are 16 · a nibble; `idx` holds 64 entries.
+            // offsets are 16 · a nibble; `offs` holds 64 entries and `ls_offs` 8.
             let p = row.as_ptr().add(i * iq3_s::BYTES);
             for b in 0..8 {
                 let lo = u16x8_extend_low_u8x16(v128_load64_zero(p.add(2 + 8 * b) as *const u64));
                 let qh = v128_load8_splat(p.add(66 + b));
                 let v = v128_or(lo, i16x8_mul(v128_and(qh, qh_bits), qh_to_bit8));
-                v128_store(idx.add(8 * b) as *mut v128, v);
+                v128_store(offs.add(8 * b) as *mut v128, i16x8_shl(v, 2));
             }
+            let sc = i8x16_relaxed_swizzle(v128_load32_zero(p.add(106) as *const u32), sc_spread);
+            let ls = v128_and(i16x8_mul(sc, sc_mul), u16x8_splat(0xf0));
+            v128_store(ls_offs as *mut v128, ls);
             let signs = Signs { cur: v128_load(p.add(74) as *const v128), next: v128_load(p.add(90) as *const v128) };
-            let sc = (p.add(106) as *const u32).read_unaligned() as usize;
             let isum = block_dot(signs, act.qs.as_ptr().add(i * QK_K), &k, |b| {
-                let g = idx.add(8 * (b & 7)) as *const u16;
+                let g = offs.add(8 * (b & 7)) as *const u16;
                 let g01 = grid4(grid, |j| *g.add(j) as usize);
                 let g23 = grid4(grid, |j| *g.add(4 + j) as usize);
-                (g01, g23, ls16(((sc >> (4 * b)) & 15) << 4))
+                (g01, g23, ls16(*ls_offs.add(b & 7) as usize))
             });
             acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), d_splat(p, act.d.as_ptr().add(8 * i))));
         }
