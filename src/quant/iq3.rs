@@ -8,6 +8,12 @@
 //! to the magnitudes, `i16x8.extmul_{low,high}` with the activations gives i16 products (|w·a| ≤
 //! 62·127, so the sum of four per lane fits i16), and one `i32x4.dot_i16x8` with the splatted
 //! sub-block scale adds the sub-block to an i32x4 accumulator, converted to f32 once per block.
+//!
+//! The relaxed-SIMD build replaces the dot products ([`relaxed`]): the signs go onto the
+//! activations (masks made in SIMD from the sign bytes, as for IQ2) and one
+//! `i16x8.relaxed_dot_i8x16_i7x16_s` per 16 weights replaces the extmuls. GB/s (one thread,
+//! 4096×4096 matvec, Node 20, Zen 4, best of 5, SIMD128 → relaxed): IQ3_XXS 2.50 → 3.19,
+//! IQ3_S 2.15 → 3.12.
 
 use super::tables::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use super::gemm::Decoded;
