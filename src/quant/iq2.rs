@@ -657,8 +657,8 @@ pub(super) mod relaxed {
     //! ([`Signs`]) and each 16-weight mask is a swizzle, an `and` and a compare. These kernels are
     //! bound by V8's x64 instruction and load count per table lookup (the SIMD128 kernels run at
     //! ~5 instructions per cycle), so what counts is instructions, loads first:
-    //! * sign masks from `KSIGNS64` (two u64 lookups per 16 weights, their indices extracted in
-    //!   scalar code) cost ~10% against the SIMD sign bytes;
+    //! * a first version with sign masks from `KSIGNS64` (two u64 lookups per 16 weights, their
+    //!   indices extracted in scalar code) ran at about the speed of the SIMD128 kernels;
     //! * computing all grid and sign row addresses of a block in SIMD, storing them and reading
     //!   them back per sub-block was slower than the SIMD128 kernels: one more load per lookup;
     //! * the sub-block data is addressed as `blk + 8·(b & 7)`: with plain `blk + 8·b` loop
