@@ -32,10 +32,15 @@
 //! reduced once per super-block — the same integer the reference computes, so the fast kernel
 //! equals the reference exactly. All tables together are 36 KiB.
 //!
-//! Measured alternatives (Node 20 on x86-64): the 8-bit route — two u64 grid
+//! Measured alternatives (Node 20 on x86-64): without relaxed SIMD the 8-bit route — two u64 grid
 //! entries in one v128, `KSIGNS64` masks applied as `(g ^ m) - m`, `i16x8.extmul` — is ~12% slower
 //! (its high-half extmul and lane inserts cost more than the i16 tables); unrolling the
 //! sub-block loop makes V8 spill xmm registers and is up to 2× slower.
+//!
+//! The relaxed-SIMD build replaces the three dot products ([`relaxed`]): the 8-bit route with one
+//! `i16x8.relaxed_dot_i8x16_i7x16_s` per 16 weights, the sign masks made in SIMD from the block's
+//! sign bytes. GB/s (one thread, 4096×4096 matvec, Node 20, Zen 4, best of 5, SIMD128 →
+//! relaxed): IQ2_XXS 2.47 → 2.78, IQ2_XS 2.46 → 2.82, IQ2_S 2.42 → 3.07.
 
 use super::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use super::gemm::Decoded;
@@ -43,10 +48,17 @@ use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8, QK_K};
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 use {
-    super::simd::hsum_i32,
     core::arch::wasm32::*,
-    simd::{act8, entry, entry_at, group, ls_splat, BYTE_PM, KSIGNS_PM, S_GRID16, XS_GRID16, XXS_GRID16},
+    simd::{entry, entry_at, BYTE_PM, KSIGNS_PM, S_GRID16, XS_GRID16, XXS_GRID16},
 };
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128", not(target_feature = "relaxed-simd")))]
+use {
+    super::simd::hsum_i32,
+    simd::{act8, group, ls_splat},
+};
+// The relaxed-SIMD dot products replace the SIMD128 ones in the relaxed build (see [`relaxed`]).
+#[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+use relaxed::{vec_dot_iq2_s_simd, vec_dot_iq2_xs_simd, vec_dot_iq2_xxs_simd};
 
 pub static KERNELS: &[QuantKernels] = &[
     QuantKernels {
@@ -261,8 +273,10 @@ mod simd {
     pub static BYTE_PM: Rows<256> = plus_minus(&identity_bytes());
 
     /// Row n = `2n + 1` in all four i32 lanes: the integer scale `ls` of scale nibble n.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[repr(C, align(16))]
     pub struct Splats([[i32; 4]; 16]);
+    #[cfg(not(target_feature = "relaxed-simd"))]
     pub static LS: Splats = {
         let mut out = [[0i32; 4]; 16];
         let mut n = 0;
@@ -296,6 +310,7 @@ mod simd {
     }
 
     /// The `ls` splat of a scale nibble given as `16 * nib` (< 256).
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[inline(always)]
     pub unsafe fn ls_splat(nib16: usize) -> v128 {
         debug_assert!(nib16 < 256 && nib16 % 16 == 0);
@@ -306,6 +321,7 @@ mod simd {
     ///
     /// # Safety
     /// `a..a+8` readable.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[inline(always)]
     pub unsafe fn act8(a: *const i8) -> v128 {
         i16x8_load_extend_i8x8(a)
@@ -342,6 +358,7 @@ mod simd {
 
     /// One group of 8: i32x4 partial sums of Σ_j sign_j · mag_j · a_j. The i16 product is exact
     /// (|mag·a| ≤ 43·128) and the dot with ±1 applies the signs while widening to i32.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[inline(always)]
     pub fn group(mag: v128, a: v128, pm: v128) -> v128 {
         i32x4_dot_i16x8(i16x8_mul(mag, a), pm)
@@ -389,7 +406,7 @@ fast_decode!(decode_iq2_xxs, Iq2Xxs, |blk: *const u8, b: usize, l: usize| {
 /// # Safety
 /// simd128; `row` is `nb` whole blocks and `act` has `256*nb` values and `8*nb` scales (checked by
 /// `fast_entry!`).
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128", not(target_feature = "relaxed-simd")))]
 #[target_feature(enable = "simd128")]
 unsafe fn vec_dot_iq2_xxs_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
     let mut sumf = 0.0f32;
@@ -452,7 +469,7 @@ fast_decode!(decode_iq2_xs, Iq2Xs, |blk: *const u8, b: usize, l: usize| {
 /// # Safety
 /// simd128; `row` is `nb` whole blocks and `act` has `256*nb` values and `8*nb` scales (checked by
 /// `fast_entry!`).
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128", not(target_feature = "relaxed-simd")))]
 #[target_feature(enable = "simd128")]
 unsafe fn vec_dot_iq2_xs_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
     let mut sumf = 0.0f32;
@@ -593,7 +610,7 @@ unsafe fn decode_iq2_s_simd(row: &[u8], out: &mut Decoded) {
 /// # Safety
 /// simd128; `row` is `nb` whole blocks and `act` has `256*nb` values and `8*nb` scales (checked by
 /// `fast_entry!`).
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128", not(target_feature = "relaxed-simd")))]
 #[target_feature(enable = "simd128")]
 unsafe fn vec_dot_iq2_s_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
     let qh_mul = core::ptr::read_volatile(QH_MUL.as_ptr() as *const v128);
@@ -621,4 +638,351 @@ unsafe fn vec_dot_iq2_s_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
         sumf += f16_at(core::slice::from_raw_parts(blk, 2), 0) * act.d[8 * i] * hsum_i32(acc) as f32;
     }
     0.125 * sumf
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Relaxed-SIMD dot products (the build with `+relaxed-simd`; the row decoders stay SIMD128).
+
+#[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+pub(super) mod relaxed {
+    //! The 8-bit route: 16 weights per `i16x8.relaxed_dot_i8x16_i7x16_s`. Its second operand must
+    //! be 7-bit unsigned, so the grid magnitudes (u8 ≤ 43, straight from the u64 codebooks, two
+    //! rows per v128 via `load64_zero` + `load64_lane`) are that operand and the signs go onto
+    //! the activations instead: `a` or `−a` per byte mask (exact, as Q8_K activations are in
+    //! [−127, 127]). A pair sum is at most 2·43·127, so nothing saturates.
+    //!
+    //! The sign masks are not looked up: the block's 32 sign bytes (IQ2_S: stored; IQ2_XXS /
+    //! IQ2_XS: the 7-bit ksigns indices, with their parity bit added in SIMD) sit in two v128
+    //! ([`Signs`]) and each 16-weight mask is a swizzle, an `and` and a compare. These kernels are
+    //! bound by V8's x64 instruction and load count per table lookup (the SIMD128 kernels run at
+    //! ~5 instructions per cycle), so what counts is instructions, loads first:
+    //! * a first version with sign masks from `KSIGNS64` (two u64 lookups per 16 weights, their
+    //!   indices extracted in scalar code) ran at about the speed of the SIMD128 kernels;
+    //! * computing all grid and sign row addresses of a block in SIMD, storing them and reading
+    //!   them back per sub-block was slower than the SIMD128 kernels: one more load per lookup;
+    //! * the sub-block data is addressed as `blk + 8·(b & 7)`: with plain `blk + 8·b` loop
+    //!   strength reduction leaves address arithmetic that LLVM cannot fold into the loads' offset
+    //!   immediates (V8 then adds an x64 `lea` per load; a `black_box`-ed pointer costs a store and
+    //!   a load); the loop keeps an opaque trip count (unrolled, LLVM hoists all loads and V8
+    //!   spills, as in the SIMD128 kernels);
+    //! * the sign goes on with `relaxed_laneselect(−a, a, m)`: written as `(a ^ m) − m`, LLVM
+    //!   knows `m` is a mask and emits a negation and a three-instruction bit select;
+    //! * the block scale `d` is converted branch-free in SIMD and the blocks are summed in f32x4.
+    use super::super::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
+    use super::{Iq2Layout, Iq2S, Iq2Xs, Iq2Xxs, Q8, QK_K};
+    use crate::quant::simd::hsum_f32;
+    use core::arch::wasm32::*;
+    use core::hint::black_box;
+
+    /// Row n (byte offset 16·n) = `2n + 1` in all eight i16 lanes: `ls` of scale nibble n, the
+    /// second operand of `i32x4.dot_i16x8_s`.
+    #[repr(C, align(16))]
+    struct Splats16([[i16; 8]; 16]);
+    static LS16: Splats16 = {
+        let mut out = [[0i16; 8]; 16];
+        let mut n = 0;
+        while n < 16 {
+            out[n] = [2 * n as i16 + 1; 8];
+            n += 1;
+        }
+        Splats16(out)
+    };
+
+    /// The `LS16` row of scale nibble `nib16 / 16`.
+    ///
+    /// # Safety
+    /// `nib16 < 256`, a multiple of 16.
+    #[inline(always)]
+    pub(in crate::quant) unsafe fn ls16(nib16: usize) -> v128 {
+        v128_load((LS16.0.as_ptr() as *const u8).add(nib16) as *const v128)
+    }
+
+    /// Constant vectors, made once per row; `black_box` keeps LLVM from turning the swizzles
+    /// into shuffles (whose masks V8 rebuilds from immediates each time).
+    pub(in crate::quant) struct Consts {
+        /// Sign bytes 0 and 1 of a [`Signs`] vector into 8 lanes each.
+        spread01: v128,
+        /// Lane j tests bit j % 8.
+        bits: v128,
+        /// 0x80 at the odd 4-bit numbers: the parity of a nibble, in bit 7.
+        parity: v128,
+    }
+
+    impl Consts {
+        #[inline(always)]
+        pub(in crate::quant) fn new() -> Consts {
+            const PARITY: [u8; 16] = {
+                let mut out = [0u8; 16];
+                let mut n = 0;
+                while n < 16 {
+                    out[n] = if (n as u32).count_ones() % 2 == 1 { 0x80 } else { 0 };
+                    n += 1;
+                }
+                out
+            };
+            Consts {
+                spread01: black_box(u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)),
+                bits: black_box(u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128)),
+                // SAFETY: v128 is 16 plain bytes.
+                parity: black_box(unsafe { core::mem::transmute::<[u8; 16], v128>(PARITY) }),
+            }
+        }
+    }
+
+    /// The 32 sign bytes of a block (byte 4b + l: group l of sub-block b; bit j set = weight j
+    /// negative), 16 in `cur` (the next four sub-blocks, current first) and 16 in `next`.
+    pub(in crate::quant) struct Signs {
+        pub(in crate::quant) cur: v128,
+        pub(in crate::quant) next: v128,
+    }
+
+    impl Signs {
+        /// The byte masks of the current sub-block's groups 0, 1 and 2, 3; then moves on to the
+        /// next sub-block (the 32 bytes rotate by 4).
+        #[inline(always)]
+        pub(in crate::quant) fn masks(&mut self, k: &Consts) -> (v128, v128) {
+            let m01 = i8x16_eq(v128_and(i8x16_relaxed_swizzle(self.cur, k.spread01), k.bits), k.bits);
+            // Bytes 2, 3 of each u32 lane moved down to 0, 1: `spread01` then picks them.
+            let m23 = i8x16_eq(v128_and(i8x16_relaxed_swizzle(u32x4_shr(self.cur, 16), k.spread01), k.bits), k.bits);
+            let (c, n) = (self.cur, self.next);
+            self.cur = i8x16_shuffle::<4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19>(c, n);
+            self.next = i8x16_shuffle::<4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19>(n, c);
+            (m01, m23)
+        }
+    }
+
+    /// `ksigns_iq2xs[i] = i | parity(i) << 7` for sixteen 7-bit indices `i` (byte lanes).
+    #[inline(always)]
+    pub(in crate::quant) fn ksigns(i: v128, k: &Consts) -> v128 {
+        // The parity of i is that of its two nibbles xor-ed (bits leaking in from the next byte
+        // land in bits 4..7 and are masked off).
+        let x = v128_and(v128_xor(i, u16x8_shr(i, 4)), u8x16_splat(15));
+        v128_or(i, i8x16_relaxed_swizzle(k.parity, x))
+    }
+
+    /// `d_w · d_a` as an f32x4 splat: the fp16 at `p` (branch-free, as `kquants`' `f16_lanes`:
+    /// the magnitude bits moved to the f32 position and scaled by 2^112, an all-ones exponent —
+    /// the only one scaling to ≥ 2^16 — made 255; exact for every non-NaN fp16) times the f32 at
+    /// `da`.
+    ///
+    /// # Safety
+    /// `p..p+2` and `da..da+4` readable.
+    #[inline(always)]
+    pub(in crate::quant) unsafe fn d_splat(p: *const u8, da: *const f32) -> v128 {
+        let h = v128_load16_splat(p as *const u16);
+        let mag = u32x4_shr(i32x4_shl(h, 17), 4);
+        let v = f32x4_mul(mag, f32x4_splat(f32::from_bits(0x7780_0000)));
+        let special = f32x4_ge(v, f32x4_splat(65536.0));
+        let v = v128_bitselect(v128_or(mag, i32x4_splat(0x7f80_0000)), v, special);
+        let d = v128_or(v, v128_and(i32x4_shl(h, 16), i32x4_splat(i32::MIN)));
+        f32x4_mul(d, v128_load32_splat(da as *const u32))
+    }
+
+    /// The ksigns sign bytes of four u32 words `w` holding four 7-bit indices each (bits 7l..7l+6
+    /// of lane n → byte 4n + l; IQ2_XXS, IQ3_XXS): the fields are moved to bytes with shifts and
+    /// masks (first pairs to u16 halves, then to bytes), then [`ksigns`].
+    #[inline(always)]
+    pub(in crate::quant) fn ksigns_of_words(w: v128, k: &Consts) -> v128 {
+        let w = v128_or(v128_and(w, u32x4_splat(0x3fff)), v128_and(i32x4_shl(w, 2), u32x4_splat(0x3fff_0000)));
+        let w = v128_or(v128_and(w, u16x8_splat(0x7f)), v128_and(i16x8_shl(w, 1), u16x8_splat(0x7f00)));
+        ksigns(w, k)
+    }
+
+    /// The `LS16` offsets of a block's eight scale bytes `sc[b]` (IQ2_XS, IQ2_S) stored at `out`:
+    /// `out[2b]` = 16 · low nibble (half 0 of sub-block b), `out[2b + 1]` = 16 · high nibble.
+    ///
+    /// # Safety
+    /// `sc..sc+8` readable, `out..out+16` writable.
+    #[inline(always)]
+    unsafe fn scale_offsets(sc: *const u8, out: *mut u16) {
+        const Z: u8 = 0x80; // relaxed swizzle: an index ≥ 128 gives 0 on every platform
+        // black_box: LLVM would make the swizzles shuffles and the multiply per-lane shifts.
+        let spread = black_box([
+            u8x16(0, Z, 0, Z, 1, Z, 1, Z, 2, Z, 2, Z, 3, Z, 3, Z),
+            u8x16(4, Z, 4, Z, 5, Z, 5, Z, 6, Z, 6, Z, 7, Z, 7, Z),
+        ]);
+        let mul = black_box(u16x8(16, 1, 16, 1, 16, 1, 16, 1));
+        let v = v128_load64_zero(sc as *const u64);
+        for h in 0..2 {
+            let x = i16x8_mul(i8x16_relaxed_swizzle(v, spread[h]), mul);
+            v128_store(out.add(8 * h) as *mut v128, v128_and(x, u16x8_splat(0xf0)));
+        }
+    }
+
+    /// The u64 grid rows `i0`, `i1` of `grid` as the low and high half of one v128.
+    ///
+    /// # Safety
+    /// Both indices inside the table.
+    #[inline(always)]
+    unsafe fn rows2(grid: *const u64, i0: usize, i1: usize) -> v128 {
+        v128_load64_lane::<1>(v128_load64_zero(grid.add(i0)), grid.add(i1))
+    }
+
+    /// 16 weights: i16x8 sums of pairs of `sign · mag · a`, `mask` lane j = 0xff if weight j is
+    /// negative (see the module docs).
+    ///
+    /// # Safety
+    /// `a..a+16` readable.
+    #[inline(always)]
+    pub(in crate::quant) unsafe fn dot16(mag: v128, mask: v128, a: *const i8) -> v128 {
+        let a = v128_load(a as *const v128);
+        // The mask lanes are all-ones or all-zeros, so the relaxed select is deterministic
+        // (`pblendvb` on x64). Written as `(a ^ m) − m`, LLVM knows `m` is a mask and emits a
+        // negation and a three-instruction bit select instead.
+        i16x8_relaxed_dot_i8x16_i7x16(i8x16_relaxed_laneselect(i8x16_neg(a), a, mask), mag)
+    }
+
+    /// The loop shared by the three types. Per block: `block` gives its [`Signs`]; per sub-block
+    /// `sub(blk, b)` gives the grid rows of groups 0, 1 and 2, 3 and the `ls` rows of the two
+    /// 16-weight halves; two [`dot16`], each scaled by `i32x4.dot_i16x8` with its `ls` row (with
+    /// `SHARED`, IQ2_XXS: one scale per sub-block, the i16x8 are added first — |4 · 43 · 127| <
+    /// 2^15 — and scaled once). Per block `d_w · d_a ·` the integer sum (f32x4), times 1/8 at the
+    /// end.
+    ///
+    /// # Safety
+    /// simd128 + relaxed-simd; `row` is `nb` whole blocks of `L`, `act` has `256*nb` values and
+    /// `8*nb` scales; `signs` and `sub` read only inside the block.
+    #[inline(always)]
+    unsafe fn vec_dot<L: Iq2Layout, const SHARED: bool>(
+        row: &[u8],
+        act: Q8<'_>,
+        nb: usize,
+        k: &Consts,
+        block: impl Fn(*const u8) -> Signs,
+        sub: impl Fn(*const u8, usize) -> (v128, v128, v128, v128),
+    ) -> f32 {
+        let mut acc = f32x4_splat(0.0);
+        for i in 0..nb {
+            let blk = row.as_ptr().add(i * L::BYTES);
+            let a = act.qs.as_ptr().add(i * QK_K);
+            let mut sg = block(blk);
+            let mut isum = i32x4_splat(0);
+            for b in 0..black_box(8) {
+                let (m01, m23) = sg.masks(&k);
+                let (g01, g23, ls0, ls1) = sub(blk, b);
+                let p01 = dot16(g01, m01, a.add(32 * b));
+                let p23 = dot16(g23, m23, a.add(32 * b + 16));
+                let sum = if SHARED {
+                    i32x4_dot_i16x8(i16x8_add(p01, p23), ls0)
+                } else {
+                    i32x4_add(i32x4_dot_i16x8(p01, ls0), i32x4_dot_i16x8(p23, ls1))
+                };
+                isum = i32x4_add(isum, sum);
+            }
+            acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), d_splat(blk, act.d.as_ptr().add(8 * i))));
+        }
+        0.125 * hsum_f32(acc)
+    }
+
+    /// IQ2_XXS · Q8_K, relaxed SIMD. Signs: the eight u32 `w` (two per 16-byte load) through
+    /// [`ksigns_of_words`].
+    ///
+    /// # Safety
+    /// simd128 + relaxed-simd; `row` is `nb` whole blocks and `act` has `256*nb` values and `8*nb`
+    /// scales (checked by `fast_entry!`).
+    #[target_feature(enable = "simd128,relaxed-simd")]
+    pub(super) unsafe fn vec_dot_iq2_xxs_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
+        let k = Consts::new();
+        let grid = IQ2XXS_GRID.as_ptr();
+        // SAFETY: reads stay inside the block; grid indices are bytes (256 rows).
+        let block = |blk: *const u8| {
+            let w = |h: usize| {
+                // w of sub-blocks 4h..4h+4 (u32 lanes 1 and 3 of two 16-byte loads).
+                let v0 = v128_load(blk.add(2 + 32 * h) as *const v128);
+                let v1 = v128_load(blk.add(18 + 32 * h) as *const v128);
+                i32x4_shuffle::<1, 3, 5, 7>(v0, v1)
+            };
+            Signs { cur: ksigns_of_words(w(0), &k), next: ksigns_of_words(w(1), &k) }
+        };
+        vec_dot::<Iq2Xxs, true>(row, act, nb, &k, block, |blk, b| {
+            // The 4 grid-index bytes and u32 w of sub-block b (`b & 7`: see the module docs).
+            let q = blk.add(2 + 8 * (b & 7));
+            let g01 = rows2(grid, *q as usize, *q.add(1) as usize);
+            let g23 = rows2(grid, *q.add(2) as usize, *q.add(3) as usize);
+            let ls = ls16((*q.add(7) & 0xf0) as usize);
+            (g01, g23, ls, ls)
+        })
+    }
+
+    /// IQ2_XS · Q8_K, relaxed SIMD. Signs: the sign indices (bits 9..15 of the 32 u16 words)
+    /// narrowed to bytes, then [`ksigns`].
+    ///
+    /// # Safety
+    /// simd128 + relaxed-simd; `row` is `nb` whole blocks and `act` has `256*nb` values and `8*nb`
+    /// scales (checked by `fast_entry!`).
+    #[target_feature(enable = "simd128,relaxed-simd")]
+    pub(super) unsafe fn vec_dot_iq2_xs_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
+        let k = Consts::new();
+        let grid = IQ2XS_GRID.as_ptr();
+        let mut ls = [0u16; 16];
+        let ls = ls.as_mut_ptr();
+        // SAFETY: reads stay inside the block; grid indices have 9 bits (512 rows), ls offsets
+        // are 16 · a nibble; `ls` holds 16 entries.
+        let block = |blk: *const u8| {
+            scale_offsets(blk.add(66), ls);
+            let signs = |h: usize| {
+                let w0 = v128_load(blk.add(2 + 32 * h) as *const v128);
+                let w1 = v128_load(blk.add(18 + 32 * h) as *const v128);
+                ksigns(u8x16_narrow_i16x8(u16x8_shr(w0, 9), u16x8_shr(w1, 9)), &k)
+            };
+            Signs { cur: signs(0), next: signs(1) }
+        };
+        vec_dot::<Iq2Xs, false>(row, act, nb, &k, block, |blk, b| {
+            // The four u16 words of sub-block b (`b & 7`: see the module docs).
+            let q = blk.add(2 + 8 * (b & 7)) as *const u32;
+            let (w01, w23) = (q.read_unaligned() as usize, q.add(1).read_unaligned() as usize);
+            let g01 = rows2(grid, w01 & 511, (w01 >> 16) & 511);
+            let g23 = rows2(grid, w23 & 511, (w23 >> 16) & 511);
+            let l = ls.add(2 * (b & 7));
+            (g01, g23, ls16(*l as usize), ls16(*l.add(1) as usize))
+        })
+    }
+
+    /// IQ2_S · Q8_K, relaxed SIMD. Signs: the stored sign bytes. Grid rows: the 10-bit indices
+    /// `qs[4b+l] | ((qh[b] >> 2l) & 3) << 8` of the whole block computed eight at a time in SIMD
+    /// (as in `iq2s_offsets`), stored as u16 and read back per sub-block.
+    ///
+    /// # Safety
+    /// simd128 + relaxed-simd; `row` is `nb` whole blocks and `act` has `256*nb` values and `8*nb`
+    /// scales (checked by `fast_entry!`).
+    #[target_feature(enable = "simd128,relaxed-simd")]
+    pub(super) unsafe fn vec_dot_iq2_s_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
+        const Z: u8 = 0x80; // relaxed swizzle: an index ≥ 128 gives 0 on every platform
+        let k = Consts::new();
+        let qh_spread = |b: u8| u8x16(b, Z, b, Z, b, Z, b, Z, b + 1, Z, b + 1, Z, b + 1, Z, b + 1, Z);
+        // qh[b] into the u16 lanes of sub-block b's groups (pairs of sub-blocks), then bits
+        // 2l..2l+1 to bits 8..9 (black_box: see `QH_MUL`).
+        let qh_spread = black_box([qh_spread(0), qh_spread(2), qh_spread(4), qh_spread(6)]);
+        let qh_mul = black_box(u16x8(256, 64, 16, 4, 256, 64, 16, 4));
+        let grid = IQ2S_GRID.as_ptr();
+        let mut idx = [0u16; 32];
+        let idx_ptr = idx.as_mut_ptr();
+        // SAFETY: reads stay inside the block; grid indices have 10 bits (1024 rows), ls offsets
+        // are 16 · a nibble; `idx` is written before the sub-block loop reads it.
+        let block = |blk: *const u8| {
+            let qh = v128_load64_zero(blk.add(66) as *const u64);
+            for h in 0..2 {
+                let lo = v128_load(blk.add(2 + 16 * h) as *const v128);
+                for j in 0..2 {
+                    // Sub-blocks 4h+2j, 4h+2j+1 (8 groups) in u16 lanes.
+                    let lo = if j == 0 { u16x8_extend_low_u8x16(lo) } else { u16x8_extend_high_u8x16(lo) };
+                    let hi = i16x8_mul(i8x16_relaxed_swizzle(qh, qh_spread[2 * h + j]), qh_mul);
+                    let v = v128_or(lo, v128_and(hi, u16x8_splat(0x300)));
+                    v128_store(idx_ptr.add(16 * h + 8 * j) as *mut v128, v);
+                }
+            }
+            Signs { cur: v128_load(blk.add(34) as *const v128), next: v128_load(blk.add(50) as *const v128) }
+        };
+        vec_dot::<Iq2S, false>(row, act, nb, &k, block, |blk, b| {
+            // The four grid indices of sub-block b (`b & 7`: see the module docs).
+            let g = idx_ptr.add(4 * (b & 7)) as *const u16;
+            let g01 = rows2(grid, *g as usize, *g.add(1) as usize);
+            let g23 = rows2(grid, *g.add(2) as usize, *g.add(3) as usize);
+            // (Here the scale bytes read directly are faster than offsets made per block in
+            // SIMD as for IQ2_XS, measured: ~6%.)
+            let sc = *blk.add(74 + b) as usize;
+            (g01, g23, ls16((sc & 15) << 4), ls16(sc & 0xf0))
+        })
+    }
 }
