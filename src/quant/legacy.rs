@@ -727,9 +727,12 @@ pub(super) mod simd {
         })
     }
 
+    /// IQ4_NL keeps the SIMD128 kernel in both builds: its values are signed (−127..113), and the
+    /// relaxed route (|kv| as the 7-bit operand, signs moved onto the activations) measured slower
+    /// (4.8 vs 6.1 GB/s).
+    ///
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
-    #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
     pub unsafe fn vec_dot_iq4_nl(row: &[u8], act: Q8<'_>) -> f32 {
         // SAFETY: KVALUES_IQ4NL is 16 bytes.
@@ -828,32 +831,6 @@ pub(super) mod simd {
         dot_rows::<24, 0, true, 0>(row, act, |p, a, c| {
             let (w0, w1) = q5_unsigned(p.add(8), p.add(4), c);
             rdot32(w0, w1, a)
-        })
-    }
-
-    /// IQ4_NL values are signed (−127..113): the sign trick keeps `|kv|` (7-bit) as the weight
-    /// operand and moves the sign onto the activations, `(a ^ m) − m` with m = −1 where kv < 0
-    /// (activations are never −128, so the negation is exact). Both come from 16-entry tables
-    /// indexed by the nibbles.
-    ///
-    /// # Safety
-    /// Requires simd128 + relaxed-simd; lengths are checked by the driver.
-    #[cfg(target_feature = "relaxed-simd")]
-    #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_iq4_nl(row: &[u8], act: Q8<'_>) -> f32 {
-        // SAFETY: KVALUES_IQ4NL is 16 bytes.
-        let kv = v128_load(KVALUES_IQ4NL.as_ptr() as *const v128);
-        dot_rows::<18, 0, false, 0>(row, act, |p, a, c| {
-            let (lo, hi) = nibbles(p.add(2), c);
-            let (a0, a1) = act2(a);
-            let (w0, w1) = (i8x16_swizzle(kv, lo), i8x16_swizzle(kv, hi));
-            let (m0, m1) = (i8x16_shr(w0, 7), i8x16_shr(w1, 7));
-            let a0 = i8x16_sub(v128_xor(a0, m0), m0);
-            let a1 = i8x16_sub(v128_xor(a1, m1), m1);
-            // |kv| ≤ 127: each i16 pair sum is widened on its own (two would overflow i16).
-            let p0 = i16x8_relaxed_dot_i8x16_i7x16(a0, i8x16_abs(w0));
-            let p1 = i16x8_relaxed_dot_i8x16_i7x16(a1, i8x16_abs(w1));
-            i32x4_add(widen(p0), widen(p1))
         })
     }
 

@@ -141,8 +141,8 @@ mod simd {
                 let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
                 let u0 = v128_or(v128_and(q[0], m3), v128_and(u16x8_shl(h[0], 2), m4));
                 let u1 = v128_or(v128_and(q[1], m3), v128_and(u16x8_shl(h[1], 2), m4));
-                let p0 = rdot16::<false>(u0, v128_load(a as *const v128));
-                let p1 = rdot16::<false>(u1, v128_load(a.add(16) as *const v128));
+                let p0 = rdot16(u0, v128_load(a as *const v128));
+                let p1 = rdot16(u1, v128_load(a.add(16) as *const v128));
                 let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
                 let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
                 isum = i32x4_add(isum, i32x4_add(s0, s1));

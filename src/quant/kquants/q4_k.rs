@@ -146,10 +146,10 @@ mod simd {
                     let m15 = u8x16_splat(15);
                     let (v0, v1) = (v128_load(q as *const v128), v128_load(q.add(16) as *const v128));
                     let ld = |k: usize| v128_load(a.add(16 * k) as *const v128);
-                    let plo = i16x8_add(rdot16::<false>(v128_and(v0, m15), ld(0)), rdot16::<false>(v128_and(v1, m15), ld(1)));
+                    let plo = i16x8_add(rdot16(v128_and(v0, m15), ld(0)), rdot16(v128_and(v1, m15), ld(1)));
                     let phi = i16x8_add(
-                        rdot16::<false>(v128_and(u16x8_shr(v0, 4), m15), ld(2)),
-                        rdot16::<false>(v128_and(u16x8_shr(v1, 4), m15), ld(3)),
+                        rdot16(v128_and(u16x8_shr(v0, 4), m15), ld(2)),
+                        rdot16(v128_and(u16x8_shr(v1, 4), m15), ld(3)),
                     );
                     let s0 = i32x4_dot_i16x8(plo, v128_load32_splat(s));
                     let s1 = i32x4_dot_i16x8(phi, v128_load32_splat(s.add(1)));
@@ -202,8 +202,8 @@ mod simd {
                     let ld = |k: usize| v128_load(a.add(16 * k) as *const v128);
                     let lo = |v: v128, h: v128| v128_or(v128_and(v, m15), v128_and(u16x8_shl(h, 4), m16));
                     let hi = |v: v128, h: v128| v128_or(v128_and(u16x8_shr(v, 4), m15), v128_and(u16x8_shl(h, 3), m16));
-                    let plo = i16x8_add(rdot16::<false>(lo(v0, h[0]), ld(0)), rdot16::<false>(lo(v1, h[1]), ld(1)));
-                    let phi = i16x8_add(rdot16::<false>(hi(v0, h[0]), ld(2)), rdot16::<false>(hi(v1, h[1]), ld(3)));
+                    let plo = i16x8_add(rdot16(lo(v0, h[0]), ld(0)), rdot16(lo(v1, h[1]), ld(1)));
+                    let phi = i16x8_add(rdot16(hi(v0, h[0]), ld(2)), rdot16(hi(v1, h[1]), ld(3)));
                     let s0 = i32x4_dot_i16x8(plo, v128_load32_splat(s));
                     let s1 = i32x4_dot_i16x8(phi, v128_load32_splat(s.add(1)));
                     isum = i32x4_add(isum, i32x4_add(s0, s1));
