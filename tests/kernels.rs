@@ -137,42 +137,18 @@ fn dot_products_agree_on_random_blocks() {
     }
 }
 
-/// The integer extremes that random blocks rarely combine: every weight byte 0x00 / 0x7F / 0x80 /
-/// 0xFF / 0x55 / 0xAA (largest codes, every sign bit, every high bit; then sanitized), against
-/// activations that are all +127, all −127 or alternating ±127. These are the cases where an i16
-/// partial sum could saturate or a relaxed-SIMD operand could leave the 7-bit range, so the fast
-/// kernel must still equal the scalar one.
+/// The integer extremes that random blocks rarely combine — every weight byte 0x00 / 0x7F / 0x80 /
+/// 0xFF / 0x55 / 0xAA against activations of all +127, all −127 or alternating ±127, where an i16
+/// partial sum could saturate or a relaxed-SIMD operand leave the 7-bit range — plus random rows,
+/// through the engine's own self-test (`quant::selftest`, what `clef self-test` and the browser
+/// test run): fast dot = scalar dot, fast decoder = reference decoder, for every type.
 #[test]
-fn dot_products_agree_on_extreme_blocks() {
-    for ty in GgmlType::ALL {
-        let Some(k) = kernels(ty) else { continue };
-        let n = ty.block_elems().max(32) * 3;
-        let mut act = QAct::default();
-        for byte in [0x00u8, 0x7f, 0x80, 0xff, 0x55, 0xaa] {
-            let mut row = vec![byte; ty.row_bytes(n)];
-            for blk in row.chunks_exact_mut(ty.block_bytes()) {
-                (k.sanitize)(blk);
-            }
-            for pattern in 0..3 {
-                let x: Vec<f32> = (0..n)
-                    .map(|i| match pattern {
-                        0 => 1.0,
-                        1 => -1.0,
-                        _ => if i % 2 == 0 { 1.0 } else { -1.0 },
-                    })
-                    .collect();
-                quantize_q8(ty.act_kind(), &x, n, &mut act);
-                let a = act.row(0);
-                let reference = (k.vec_dot_ref)(&row, a);
-                let fast = (k.vec_dot)(&row, a);
-                let scale = reference.abs().max(1e-20) as f64;
-                let err = (fast as f64 - reference as f64).abs() / scale;
-                assert!(
-                    err < 1e-5 || (fast - reference).abs() < 1e-6,
-                    "{ty} bytes {byte:#04x} pattern {pattern}: fast dot {fast} vs scalar {reference}"
-                );
-            }
-        }
+fn self_test_passes_on_random_and_extreme_blocks() {
+    let checks = quant::selftest::check_kernels(60, 0x5eed);
+    assert!(checks.len() >= 21, "{} types checked", checks.len());
+    for c in &checks {
+        assert!(c.rows > 18, "{}: {} rows", c.ty, c.rows);
+        assert!(c.ok(), "{}: max dot error {:e}, {} decoder mismatches", c.ty, c.max_dot_err, c.decode_mismatches);
     }
 }
 
