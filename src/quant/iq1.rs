@@ -665,6 +665,28 @@ pub mod iq1_m {
     mod simd {
         use super::super::check_lengths;
         use super::super::simd::weights16;
+        /// The block's 3-bit scales as `2s + 1` in i16 lanes: `[0]` lane 4w + k (w = 0, 1) is field k
+        /// of scale word w, i.e. sub-block 2w + k/2, half k%2; `[1]` the same for words 2, 3.
+        /// `spread` and `to_top` are the per-row constants of the kernels (see there).
+        ///
+        /// # Safety
+        /// `p..p+56` (the block) must be readable.
+        #[inline(always)]
+        unsafe fn scales(p: *const u8, spread: [v128; 2], to_top: v128) -> [v128; 2] {
+            let words = v128_load64_zero(p.add(48) as *const u64);
+            // Indices < 16: the relaxed swizzle (one pshufb) is exact.
+            #[cfg(target_feature = "relaxed-simd")]
+            let swizzle = i8x16_relaxed_swizzle;
+            #[cfg(not(target_feature = "relaxed-simd"))]
+            let swizzle = i8x16_swizzle;
+            let mut scales = [i16x8_splat(0); 2];
+            for (half, s) in scales.iter_mut().enumerate() {
+                let field = u16x8_shr(i16x8_mul(swizzle(words, spread[half]), to_top), 13);
+                *s = v128_or(i16x8_shl(field, 1), i16x8_splat(1));
+            }
+            scales
+        }
+
         #[cfg(not(target_feature = "relaxed-simd"))]
         use super::super::simd::dot16_scaled;
         #[cfg(target_feature = "relaxed-simd")]
@@ -726,14 +748,7 @@ pub mod iq1_m {
                 // 256 elements (checked above); GRID8D indices have 8 + 4 bits, < 4096.
                 let p = blk.as_ptr();
                 let a = act.qs.as_ptr().add(i * QK_K);
-                // scales[0] lane 4w + k (w = 0, 1) = `2s + 1` of field k of word w, i.e. sub-block
-                // 2w + k/2, half k%2; scales[1] the same for words 2, 3.
-                let words = v128_load64_zero(p.add(48) as *const u64);
-                let mut scales = [i16x8_splat(0); 2];
-                for (half, s) in scales.iter_mut().enumerate() {
-                    let field = u16x8_shr(i16x8_mul(i8x16_swizzle(words, spread[half]), to_top), 13);
-                    *s = v128_or(i16x8_shl(field, 1), i16x8_splat(1));
-                }
+                let scales = scales(p, spread, to_top);
                 let mut isum = i32x4_splat(0);
                 // Unrolled so the scale lanes can be splatted with constant shuffles.
                 macro_rules! sub_block {
@@ -803,12 +818,7 @@ pub mod iq1_m {
                 // index), inside GRID8D_U.
                 let p = blk.as_ptr();
                 let a = act.qs.as_ptr().add(i * QK_K);
-                let words = v128_load64_zero(p.add(48) as *const u64);
-                let mut scales = [i16x8_splat(0); 2];
-                for (half, s) in scales.iter_mut().enumerate() {
-                    let field = u16x8_shr(i16x8_mul(i8x16_relaxed_swizzle(words, spread[half]), to_top), 13);
-                    *s = v128_or(i16x8_shl(field, 1), i16x8_splat(1));
-                }
+                let scales = scales(p, spread, to_top);
                 let qh = v128_load(p.add(32) as *const v128);
                 let qh1 = u16x8_shr(qh, 1);
                 let hq = [
