@@ -54,18 +54,31 @@ pub struct MatmulScratch {
 }
 
 /// From how many tokens on a quantized matmul runs as the prompt GEMM (each weight row decoded once
-/// for all tokens, [`gemm`]) instead of one fused `vec_dot` pass per token. Break-even measured in
-/// wasm (Node 20, x86-64, 4096-wide rows; `clef bench-kernels --prefill T` shows the ratio): 2
-/// tokens for the 256-element types; 3–4 for the legacy 32-element ones, whose `vec_dot` is cheap
-/// and whose GEMM reduces and scales every 32 elements; 8 for Q1_0, whose `vec_dot` needs no
-/// multiplications at all.
+/// for all tokens, [`gemm`]) instead of one fused `vec_dot` per token and row. The first T where
+/// the GEMM beats T `vec_dot`s, measured per build in wasm (Node 20, x86-64, 4096×4096,
+/// `clef bench-kernels --prefill T` for T = 2, 3, 4, 6, 8, 12, 16, 24, 32). The relaxed-SIMD
+/// build's `vec_dot`s are faster while the GEMM is the same code, so its break-even comes later:
+/// 2–4 tokens for the 256-element types, up to 8–12 for Q1_0 / Q2_0 / Q4_0 / Q4_1, whose `vec_dot`
+/// is cheap and whose GEMM reduces and scales every 32 elements.
 pub fn gemm_min_tokens(ty: GgmlType) -> usize {
     use GgmlType::*;
-    match ty {
-        Q1_0 => 8,
-        Q4_0 | Q4_1 | Q8_0 | Q2_0 => 4,
-        Q5_0 | Q5_1 | IQ4_NL => 3,
-        _ => 2,
+    if cfg!(target_feature = "relaxed-simd") {
+        match ty {
+            Q1_0 | Q4_1 => 12,
+            Q4_0 | Q2_0 => 8,
+            Q8_0 => 6,
+            Q5_1 | Q2_K | Q4_K | IQ4_NL => 4,
+            Q5_0 | Q3_K | Q5_K | Q6_K | IQ2_XS | IQ1_S | IQ1_M => 3,
+            _ => 2,
+        }
+    } else {
+        match ty {
+            Q1_0 => 8,
+            Q4_1 | Q8_0 => 6,
+            Q4_0 | Q2_0 => 4,
+            Q5_0 | Q5_1 | IQ4_NL => 3,
+            _ => 2,
+        }
     }
 }
 
@@ -119,10 +132,11 @@ pub fn matmul_rows(
     }
     quantize_q8(ty.act_kind(), x, n_in, &mut s.act);
     if t_count < gemm_min_tokens(ty) {
-        for t in 0..t_count {
-            let a = s.act.row(t);
-            for r in rows.clone() {
-                y[t * n_out + r] = (k.vec_dot)(row(r), a);
+        // Rows outer: a weight row is read from memory once and stays in L1 for every token.
+        for r in rows {
+            let wr = row(r);
+            for t in 0..t_count {
+                y[t * n_out + r] = (k.vec_dot)(wr, s.act.row(t));
             }
         }
         return;
