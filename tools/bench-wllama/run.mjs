@@ -185,8 +185,8 @@ for (const [i, file] of files.entries()) {
     const t0 = Date.now();
     try {
       const r = await page.evaluate(([fn, url, o]) => window.bench[fn](url, o), [fn, url, { ...o, threads }]);
-      row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, text: r.runs[0].text };
-      console.error(`${row.file} ${key}: pp ${row[key].pp.toFixed(2)} t/s, tg ${row[key].tg.toFixed(2)} t/s, load ${r.loadS.toFixed(1)} s (threads ${r.threads}) [${((Date.now() - t0) / 1000).toFixed(0)} s]`);
+      row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, simd: r.simd, text: r.runs[0].text };
+      console.error(`${row.file} ${key}: pp ${row[key].pp.toFixed(2)} t/s, tg ${row[key].tg.toFixed(2)} t/s, load ${r.loadS.toFixed(1)} s (threads ${r.threads}${r.simd ? `, ${r.simd}` : ''}) [${((Date.now() - t0) / 1000).toFixed(0)} s]`);
     } catch (e) {
       row[key] = { error: String(e.message ?? e).split('\n')[0].slice(0, 200) };
       console.error(`${row.file} ${key}: FAILED ${row[key].error}`);
