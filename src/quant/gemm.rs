@@ -492,6 +492,38 @@ mod simd {
     /// # Safety
     /// Requires simd128; every row must have `act.n` weights (`gemm` checks) and `j` must be a
     /// tile of `act` with C tokens.
+    /// `steps` steps of 8 elements of R weight rows (`wp`) × C tokens (`ap`, interleaved per 8):
+    /// R·C `i32x4.dot_i16x8_s` per step into fresh i32x4 accumulators; advances both pointers.
+    /// Called with an opaque `steps`, so the steps stay a loop (V8 hoists all loads of a fully
+    /// unrolled block to its top and spills them).
+    ///
+    /// # Safety
+    /// `wp[r]..+8·steps` and `ap..+8·C·steps` must be readable.
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
+    unsafe fn dot_steps<const R: usize, const C: usize>(
+        steps: usize,
+        wp: &mut [*const i16; R],
+        ap: &mut *const i16,
+    ) -> [[v128; C]; R] {
+        let mut iacc = [[i32x4_splat(0); C]; R];
+        for _ in 0..steps {
+            let mut wv = [i32x4_splat(0); R];
+            for r in 0..R {
+                wv[r] = v128_load(wp[r] as *const v128);
+                wp[r] = wp[r].add(8);
+            }
+            for c in 0..C {
+                let av = v128_load(ap.add(8 * c) as *const v128);
+                for r in 0..R {
+                    iacc[r][c] = i32x4_add(iacc[r][c], i32x4_dot_i16x8(wv[r], av));
+                }
+            }
+            *ap = ap.add(8 * C);
+        }
+        iacc
+    }
+
     #[target_feature(enable = "simd128")]
     #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
     pub unsafe fn tile256<const R: usize, const C: usize, const MIN: bool>(
@@ -514,23 +546,8 @@ mod simd {
         }
         let mut facc = [f32x4_splat(0.0); R];
         for b in 0..nb {
-            let mut iacc = [[i32x4_splat(0); C]; R];
-            // One step: 8 elements of R rows × C tokens. An opaque trip count keeps this a loop
-            // (V8 hoists all loads of a fully unrolled block to its top and spills them).
-            for _ in 0..core::hint::black_box(KB / 8) {
-                let mut wv = [i32x4_splat(0); R];
-                for r in 0..R {
-                    wv[r] = v128_load(wp[r] as *const v128);
-                    wp[r] = wp[r].add(8);
-                }
-                for c in 0..C {
-                    let av = v128_load(ap.add(8 * c) as *const v128);
-                    for r in 0..R {
-                        iacc[r][c] = i32x4_add(iacc[r][c], i32x4_dot_i16x8(wv[r], av));
-                    }
-                }
-                ap = ap.add(8 * C);
-            }
+            // KB elements, 8 per step; an opaque trip count keeps the steps a loop (see `dot_steps`).
+            let iacc = dot_steps::<R, C>(core::hint::black_box(KB / 8), &mut wp, &mut ap);
             // Block end: lane c of each row's sums is token c; scale by d·da.
             let dab = v128_load(da.add(4 * b) as *const v128);
             for r in 0..R {
@@ -601,21 +618,8 @@ mod simd {
         };
         let mut facc = [[f32x4_splat(0.0); C]; R];
         for quad in 0..nq {
-            let mut iacc = [[i32x4_splat(0); C]; R];
-            for _ in 0..core::hint::black_box(16) {
-                let mut wv = [i32x4_splat(0); R];
-                for r in 0..R {
-                    wv[r] = v128_load(wp[r] as *const v128);
-                    wp[r] = wp[r].add(8);
-                }
-                for c in 0..C {
-                    let av = v128_load(ap.add(8 * c) as *const v128);
-                    for r in 0..R {
-                        iacc[r][c] = i32x4_add(iacc[r][c], i32x4_dot_i16x8(wv[r], av));
-                    }
-                }
-                ap = ap.add(8 * C);
-            }
+            // A quad: 4 blocks of 32 elements, 8 per step.
+            let iacc = dot_steps::<R, C>(core::hint::black_box(16), &mut wp, &mut ap);
             let dt = da_quad(quad);
             for r in 0..R {
                 let dq = v128_load(w[r].d.as_ptr().add(4 * quad) as *const v128);

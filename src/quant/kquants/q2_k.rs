@@ -64,6 +64,8 @@ mod simd {
     use super::super::simd::{block_ptrs, check_decode, f16_pair_splats, fold_block, store_scale_pairs};
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::{ld_u8x8, mul16};
+    #[cfg(target_feature = "relaxed-simd")]
+    use super::super::simd::rdot16;
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::gemm::Decoded;
     use crate::quant::simd::store_scaled16;
@@ -92,56 +94,46 @@ mod simd {
                 u16x8_extend_high_u8x16(sc),
             );
 
-            #[cfg(not(target_feature = "relaxed-simd"))]
-            let isum = {
-                let mut isum = i32x4_splat(0);
-                let (mut a, mut s) = (a, sbuf.as_ptr() as *const u32);
-                // An opaque trip count keeps this a loop (see the module docs).
-                let steps = core::hint::black_box(4u32);
-                for n in 0..2 {
-                    let q = x.add(16 + 32 * n);
-                    let mut v = [ld_u8x8(q), ld_u8x8(q.add(8)), ld_u8x8(q.add(16)), ld_u8x8(q.add(24))];
-                    for _ in 0..steps {
+            let mut isum = i32x4_splat(0);
+            let (mut a, mut s) = (a, sbuf.as_ptr() as *const u32);
+            // An opaque trip count keeps this a loop (see the module docs).
+            let steps = core::hint::black_box(4u32);
+            for n in 0..2 {
+                let q = x.add(16 + 32 * n);
+                // SIMD128: the 32 bytes as four u16x8 (codes in u16 lanes for `i16x8.mul`).
+                #[cfg(not(target_feature = "relaxed-simd"))]
+                let mut v = [ld_u8x8(q), ld_u8x8(q.add(8)), ld_u8x8(q.add(16)), ld_u8x8(q.add(24))];
+                // Relaxed SIMD: as two u8x16; the 2-bit codes are 7-bit, so `rdot16` multiplies
+                // 16 of them with 16 activation bytes (pairs summed in i16: ≤ 2·3·127).
+                #[cfg(target_feature = "relaxed-simd")]
+                let mut v = [v128_load(q as *const v128), v128_load(q.add(16) as *const v128)];
+                for _ in 0..steps {
+                    #[cfg(not(target_feature = "relaxed-simd"))]
+                    let (p0, p1) = {
                         let m = u16x8_splat(3);
-                        let p0 = mul16(v128_and(v[0], m), v128_and(v[1], m), a);
-                        let p1 = mul16(v128_and(v[2], m), v128_and(v[3], m), a.add(16));
-                        let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
-                        let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
-                        isum = i32x4_add(isum, i32x4_add(s0, s1));
-                        for vk in v.iter_mut() {
-                            *vk = u16x8_shr(*vk, 2);
-                        }
-                        s = s.add(2);
-                        a = a.add(32);
-                    }
-                }
-                isum
-            };
-            // Relaxed SIMD: the 2-bit codes are 7-bit unsigned, so one
-            // `i16x8.relaxed_dot_i8x16_i7x16_s` multiplies 16 of them with 16 activation bytes
-            // (pairs summed in i16: |sum| ≤ 2·3·127) and `i32x4.dot_i16x8_s` applies the scale.
-            #[cfg(target_feature = "relaxed-simd")]
-            let isum = {
-                let mut isum = i32x4_splat(0);
-                let (mut a, mut s) = (a, sbuf.as_ptr() as *const u32);
-                let steps = core::hint::black_box(4u32);
-                for n in 0..2 {
-                    let q = x.add(16 + 32 * n);
-                    let mut v = [v128_load(q as *const v128), v128_load(q.add(16) as *const v128)];
-                    for _ in 0..steps {
+                        (
+                            mul16(v128_and(v[0], m), v128_and(v[1], m), a),
+                            mul16(v128_and(v[2], m), v128_and(v[3], m), a.add(16)),
+                        )
+                    };
+                    #[cfg(target_feature = "relaxed-simd")]
+                    let (p0, p1) = {
                         let m = u8x16_splat(3);
-                        let p0 = i16x8_relaxed_dot_i8x16_i7x16(v128_load(a as *const v128), v128_and(v[0], m));
-                        let p1 = i16x8_relaxed_dot_i8x16_i7x16(v128_load(a.add(16) as *const v128), v128_and(v[1], m));
-                        let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
-                        let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
-                        isum = i32x4_add(isum, i32x4_add(s0, s1));
-                        v = [u16x8_shr(v[0], 2), u16x8_shr(v[1], 2)];
-                        s = s.add(2);
-                        a = a.add(32);
+                        (
+                            rdot16(v128_and(v[0], m), v128_load(a as *const v128)),
+                            rdot16(v128_and(v[1], m), v128_load(a.add(16) as *const v128)),
+                        )
+                    };
+                    let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
+                    let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
+                    isum = i32x4_add(isum, i32x4_add(s0, s1));
+                    for vk in v.iter_mut() {
+                        *vk = u16x8_shr(*vk, 2);
                     }
+                    s = s.add(2);
+                    a = a.add(32);
                 }
-                isum
-            };
+            }
 
             let mn = u8x16_shr(sm, 4);
             let summs = i32x4_add(
