@@ -26,7 +26,7 @@ if [ "$want" != "$have" ]; then
 fi
 
 # Two builds of the same crate: baseline SIMD128 (every browser with wasm SIMD) and SIMD128 +
-# relaxed SIMD (i32x4.relaxed_dot_i8x16_i7x16_add_s & co.; Chromium ≥ 114 without a flag, Node 20
+# relaxed SIMD (i16x8.relaxed_dot_i8x16_i7x16_s & co.; Chromium ≥ 114 without a flag, Node 20
 # with --experimental-wasm-relaxed-simd). A module that uses relaxed instructions fails validation
 # as a whole where they are unsupported, so the runtime picks one by feature detection
 # (www/src/simd.ts). Same exports, so one wasm-bindgen JS glue serves both.
@@ -50,6 +50,8 @@ rm -rf www/pkg-relaxed.tmp
 if npx --no-install wasm-opt --all-features --print www/pkg/clef_web_relaxed_bg.wasm | grep -q relaxed_dot_i8x16_i7x16_add_s; then
   echo "build.sh: the relaxed build uses i32x4.relaxed_dot_i8x16_i7x16_add_s (see src/quant/mod.rs)" >&2; exit 1
 fi
+# The build choice (probe + file names) for the Node tools beside the glue: www/cli.mjs, tests/js.
+npx --no-install esbuild www/src/simd.ts --format=esm --log-level=warning --outfile=www/pkg/simd.js
 ls -l www/pkg/clef_web_bg.wasm www/pkg/clef_web_relaxed_bg.wasm | awk '{printf "build.sh: %s %.0f KiB\n", $9, $5/1024}'
 fi
 

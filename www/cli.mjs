@@ -6,16 +6,14 @@
 // (see www/src/simd.ts; `bench-kernels` prints which one ran).
 import { closeSync, fstatSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { initSync, runCli } from './pkg/clef_web.js';
+import { detectSimd, wasmFile } from './pkg/simd.js';
 
-// The probe module of www/src/simd.ts: one i32x4.relaxed_dot_i8x16_i7x16_add_s.
-const probe = Buffer.from('AGFzbQEAAAABBQFgAAF7AwIBAAo9ATsA/QwAAAAAAAAAAAAAAAAAAAAA/QwAAAAAAAAAAAAAAAAAAAAA/QwAAAAAAAAAAAAAAAAAAAAA/ZMCCw==', 'base64');
-const build = process.env.CLEF_WASM || (WebAssembly.validate(probe) ? 'relaxed-simd' : 'simd128');
-const wasm = { 'relaxed-simd': 'clef_web_relaxed_bg.wasm', simd128: 'clef_web_bg.wasm' }[build];
-if (!wasm) {
+const build = process.env.CLEF_WASM || detectSimd();
+if (build !== 'simd128' && build !== 'relaxed-simd') {
   process.stderr.write(`error: CLEF_WASM must be simd128 or relaxed-simd, not '${build}'\n`);
   process.exit(2);
 }
-initSync({ module: readFileSync(new URL(`./pkg/${wasm}`, import.meta.url)) });
+initSync({ module: readFileSync(new URL(`./pkg/${wasmFile(build)}`, import.meta.url)) });
 
 const files = new Map();
 const fd = (path) => {

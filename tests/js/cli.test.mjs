@@ -10,11 +10,12 @@ import { closeSync, existsSync, fstatSync, openSync, readdirSync, readFileSync, 
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { initSync, runCli } from '../../www/pkg/clef_web.js';
+import { wasmFile } from '../../www/pkg/simd.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const fixtures = join(root, '..', 'shared', 'fixtures', 'qwen35-tiny');
 const build = process.env.CLEF_WASM || 'simd128';
-initSync({ module: readFileSync(join(root, `www/pkg/${build === 'relaxed-simd' ? 'clef_web_relaxed_bg.wasm' : 'clef_web_bg.wasm'}`)) });
+initSync({ module: readFileSync(join(root, 'www/pkg', wasmFile(build))) });
 
 /** Runs one command in-process on the wasm build; returns stdout. */
 function clef(...args) {
