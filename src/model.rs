@@ -235,6 +235,9 @@ pub enum Logits {
     Last,
     /// Every position: `T × n_vocab`.
     All,
+    /// No LM head: the final-norm hidden states of every position, `T × n_embd` (what a head on
+    /// the backbone, such as Clef's joint schema head, reads).
+    Hidden,
 }
 
 /// Per-sequence state: DeltaNet conv/recurrent state and the attention KV cache.
@@ -544,9 +547,12 @@ impl Model {
         let rows: &mut [f32] = match want {
             Logits::None => return Ok(Vec::new()),
             Logits::Last => &mut h[(t_n - 1) * d..],
-            Logits::All => &mut h[..],
+            Logits::All | Logits::Hidden => &mut h[..],
         };
         rmsnorm(rows, &self.output_norm, c.eps);
+        if want == Logits::Hidden {
+            return Ok(rows.to_vec());
+        }
         let mut logits = vec![0.0f32; rows.len() / d * c.n_vocab];
         matmul(&self.store, &self.output, rows, &mut logits, prec, &mut s.mm);
         Ok(logits)
