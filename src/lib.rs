@@ -12,6 +12,8 @@ pub mod bench;
 pub mod model;
 pub mod ops;
 pub mod weights;
+pub mod split;
+pub mod cluster;
 pub mod cli;
 pub mod json;
 pub mod loader;

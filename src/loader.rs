@@ -6,7 +6,7 @@
 //! 3. copy each shard's file range straight into its shard, in chunks — never the whole file twice.
 
 use crate::gguf::{self, GgufError, Header};
-use crate::model::{Model, ModelError};
+use crate::model::{Model, ModelError, Role};
 
 /// Something that can read byte ranges of one GGUF file.
 pub trait ByteSource {
@@ -68,25 +68,34 @@ pub fn read_header(src: &mut dyn ByteSource) -> Result<Header, LoadError> {
 
 /// Loads a whole model (weights copied once, straight into their shards).
 /// `progress(done, total)` is called after each chunk.
-pub fn load_model(src: &mut dyn ByteSource, mut progress: impl FnMut(u64, u64)) -> Result<(Header, Model), LoadError> {
+pub fn load_model(src: &mut dyn ByteSource, progress: impl FnMut(u64, u64)) -> Result<(Header, Model), LoadError> {
+    load_model_role(src, Role::Whole, progress)
+}
+
+/// [`load_model`] for the part of the model that `role` holds (a column cut reads each row's piece).
+pub fn load_model_role(src: &mut dyn ByteSource, role: Role, mut progress: impl FnMut(u64, u64)) -> Result<(Header, Model), LoadError> {
     let h = read_header(src)?;
     let size = src.size().map_err(LoadError::Io)?;
     if h.file_size() > size {
         return Err(GgufError::Truncated { what: format!("file has {size} bytes, the header describes {}", h.file_size()) }.into());
     }
-    let (cfg, mut store) = Model::allocate(&h)?;
+    let (cfg, mut store) = Model::allocate_role(&h, role)?;
     let total = store.total_bytes();
     let mut done = 0u64;
-    for r in store.plan().to_vec() {
-        let shard = store.shard_mut(r.shard);
-        for (i, chunk) in shard.chunks_mut(CHUNK).enumerate() {
-            src.read_at(r.file_offset + (i * CHUNK) as u64, chunk).map_err(LoadError::Io)?;
-            done += chunk.len() as u64;
-            progress(done, total);
+    for op in store.plan().to_vec() {
+        let shard = store.shard_mut(op.shard);
+        for i in 0..op.count {
+            let dst = (op.dst_offset + i * op.dst_stride) as usize;
+            let file = op.file_offset + i * op.file_stride;
+            for (k, chunk) in shard[dst..dst + op.len as usize].chunks_mut(CHUNK).enumerate() {
+                src.read_at(file + (k * CHUNK) as u64, chunk).map_err(LoadError::Io)?;
+                done += chunk.len() as u64;
+            }
         }
-        store.mark_filled(r.shard);
+        progress(done, total);
     }
-    let model = Model::from_store(cfg, store)?;
+    store.mark_all_filled();
+    let model = Model::from_store_role(cfg, store, role)?;
     Ok((h, model))
 }
 

@@ -12,6 +12,7 @@
 
 use crate::gguf::{self, GgufError, Header};
 use crate::ops::{self, l2norm, matmul, rmsnorm, sigmoid, silu, softplus, Linear, MatmulScratch, Precision};
+use crate::split::{self, Cut, ShardId, ShardPlan};
 use crate::weights::{StoreError, TensorView, WeightStore};
 use std::fmt;
 
@@ -179,27 +180,64 @@ impl Config {
     }
 }
 
-/// Gated DeltaNet (linear attention) weights of one layer.
-struct DeltaNet {
-    qkv: Linear,        // D → conv_dim (8192): [q 16×128 ‖ k 16×128 ‖ v 32×128]
-    gate: Linear,       // D → Hv·Ds (4096): output gate z
-    beta: Linear,       // D → Hv (32)
-    alpha: Linear,      // D → Hv (32)
-    dt_bias: Vec<f32>,  // [Hv]
-    a: Vec<f32>,        // [Hv] = −exp(A_log)
-    conv: Vec<f32>,     // [conv_dim][K] depthwise taps, tap K−1 = current token
-    norm: Vec<f32>,     // [Ds] gated RMSNorm weight (no +1)
-    out: Linear,        // Hv·Ds → D
+/// Which parts of the model one instance (one wasm memory, one Web Worker) holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Everything: the coordinator's tensors and every head (one worker).
+    Whole,
+    /// Embeddings and the norms of the residual stream: embeds tokens, normalises, samples.
+    Coordinator,
+    /// One shard of every weight matrix (see `split.rs`), with the state of its heads.
+    Shard(ShardId),
 }
 
-/// Gated full-attention weights of one layer.
+impl Role {
+    fn shard(self) -> Option<ShardId> {
+        match self {
+            Role::Whole => Some(ShardId::WHOLE),
+            Role::Coordinator => None,
+            Role::Shard(id) => Some(id),
+        }
+    }
+    fn coordinates(self) -> bool {
+        matches!(self, Role::Whole | Role::Coordinator)
+    }
+}
+
+/// Gated DeltaNet (linear attention) weights of one layer (this shard's heads: Hk' key heads,
+/// Hv' value heads; Hk, Hv for the whole model).
+struct DeltaNet {
+    n_k: usize,         // Hk' local key heads
+    n_v: usize,         // Hv' local value heads (local value head j reads local key head j % Hk')
+    qkv: Linear,        // D → conv_dim' = [q Hk'·Ds ‖ k Hk'·Ds ‖ v Hv'·Ds]
+    gate: Linear,       // D → Hv'·Ds: output gate z
+    beta: Linear,       // D → Hv'
+    alpha: Linear,      // D → Hv'
+    dt_bias: Vec<f32>,  // [Hv']
+    a: Vec<f32>,        // [Hv'] = −exp(A_log)
+    conv: Vec<f32>,     // [conv_dim'][K] depthwise taps, tap K−1 = current token
+    norm: Vec<f32>,     // [Ds] gated RMSNorm weight (no +1)
+    out: Linear,        // Hv'·Ds → D (this shard's columns of ssm_out)
+}
+
+impl DeltaNet {
+    fn conv_dim(&self, ds: usize) -> usize {
+        (2 * self.n_k + self.n_v) * ds
+    }
+}
+
+/// Gated full-attention weights of one layer (this shard's query heads and the KV heads they read).
 struct Attention {
-    q: Linear,          // D → H·2·Dh: per head [query Dh | gate Dh]
-    k: Linear,          // D → Hkv·Dh
-    v: Linear,          // D → Hkv·Dh
+    n_head: usize,      // H' local query heads
+    n_kv: usize,        // Hkv' local KV heads
+    /// KV head (local) read by local query head h: (first_head + h) / (H/Hkv) − first_kv.
+    kv_of: Vec<usize>,
+    q: Linear,          // D → H'·2·Dh: per head [query Dh | gate Dh]
+    k: Linear,          // D → Hkv'·Dh
+    v: Linear,          // D → Hkv'·Dh
     q_norm: Vec<f32>,   // [Dh]
     k_norm: Vec<f32>,   // [Dh]
-    out: Linear,        // H·Dh → D
+    out: Linear,        // H'·Dh → D (this shard's columns of attn_output)
 }
 
 enum Mixer {
@@ -207,23 +245,42 @@ enum Mixer {
     Attention(Attention),
 }
 
-struct Layer {
-    attn_norm: Vec<f32>, // [D]
-    post_norm: Vec<f32>, // [D]
-    mixer: Mixer,
-    ffn_gate: Linear, // D → F
-    ffn_up: Linear,   // D → F
-    ffn_down: Linear, // F → D
+/// SwiGLU rows F' of this shard.
+struct Ffn {
+    gate: Linear, // D → F'
+    up: Linear,   // D → F'
+    down: Linear, // F' → D (this shard's columns of ffn_down)
 }
 
-/// A loaded model: configuration, weights and per-layer tensor views.
-pub struct Model {
-    pub config: Config,
-    pub store: WeightStore,
+/// A shard's weights of one layer (`None`: no work for this shard there).
+struct LayerPart {
+    mixer: Option<Mixer>,
+    ffn: Option<Ffn>,
+}
+
+/// The coordinator's tensors: embeddings and the norms of the residual stream.
+struct Trunk {
     token_embd: Linear, // rows = V, row length D
     output_norm: Vec<f32>,
-    output: Linear, // D → V (token_embd when tied)
-    layers: Vec<Layer>,
+    attn_norm: Vec<Vec<f32>>, // per layer [D]
+    post_norm: Vec<Vec<f32>>, // per layer [D]
+}
+
+/// A shard's tensors.
+struct Part {
+    plan: ShardPlan,
+    layers: Vec<LayerPart>,
+    /// LM-head rows `plan.vocab` (token_embd's rows when tied).
+    output: Option<Linear>,
+}
+
+/// A loaded model, or the part of it this instance holds ([`Role`]).
+pub struct Model {
+    pub config: Config,
+    pub role: Role,
+    pub store: WeightStore,
+    trunk: Option<Trunk>,
+    part: Option<Part>,
 }
 
 /// Which logits a forward call returns.
@@ -240,7 +297,8 @@ pub enum Logits {
     Hidden,
 }
 
-/// Per-sequence state: DeltaNet conv/recurrent state and the attention KV cache.
+/// Per-sequence state of the heads an instance holds: DeltaNet conv/recurrent state and the
+/// attention KV cache (a coordinator holds none: only the position).
 #[derive(Clone, Debug)]
 pub struct State {
     /// Tokens processed so far (the next position).
@@ -251,9 +309,11 @@ pub struct State {
 
 #[derive(Clone, Debug)]
 enum LayerState {
-    /// conv: (K−1) × conv_dim pre-conv inputs, oldest first; ssm: Hv × Ds(v) × Ds(k).
+    /// This instance holds no heads of the layer.
+    None,
+    /// conv: (K−1) × conv_dim' pre-conv inputs, oldest first; ssm: Hv' × Ds(v) × Ds(k).
     DeltaNet { conv: Vec<f32>, ssm: Vec<f32> },
-    /// k, v: n_past × (Hkv·Dh), f32.
+    /// k, v: n_past × (Hkv'·Dh), f32.
     Attention { k: Vec<f32>, v: Vec<f32> },
 }
 
@@ -281,6 +341,7 @@ impl State {
         self.layers
             .iter()
             .map(|l| match l {
+                LayerState::None => 0,
                 LayerState::DeltaNet { conv, ssm } => 4 * (conv.len() + ssm.len()),
                 LayerState::Attention { k, v } => 4 * (k.capacity() + v.capacity()),
             })
@@ -294,7 +355,7 @@ impl State {
             .iter()
             .filter_map(|l| match l {
                 LayerState::DeltaNet { conv, ssm } => Some((conv.clone(), ssm.clone())),
-                LayerState::Attention { .. } => None,
+                _ => None,
             })
             .collect();
         Snapshot { n_past: self.n_past, recurrent }
@@ -306,6 +367,7 @@ impl State {
         let mut rec = snap.recurrent.iter();
         for l in &mut self.layers {
             match l {
+                LayerState::None => {}
                 LayerState::DeltaNet { conv, ssm } => {
                     let (c, s) = rec.next().expect("snapshot of this model");
                     conv.copy_from_slice(c);
@@ -325,6 +387,7 @@ impl State {
     pub fn clear(&mut self) {
         for l in &mut self.layers {
             match l {
+                LayerState::None => {}
                 LayerState::DeltaNet { conv, ssm } => {
                     conv.fill(0.0);
                     ssm.fill(0.0);
@@ -339,16 +402,103 @@ impl State {
     }
 }
 
-/// Reusable work buffers for one forward pass.
+/// A stage of the forward pass: what the shards compute between two exchanges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Layer `il`'s mixer (DeltaNet or attention) on `x = rmsnorm(h)`: a T × D partial sum.
+    Mixer(usize),
+    /// Layer `il`'s SwiGLU on `x = rmsnorm(h)`: a T × D partial sum.
+    Ffn(usize),
+    /// The LM head on the final-norm rows: each shard's vocabulary slice of the logits.
+    Head,
+}
+
+/// The forward pass of T tokens as a resumable program — the coordinator's side of it.
+///
+/// ```text
+/// begin_pass: h = embed(tokens); x = rmsnorm(h, attn_norm[0])         stage Mixer(0)
+/// advance:    h += Σ partials;   x = rmsnorm(h, post_norm[il])         stage Ffn(il)
+/// advance:    h += Σ partials;   x = rmsnorm(h, attn_norm[il+1])      stage Mixer(il+1)
+///             … after the last layer: x = rmsnorm(h rows wanted, output_norm)   stage Head
+/// advance:    logits complete                                          done
+/// ```
+/// Between two `advance`s every shard runs [`Model::run_stage`] on [`Pass::input`] and its
+/// result is added with [`Pass::add_partial`] (or [`Pass::put_logits`] for the head). One worker
+/// runs the same program with itself as the only shard ([`Model::forward`]); several workers run
+/// it with messages in between, so the model's math has one definition.
+#[derive(Default)]
+pub struct Pass {
+    /// Position of the first token.
+    pub pos: usize,
+    pub n_tokens: usize,
+    want: Option<Logits>,
+    stage: Option<Stage>,
+    /// T × D residual stream.
+    h: Vec<f32>,
+    /// The current stage's input: T × D (head: rows wanted × D).
+    x: Vec<f32>,
+    /// Σ of the shards' partials: T × D.
+    sum: Vec<f32>,
+    /// Logits (rows × V) or hidden states when done.
+    out: Vec<f32>,
+}
+
+impl Pass {
+    /// The stage the shards must run next (`None`: the pass is complete).
+    pub fn stage(&self) -> Option<Stage> {
+        self.stage
+    }
+    /// Input of the current stage (row-major, D per row).
+    pub fn input(&self) -> &[f32] {
+        &self.x
+    }
+    /// Rows of the current stage's input.
+    pub fn rows(&self) -> usize {
+        self.x.len() / (self.h.len() / self.n_tokens.max(1)).max(1)
+    }
+    /// Adds one shard's T × D partial result of a mixer or FFN stage.
+    pub fn add_partial(&mut self, part: &[f32]) {
+        for (s, p) in self.sum.iter_mut().zip(part) {
+            *s += p;
+        }
+    }
+    /// Where a shard's partial goes, to be written in place (the one-worker path).
+    pub fn partial_mut(&mut self) -> &mut [f32] {
+        &mut self.sum
+    }
+    /// One shard's logits for vocabulary ids `vocab` (rows × |vocab|, row-major).
+    pub fn put_logits(&mut self, vocab: std::ops::Range<usize>, part: &[f32]) {
+        let n_v = self.out.len() / self.rows().max(1);
+        for (r, row) in part.chunks_exact(vocab.len().max(1)).enumerate() {
+            self.out[r * n_v + vocab.start..r * n_v + vocab.end].copy_from_slice(row);
+        }
+    }
+    /// The result once [`Pass::stage`] is `None`.
+    pub fn take_output(&mut self) -> Vec<f32> {
+        std::mem::take(&mut self.out)
+    }
+}
+
+/// Reusable work buffers of one instance.
 #[derive(Default)]
 pub struct Scratch {
     pub mm: MatmulScratch,
+    pub pass: Pass,
+}
+
+fn layer_of(name: &str) -> Option<usize> {
+    name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
 }
 
 impl Model {
-    /// Plans and allocates the weight store for a parsed header; the caller then fills the
-    /// shards (see [`WeightStore::plan`]) and calls [`Model::from_store`].
+    /// Plans and allocates the weight store of the whole model for a parsed header; the caller
+    /// then fills it (see [`WeightStore::plan`]) and calls [`Model::from_store`].
     pub fn allocate(h: &Header) -> Result<(Config, WeightStore), ModelError> {
+        Model::allocate_role(h, Role::Whole)
+    }
+
+    /// [`Model::allocate`] for the part of the model that `role` holds.
+    pub fn allocate_role(h: &Header, role: Role) -> Result<(Config, WeightStore), ModelError> {
         let cfg = Config::from_header(h)?;
         for t in &h.tensors {
             if !crate::quant::is_supported(t.ty) {
@@ -356,16 +506,26 @@ impl Model {
             }
         }
         let n_layer = cfg.n_layer;
-        let keep = |t: &crate::gguf::TensorInfo| match t.name.strip_prefix("blk.") {
-            Some(rest) => rest.split('.').next().and_then(|i| i.parse::<usize>().ok()).is_some_and(|i| i < n_layer),
-            None => true,
+        let store = match role {
+            Role::Whole => WeightStore::allocate(h, |t| layer_of(&t.name).is_none_or(|i| i < n_layer))?,
+            Role::Coordinator => WeightStore::allocate_cut(h, |t| split::coordinator_holds(&t.name).then_some(Cut::Whole))?,
+            Role::Shard(id) => {
+                let plan = ShardPlan::for_tensors(&cfg, id, |n| h.tensor(n).map(|t| t.ty));
+                let mut store = WeightStore::allocate_cut(h, |t| plan.cut(&cfg, &t.name))?;
+                store.shard_plan = Some(plan);
+                store
+            }
         };
-        let store = WeightStore::allocate(h, keep)?;
         Ok((cfg, store))
     }
 
     /// Builds the model over a filled weight store, checking every tensor's shape.
     pub fn from_store(config: Config, store: WeightStore) -> Result<Model, ModelError> {
+        Model::from_store_role(config, store, Role::Whole)
+    }
+
+    /// [`Model::from_store`] for a store allocated by [`Model::allocate_role`] with `role`.
+    pub fn from_store_role(config: Config, store: WeightStore, role: Role) -> Result<Model, ModelError> {
         let c = &config;
         let get = |name: &str, dims: &[usize]| -> Result<TensorView, ModelError> {
             let t = store.find(name).ok_or_else(|| ModelError::Tensor(format!("missing tensor {name}")))?;
@@ -397,59 +557,107 @@ impl Model {
             return Err(ModelError::Input("weights are not completely loaded".into()));
         }
         let (d, v) = (c.n_embd, c.n_vocab);
-        let token_embd = Linear::new(get("token_embd.weight", &[d, v])?);
-        let output = if c.tied_output { token_embd.clone() } else { lin("output.weight", d, v)? };
-        let output_norm = vec("output_norm.weight", d)?;
-        let mut layers = Vec::with_capacity(c.n_layer);
-        for il in 0..c.n_layer {
-            let p = |s: &str| format!("blk.{il}.{s}");
-            let mixer = if c.recurrent[il] {
-                let (ds, hv) = (c.d_state, c.n_v_heads);
-                let conv_t = get(&p("ssm_conv1d.weight"), &[c.conv_kernel, c.conv_dim()])?;
-                Mixer::DeltaNet(DeltaNet {
-                    qkv: lin(&p("attn_qkv.weight"), d, c.conv_dim())?,
-                    gate: lin(&p("attn_gate.weight"), d, hv * ds)?,
-                    beta: lin(&p("ssm_beta.weight"), d, hv)?,
-                    alpha: lin(&p("ssm_alpha.weight"), d, hv)?,
-                    dt_bias: vec(&p("ssm_dt.bias"), hv)?,
-                    a: vec(&p("ssm_a"), hv)?,
-                    conv: ops::load_f32(&store, &conv_t),
-                    norm: vec(&p("ssm_norm.weight"), ds)?,
-                    out: lin(&p("ssm_out.weight"), hv * ds, d)?,
-                })
-            } else {
-                let (h, hkv, dh) = (c.n_head, c.n_head_kv, c.head_dim);
-                Mixer::Attention(Attention {
-                    q: lin(&p("attn_q.weight"), d, 2 * h * dh)?,
-                    k: lin(&p("attn_k.weight"), d, hkv * dh)?,
-                    v: lin(&p("attn_v.weight"), d, hkv * dh)?,
-                    q_norm: vec(&p("attn_q_norm.weight"), dh)?,
-                    k_norm: vec(&p("attn_k_norm.weight"), dh)?,
-                    out: lin(&p("attn_output.weight"), h * dh, d)?,
-                })
-            };
-            layers.push(Layer {
-                attn_norm: vec(&p("attn_norm.weight"), d)?,
-                post_norm: vec(&p("post_attention_norm.weight"), d)?,
-                mixer,
-                ffn_gate: lin(&p("ffn_gate.weight"), d, c.n_ff)?,
-                ffn_up: lin(&p("ffn_up.weight"), d, c.n_ff)?,
-                ffn_down: lin(&p("ffn_down.weight"), c.n_ff, d)?,
-            });
-        }
-        Ok(Model { config, store, token_embd, output_norm, output, layers })
+        let p = |il: usize, s: &str| format!("blk.{il}.{s}");
+        let trunk = if role.coordinates() {
+            Some(Trunk {
+                token_embd: Linear::new(get("token_embd.weight", &[d, v])?),
+                output_norm: vec("output_norm.weight", d)?,
+                attn_norm: (0..c.n_layer).map(|il| vec(&p(il, "attn_norm.weight"), d)).collect::<Result<_, _>>()?,
+                post_norm: (0..c.n_layer).map(|il| vec(&p(il, "post_attention_norm.weight"), d)).collect::<Result<_, _>>()?,
+            })
+        } else {
+            None
+        };
+        let part = match role.shard() {
+            None => None,
+            Some(id) => {
+                // A shard's store carries the plan it was cut by (made from every tensor's type).
+                let plan = match &store.shard_plan {
+                    Some(p) if p.id == id => p.clone(),
+                    _ => ShardPlan::for_tensors(c, id, |n| store.find(n).map(|t| t.ty)),
+                };
+                let mut layers = Vec::with_capacity(c.n_layer);
+                for (il, lp) in plan.layers.iter().enumerate() {
+                    let p = |s: &str| p(il, s);
+                    let mixer = if let Some(dp) = &lp.deltanet {
+                        let (ds, nk, nv) = (c.d_state, dp.n_k(), dp.n_v());
+                        let cd = (2 * nk + nv) * ds;
+                        let conv_t = get(&p("ssm_conv1d.weight"), &[c.conv_kernel, cd])?;
+                        Some(Mixer::DeltaNet(DeltaNet {
+                            n_k: nk,
+                            n_v: nv,
+                            qkv: lin(&p("attn_qkv.weight"), d, cd)?,
+                            gate: lin(&p("attn_gate.weight"), d, nv * ds)?,
+                            beta: lin(&p("ssm_beta.weight"), d, nv)?,
+                            alpha: lin(&p("ssm_alpha.weight"), d, nv)?,
+                            dt_bias: vec(&p("ssm_dt.bias"), nv)?,
+                            a: vec(&p("ssm_a"), nv)?,
+                            conv: ops::load_f32(&store, &conv_t),
+                            norm: vec(&p("ssm_norm.weight"), ds)?,
+                            out: lin(&p("ssm_out.weight"), nv * ds, d)?,
+                        }))
+                    } else if let Some(ap) = &lp.attention {
+                        let dh = c.head_dim;
+                        let (nh, nkv) = (ap.heads.len(), ap.kv_heads.len());
+                        let per_kv = c.n_head / c.n_head_kv;
+                        Some(Mixer::Attention(Attention {
+                            n_head: nh,
+                            n_kv: nkv,
+                            kv_of: ap.heads.clone().map(|h| h / per_kv - ap.kv_heads.start).collect(),
+                            q: lin(&p("attn_q.weight"), d, 2 * nh * dh)?,
+                            k: lin(&p("attn_k.weight"), d, nkv * dh)?,
+                            v: lin(&p("attn_v.weight"), d, nkv * dh)?,
+                            q_norm: vec(&p("attn_q_norm.weight"), dh)?,
+                            k_norm: vec(&p("attn_k_norm.weight"), dh)?,
+                            out: lin(&p("attn_output.weight"), nh * dh, d)?,
+                        }))
+                    } else {
+                        None
+                    };
+                    let ffn = match &lp.ffn {
+                        None => None,
+                        Some(r) => Some(Ffn {
+                            gate: lin(&p("ffn_gate.weight"), d, r.len())?,
+                            up: lin(&p("ffn_up.weight"), d, r.len())?,
+                            down: lin(&p("ffn_down.weight"), r.len(), d)?,
+                        }),
+                    };
+                    layers.push(LayerPart { mixer, ffn });
+                }
+                let output = match &plan.vocab {
+                    None => None,
+                    Some(r) if role == Role::Whole && c.tied_output => Some(Linear::new(get("token_embd.weight", &[d, r.len()])?)),
+                    Some(r) if c.tied_output => Some(lin("token_embd.weight", d, r.len())?),
+                    Some(r) => Some(lin("output.weight", d, r.len())?),
+                };
+                Some(Part { plan, layers, output })
+            }
+        };
+        Ok(Model { config, role, store, trunk, part })
     }
 
-    /// Parses, allocates, copies and builds a model from a complete GGUF file in memory.
+    /// Parses, allocates, copies and builds a model (or `role`'s part of it) from a complete GGUF file in memory.
     pub fn from_bytes(file: &[u8]) -> Result<Model, ModelError> {
+        Model::from_bytes_role(file, Role::Whole)
+    }
+
+    /// [`Model::from_bytes`] for one role.
+    pub fn from_bytes_role(file: &[u8], role: Role) -> Result<Model, ModelError> {
         let h = gguf::parse_header(file, Some(file.len() as u64))?;
-        let (cfg, mut store) = Model::allocate(&h)?;
-        for r in store.plan().to_vec() {
-            let src = &file[r.file_offset as usize..(r.file_offset + r.len) as usize];
-            store.shard_mut(r.shard).copy_from_slice(src);
-            store.mark_filled(r.shard);
+        let (cfg, mut store) = Model::allocate_role(&h, role)?;
+        if let Some(end) = store.plan().iter().map(|op| op.file_end()).max() {
+            if end > file.len() as u64 {
+                return Err(GgufError::Truncated { what: format!("tensor data ends at {end}, the file has {} bytes", file.len()) }.into());
+            }
         }
-        Model::from_store(cfg, store)
+        store.write_file_bytes(0, file);
+        store.mark_all_filled();
+        Model::from_store_role(cfg, store, role)
+    }
+
+    /// The vocabulary rows of the LM head this instance computes (`None`: no LM head here).
+    pub fn vocab_range(&self) -> Option<std::ops::Range<usize>> {
+        self.part.as_ref().and_then(|p| p.plan.vocab.clone())
     }
 
     /// A fresh sequence state for up to `n_ctx` tokens.
@@ -461,8 +669,7 @@ impl Model {
     /// memory is an error here rather than an abort in the middle of a generation.
     pub fn try_new_state(&self, n_ctx: usize) -> Result<State, ModelError> {
         let c = &self.config;
-        let kv_len = n_ctx * c.n_head_kv * c.head_dim;
-        let (rec, kv) = c.state_bytes();
+        let (rec, kv) = self.state_bytes();
         let oom = || ModelError::Store(StoreError::OutOfMemory { requested: (rec + kv * n_ctx) as u64 });
         let zeros = |n: usize| -> Result<Vec<f32>, ModelError> {
             let mut v = Vec::new();
@@ -471,24 +678,46 @@ impl Model {
             Ok(v)
         };
         let mut layers = Vec::with_capacity(c.n_layer);
-        for &rec in &c.recurrent {
-            layers.push(if rec {
-                LayerState::DeltaNet {
-                    conv: zeros((c.conv_kernel - 1) * c.conv_dim())?,
-                    ssm: zeros(c.n_v_heads * c.d_state * c.d_state)?,
+        for il in 0..c.n_layer {
+            let mixer = self.part.as_ref().and_then(|p| p.layers[il].mixer.as_ref());
+            layers.push(match mixer {
+                None => LayerState::None,
+                Some(Mixer::DeltaNet(w)) => LayerState::DeltaNet {
+                    conv: zeros((c.conv_kernel - 1) * w.conv_dim(c.d_state))?,
+                    ssm: zeros(w.n_v * c.d_state * c.d_state)?,
+                },
+                Some(Mixer::Attention(w)) => {
+                    let kv_len = n_ctx * w.n_kv * c.head_dim;
+                    let (mut k, mut v) = (Vec::new(), Vec::new());
+                    k.try_reserve_exact(kv_len).map_err(|_| oom())?;
+                    v.try_reserve_exact(kv_len).map_err(|_| oom())?;
+                    LayerState::Attention { k, v }
                 }
-            } else {
-                let (mut k, mut v) = (Vec::new(), Vec::new());
-                k.try_reserve_exact(kv_len).map_err(|_| oom())?;
-                v.try_reserve_exact(kv_len).map_err(|_| oom())?;
-                LayerState::Attention { k, v }
             });
         }
         Ok(State { n_past: 0, n_ctx, layers })
     }
 
+    /// Bytes of recurrent + conv state per sequence, and of K+V cache per token (f32), of the
+    /// heads this instance holds.
+    pub fn state_bytes(&self) -> (usize, usize) {
+        let c = &self.config;
+        let (mut rec, mut kv) = (0, 0);
+        for l in self.part.iter().flat_map(|p| &p.layers) {
+            match &l.mixer {
+                Some(Mixer::DeltaNet(w)) => {
+                    rec += 4 * (w.n_v * c.d_state * c.d_state + (c.conv_kernel - 1) * w.conv_dim(c.d_state))
+                }
+                Some(Mixer::Attention(w)) => kv += 4 * 2 * w.n_kv * c.head_dim,
+                None => {}
+            }
+        }
+        (rec, kv)
+    }
+
     /// Runs `tokens` (T ≥ 1) through the model, appending them to `state`.
-    /// Returns the requested logits (`Last`: n_vocab values; `All`: T × n_vocab).
+    /// Returns the requested logits (`Last`: n_vocab values; `All`: T × n_vocab; `Hidden`: T × n_embd).
+    /// This is the one-worker driver of the stage program ([`Pass`]): the model is its own only shard.
     pub fn forward(
         &self,
         state: &mut State,
@@ -497,82 +726,160 @@ impl Model {
         prec: Precision,
         s: &mut Scratch,
     ) -> Result<Vec<f32>, ModelError> {
+        assert_eq!(self.role, Role::Whole, "forward runs a whole model; a split one runs Pass stages on its shards");
+        let mut pass = std::mem::take(&mut s.pass);
+        let r = self.begin_pass(&mut pass, state.n_past, state.n_ctx, tokens, want);
+        if r.is_ok() {
+            while let Some(stage) = pass.stage() {
+                let pos = pass.pos;
+                let Pass { x, sum, out, .. } = &mut pass;
+                let dst = if stage == Stage::Head { out } else { sum };
+                self.run_stage(stage, pos, x, state, dst, prec, &mut s.mm);
+                self.advance(&mut pass);
+            }
+            state.n_past = pass.pos + tokens.len(); // (run_stage set it already: the state is the shard's too)
+        }
+        let out = pass.take_output();
+        s.pass = pass;
+        r.map(|_| out)
+    }
+
+    /// Starts a pass of `tokens` at position `pos` (coordinator): checks them, embeds them and
+    /// prepares the first stage's input. The caller's state advances by T once the pass is done.
+    pub fn begin_pass(&self, pass: &mut Pass, pos: usize, n_ctx: usize, tokens: &[u32], want: Logits) -> Result<(), ModelError> {
         let c = &self.config;
+        let trunk = self.trunk.as_ref().expect("the coordinator runs passes");
         let t_n = tokens.len();
         if t_n == 0 {
             return Err(ModelError::Input("no tokens to process".into()));
         }
-        if state.n_past + t_n > state.n_ctx {
-            return Err(ModelError::Input(format!(
-                "context full: {} + {} tokens exceed the context length {}",
-                state.n_past, t_n, state.n_ctx
-            )));
+        if pos + t_n > n_ctx {
+            return Err(ModelError::Input(format!("context full: {pos} + {t_n} tokens exceed the context length {n_ctx}")));
         }
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= c.n_vocab) {
             return Err(ModelError::Input(format!("token id {bad} is out of range (vocabulary has {})", c.n_vocab)));
         }
         let d = c.n_embd;
-        // h: T × D residual stream.
-        let mut h = vec![0.0f32; t_n * d];
+        pass.pos = pos;
+        pass.n_tokens = t_n;
+        pass.want = Some(want);
+        pass.h.resize(t_n * d, 0.0);
         for (t, &tok) in tokens.iter().enumerate() {
-            ops::embedding_row(&self.store, &self.token_embd, tok as usize, &mut h[t * d..(t + 1) * d]);
+            ops::embedding_row(&self.store, &trunk.token_embd, tok as usize, &mut pass.h[t * d..(t + 1) * d]);
         }
-        let mut x = vec![0.0f32; t_n * d];
-        let mut m = vec![0.0f32; t_n * d];
-        for (il, layer) in self.layers.iter().enumerate() {
-            x.copy_from_slice(&h);
-            rmsnorm(&mut x, &layer.attn_norm, c.eps);
-            match (&layer.mixer, &mut state.layers[il]) {
-                (Mixer::DeltaNet(w), LayerState::DeltaNet { conv, ssm }) => {
-                    self.deltanet(w, &x, &mut m, conv, ssm, prec, s)
-                }
-                (Mixer::Attention(w), LayerState::Attention { k, v }) => {
-                    self.attention(w, &x, &mut m, k, v, state.n_past, prec, s)
-                }
-                _ => unreachable!("state layout matches the model"),
-            }
-            for (hi, mi) in h.iter_mut().zip(&m) {
-                *hi += mi;
-            }
-            x.copy_from_slice(&h);
-            rmsnorm(&mut x, &layer.post_norm, c.eps);
-            self.ffn(layer, &x, &mut m, prec, s);
-            for (hi, mi) in h.iter_mut().zip(&m) {
-                *hi += mi;
-            }
-        }
-        state.n_past += t_n;
-
-        // Only the positions whose logits are wanted go through the final norm and LM head.
-        let rows: &mut [f32] = match want {
-            Logits::None => return Ok(Vec::new()),
-            Logits::Last => &mut h[(t_n - 1) * d..],
-            Logits::All | Logits::Hidden => &mut h[..],
-        };
-        rmsnorm(rows, &self.output_norm, c.eps);
-        if want == Logits::Hidden {
-            return Ok(rows.to_vec());
-        }
-        let mut logits = vec![0.0f32; rows.len() / d * c.n_vocab];
-        matmul(&self.store, &self.output, rows, &mut logits, prec, &mut s.mm);
-        Ok(logits)
+        pass.x.clone_from(&pass.h);
+        rmsnorm(&mut pass.x, &trunk.attn_norm[0], c.eps);
+        pass.sum.clear();
+        pass.sum.resize(t_n * d, 0.0);
+        pass.out.clear();
+        pass.stage = Some(Stage::Mixer(0));
+        Ok(())
     }
 
-    /// SwiGLU: out = (silu(x·gate) ⊙ (x·up)) · down.   x, out: T × D.
-    fn ffn(&self, l: &Layer, x: &[f32], out: &mut [f32], prec: Precision, s: &mut Scratch) {
+    /// Moves a pass to its next stage once every shard's result of the current one is in
+    /// (coordinator): residual add, next norm, or the end.
+    pub fn advance(&self, pass: &mut Pass) {
+        let c = &self.config;
+        let trunk = self.trunk.as_ref().expect("the coordinator runs passes");
+        let d = c.n_embd;
+        let next = match pass.stage {
+            None => return,
+            Some(Stage::Head) => None,
+            Some(stage) => {
+                for (hi, si) in pass.h.iter_mut().zip(&mut pass.sum) {
+                    *hi += *si;
+                    *si = 0.0;
+                }
+                let (il, next) = match stage {
+                    Stage::Mixer(il) => (il, Stage::Ffn(il)),
+                    _ => match stage {
+                        Stage::Ffn(il) if il + 1 < c.n_layer => (il + 1, Stage::Mixer(il + 1)),
+                        _ => (c.n_layer, Stage::Head),
+                    },
+                };
+                match next {
+                    Stage::Head => {
+                        // Only the positions whose logits are wanted go through the final norm and LM head.
+                        let t_n = pass.n_tokens;
+                        let rows = match pass.want.unwrap_or(Logits::None) {
+                            Logits::None => 0,
+                            Logits::Last => 1,
+                            Logits::All | Logits::Hidden => t_n,
+                        };
+                        pass.x.clear();
+                        pass.x.extend_from_slice(&pass.h[(t_n - rows) * d..]);
+                        rmsnorm(&mut pass.x, &trunk.output_norm, c.eps);
+                        match pass.want {
+                            Some(Logits::Hidden) => {
+                                pass.out.clone_from(&pass.x);
+                                None
+                            }
+                            Some(Logits::None) | None => None,
+                            _ => {
+                                pass.out.clear();
+                                pass.out.resize(rows * c.n_vocab, 0.0);
+                                Some(Stage::Head)
+                            }
+                        }
+                    }
+                    _ => {
+                        pass.x.copy_from_slice(&pass.h);
+                        let w = if matches!(next, Stage::Ffn(_)) { &trunk.post_norm[il] } else { &trunk.attn_norm[il] };
+                        rmsnorm(&mut pass.x, w, c.eps);
+                        Some(next)
+                    }
+                }
+            }
+        };
+        pass.stage = next;
+    }
+
+    /// Runs one stage on this instance's heads (shard): `x` is the stage's input (T × D, or
+    /// rows × D for the head); the result is written to `out` (mixer / FFN: this shard's T × D
+    /// partial sum, zeros where it has no heads; head: rows × |vocab_range|, with one shard
+    /// rows × V). The state of this shard's heads advances to `pos + T`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_stage(&self, stage: Stage, pos: usize, x: &[f32], state: &mut State, out: &mut [f32], prec: Precision, s: &mut MatmulScratch) {
+        let part = self.part.as_ref().expect("a shard runs stages");
+        let d = self.config.n_embd;
+        match stage {
+            Stage::Head => {
+                if let Some(w) = &part.output {
+                    matmul(&self.store, w, x, out, prec, s);
+                }
+            }
+            Stage::Ffn(il) => match &part.layers[il].ffn {
+                Some(w) => self.ffn(w, x, out, prec, s),
+                None => out.fill(0.0),
+            },
+            Stage::Mixer(il) => {
+                state.n_past = pos + x.len() / d;
+                match (&part.layers[il].mixer, &mut state.layers[il]) {
+                    (None, _) => out.fill(0.0),
+                    (Some(Mixer::DeltaNet(w)), LayerState::DeltaNet { conv, ssm }) => self.deltanet(w, x, out, conv, ssm, prec, s),
+                    (Some(Mixer::Attention(w)), LayerState::Attention { k, v }) => self.attention(w, x, out, k, v, pos, prec, s),
+                    _ => unreachable!("state layout matches the model"),
+                }
+            }
+        }
+    }
+
+    /// SwiGLU rows of this shard: out = (silu(x·gate) ⊙ (x·up)) · down.   x, out: T × D.
+    fn ffn(&self, l: &Ffn, x: &[f32], out: &mut [f32], prec: Precision, s: &mut MatmulScratch) {
         let t_n = x.len() / self.config.n_embd;
-        let f = self.config.n_ff;
-        let mut g = vec![0.0f32; t_n * f]; // T × F
-        let mut u = vec![0.0f32; t_n * f]; // T × F
-        matmul(&self.store, &l.ffn_gate, x, &mut g, prec, &mut s.mm);
-        matmul(&self.store, &l.ffn_up, x, &mut u, prec, &mut s.mm);
+        let f = l.gate.n_out;
+        let mut g = vec![0.0f32; t_n * f]; // T × F'
+        let mut u = vec![0.0f32; t_n * f]; // T × F'
+        matmul(&self.store, &l.gate, x, &mut g, prec, s);
+        matmul(&self.store, &l.up, x, &mut u, prec, s);
         for (gi, ui) in g.iter_mut().zip(&u) {
             *gi = silu(*gi) * ui;
         }
-        matmul(&self.store, &l.ffn_down, &g, out, prec, &mut s.mm);
+        matmul(&self.store, &l.down, &g, out, prec, s);
     }
 
-    /// Gated DeltaNet over T tokens (spec §3.3, token by token for the recurrence).
+    /// Gated DeltaNet over T tokens (spec §3.3, token by token for the recurrence), on this
+    /// shard's heads: out = this shard's T × D partial of ssm_out.
     #[allow(clippy::too_many_arguments)]
     fn deltanet(
         &self,
@@ -582,28 +889,28 @@ impl Model {
         conv_state: &mut [f32],
         ssm: &mut [f32],
         prec: Precision,
-        s: &mut Scratch,
+        s: &mut MatmulScratch,
     ) {
         let c = &self.config;
         let t_n = x.len() / c.n_embd;
-        let (hk, hv, ds, kw) = (c.n_k_heads, c.n_v_heads, c.d_state, c.conv_kernel);
-        let cd = c.conv_dim();
+        let (hk, hv, ds, kw) = (w.n_k, w.n_v, c.d_state, c.conv_kernel);
+        let cd = w.conv_dim(ds);
         let key_dim = hk * ds;
 
-        let mut qkv = vec![0.0f32; t_n * cd]; // T × conv_dim
-        let mut z = vec![0.0f32; t_n * hv * ds]; // T × Hv·Ds
-        let mut b = vec![0.0f32; t_n * hv]; // T × Hv
-        let mut a = vec![0.0f32; t_n * hv]; // T × Hv
-        matmul(&self.store, &w.qkv, x, &mut qkv, prec, &mut s.mm);
-        matmul(&self.store, &w.gate, x, &mut z, prec, &mut s.mm);
-        matmul(&self.store, &w.beta, x, &mut b, prec, &mut s.mm);
-        matmul(&self.store, &w.alpha, x, &mut a, prec, &mut s.mm);
+        let mut qkv = vec![0.0f32; t_n * cd]; // T × conv_dim'
+        let mut z = vec![0.0f32; t_n * hv * ds]; // T × Hv'·Ds
+        let mut b = vec![0.0f32; t_n * hv]; // T × Hv'
+        let mut a = vec![0.0f32; t_n * hv]; // T × Hv'
+        matmul(&self.store, &w.qkv, x, &mut qkv, prec, s);
+        matmul(&self.store, &w.gate, x, &mut z, prec, s);
+        matmul(&self.store, &w.beta, x, &mut b, prec, s);
+        matmul(&self.store, &w.alpha, x, &mut a, prec, s);
 
         // Causal depthwise conv over [conv_state (K−1 rows) ; qkv (T rows)], then SiLU.
-        let mut window = Vec::with_capacity((kw - 1 + t_n) * cd); // (K−1+T) × conv_dim
+        let mut window = Vec::with_capacity((kw - 1 + t_n) * cd); // (K−1+T) × conv_dim'
         window.extend_from_slice(conv_state);
         window.extend_from_slice(&qkv);
-        let mut conv_out = vec![0.0f32; t_n * cd]; // T × conv_dim
+        let mut conv_out = vec![0.0f32; t_n * cd]; // T × conv_dim'
         for t in 0..t_n {
             for ch in 0..cd {
                 let taps = &w.conv[ch * kw..(ch + 1) * kw];
@@ -617,10 +924,10 @@ impl Model {
         conv_state.copy_from_slice(&window[t_n * cd..]);
 
         let q_scale = 1.0 / (ds as f32).sqrt();
-        let mut o = vec![0.0f32; t_n * hv * ds]; // T × Hv·Ds
+        let mut o = vec![0.0f32; t_n * hv * ds]; // T × Hv'·Ds
         for t in 0..t_n {
             let row = &mut conv_out[t * cd..(t + 1) * cd];
-            // q, k: Hk heads of Ds, L2-normalised; q also scaled by 1/√Ds.
+            // q, k: Hk' heads of Ds, L2-normalised; q also scaled by 1/√Ds.
             for hd in row[..2 * key_dim].chunks_exact_mut(ds) {
                 l2norm(hd, c.eps);
             }
@@ -630,7 +937,7 @@ impl Model {
             let (qk, vs) = row.split_at(2 * key_dim);
             let (qs, ks) = qk.split_at(key_dim);
             for j in 0..hv {
-                let kh = j % hk; // V heads are in tiled order (spec §2.4)
+                let kh = j % hk; // V heads are in tiled order (spec §2.4), also within a shard (split.rs)
                 let qj = &qs[kh * ds..(kh + 1) * ds];
                 let kj = &ks[kh * ds..(kh + 1) * ds];
                 let vj = &vs[j * ds..(j + 1) * ds];
@@ -652,10 +959,11 @@ impl Model {
         for (oi, zi) in o.iter_mut().zip(&z) {
             *oi *= silu(*zi);
         }
-        matmul(&self.store, &w.out, &o, out, prec, &mut s.mm);
+        matmul(&self.store, &w.out, &o, out, prec, s);
     }
 
-    /// Gated full attention over T tokens at positions n_past.. (spec §3.4).
+    /// Gated full attention over T tokens at positions pos.. (spec §3.4), on this shard's query
+    /// heads: out = this shard's T × D partial of attn_output.
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
@@ -666,18 +974,18 @@ impl Model {
         v_cache: &mut Vec<f32>,
         n_past: usize,
         prec: Precision,
-        s: &mut Scratch,
+        s: &mut MatmulScratch,
     ) {
         let c = &self.config;
         let t_n = x.len() / c.n_embd;
-        let (h, hkv, dh) = (c.n_head, c.n_head_kv, c.head_dim);
+        let (h, hkv, dh) = (w.n_head, w.n_kv, c.head_dim);
         let kv_dim = hkv * dh;
-        let mut qg = vec![0.0f32; t_n * 2 * h * dh]; // T × H·[q Dh | gate Dh]
-        let mut k = vec![0.0f32; t_n * kv_dim]; // T × Hkv·Dh
+        let mut qg = vec![0.0f32; t_n * 2 * h * dh]; // T × H'·[q Dh | gate Dh]
+        let mut k = vec![0.0f32; t_n * kv_dim]; // T × Hkv'·Dh
         let mut v = vec![0.0f32; t_n * kv_dim];
-        matmul(&self.store, &w.q, x, &mut qg, prec, &mut s.mm);
-        matmul(&self.store, &w.k, x, &mut k, prec, &mut s.mm);
-        matmul(&self.store, &w.v, x, &mut v, prec, &mut s.mm);
+        matmul(&self.store, &w.q, x, &mut qg, prec, s);
+        matmul(&self.store, &w.k, x, &mut k, prec, s);
+        matmul(&self.store, &w.v, x, &mut v, prec, s);
 
         for t in 0..t_n {
             let pos = n_past + t;
@@ -697,14 +1005,13 @@ impl Model {
         k_cache.extend_from_slice(&k);
         v_cache.extend_from_slice(&v);
 
-        let group = h / hkv;
-        let mut o = vec![0.0f32; t_n * h * dh]; // T × H·Dh
+        let mut o = vec![0.0f32; t_n * h * dh]; // T × H'·Dh
         let mut scores = Vec::new();
         for t in 0..t_n {
             let n_kv = n_past + t + 1; // causal: positions 0..=n_past+t
             for hi in 0..h {
                 let q = &qg[(t * h + hi) * 2 * dh..][..dh];
-                let kvh = hi / group; // grouped (not tiled) for attention heads
+                let kvh = w.kv_of[hi]; // grouped (not tiled) for attention heads
                 scores.clear();
                 let mut max = f32::NEG_INFINITY;
                 for p in 0..n_kv {
@@ -732,6 +1039,6 @@ impl Model {
                 }
             }
         }
-        matmul(&self.store, &w.out, &o, out, prec, &mut s.mm);
+        matmul(&self.store, &w.out, &o, out, prec, s);
     }
 }

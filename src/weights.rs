@@ -1,26 +1,67 @@
-//! Where the weights live: the GGUF data section, copied once from the file (or the network)
-//! into a few large allocations ("shards"), and typed views into them.
+//! Where the weights live: bytes of the GGUF data section, copied once from the file (or the
+//! network) into a few large allocations ("shards"), and typed views into them.
 //!
-//! A wasm32 allocation is at most 2 GiB − 1 and a 9B model at 2 bits is ~3.6 GB, so the data
-//! section is cut into shards of whole tensors (at most [`SHARD_BYTES`] each, or one tensor if
-//! it is larger). Each shard mirrors a contiguous byte range of the file, so a loader only has
-//! to copy file range `[file_offset, file_offset + len)` to `shard_ptr(i)` — from a `fetch`
-//! body, an OPFS handle or `std::fs` — with no second copy anywhere. The loader asks
-//! [`WeightStore::plan`] for those ranges; later, several workers can each own some shards.
+//! A wasm32 allocation is at most 2 GiB − 1 and a 9B model at 2 bits is ~3.6 GB, so the weights
+//! are held in shards of whole tensors (at most [`SHARD_BYTES`] each, or one tensor if it is
+//! larger). A loader fills them by following [`WeightStore::plan`]: a list of [`CopyOp`]s, each
+//! "copy `count` runs of `len` file bytes (every `file_stride`) to shard memory (every
+//! `dst_stride`)" — from a `fetch` body, an OPFS handle or `std::fs`, with no second copy.
+//!
+//! Two layouts:
+//! - [`WeightStore::allocate`] (the whole model in one instance): each shard mirrors a
+//!   contiguous file range, one op per shard.
+//! - [`WeightStore::allocate_cut`] (one part of a model split across workers, see `split.rs`):
+//!   each tensor keeps only its [`Cut`] — some rows (one op per row range) or some columns of
+//!   every row (one strided op per column range: a per-row scatter).
 
 use crate::gguf::{Header, TensorInfo};
 use crate::quant::GgmlType;
+use crate::split::Cut;
 use std::fmt;
 
 /// Target size of one shard (tensors are never split, so a shard can be larger if one tensor is).
 pub const SHARD_BYTES: u64 = 1 << 30;
 
-/// A copy job for the loader: put file bytes `[file_offset, file_offset + len)` at the start of shard `shard`.
+/// A copy job for the loader: for `i < count`, file bytes `[file_offset + i·file_stride, +len)`
+/// go to shard `shard` at `dst_offset + i·dst_stride`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ShardRange {
+pub struct CopyOp {
     pub shard: usize,
+    pub dst_offset: u64,
     pub file_offset: u64,
     pub len: u64,
+    pub count: u64,
+    pub file_stride: u64,
+    pub dst_stride: u64,
+}
+
+impl CopyOp {
+    fn contiguous(shard: usize, dst_offset: u64, file_offset: u64, len: u64) -> CopyOp {
+        CopyOp { shard, dst_offset, file_offset, len, count: 1, file_stride: len, dst_stride: len }
+    }
+    /// Bytes this op copies.
+    pub fn bytes(&self) -> u64 {
+        self.len * self.count
+    }
+    /// First file byte after the op.
+    pub fn file_end(&self) -> u64 {
+        self.file_offset + (self.count - 1) * self.file_stride + self.len
+    }
+    /// Calls `f(file_offset, dst_offset, len)` for every piece of the op inside file range `[start, end)`.
+    pub fn pieces_in(&self, start: u64, end: u64, mut f: impl FnMut(u64, u64, u64)) {
+        if self.len == 0 || end <= self.file_offset || start >= self.file_end() {
+            return;
+        }
+        let first = start.saturating_sub(self.file_offset) / self.file_stride;
+        let last = ((end - self.file_offset).div_ceil(self.file_stride)).min(self.count);
+        for i in first..last {
+            let (fs, ds) = (self.file_offset + i * self.file_stride, self.dst_offset + i * self.dst_stride);
+            let (a, b) = (fs.max(start), (fs + self.len).min(end));
+            if a < b {
+                f(a, ds + (a - fs), b - a);
+            }
+        }
+    }
 }
 
 /// A tensor inside the store: which shard, where, and its shape and type.
@@ -73,9 +114,13 @@ impl std::error::Error for StoreError {}
 pub struct WeightStore {
     /// Shard buffers (u64 elements: 8-byte alignment, so F32 tensors can be viewed as `&[f32]`).
     shards: Vec<Vec<u64>>,
-    ranges: Vec<ShardRange>,
+    /// Bytes used of each shard.
+    shard_len: Vec<u64>,
+    plan: Vec<CopyOp>,
     tensors: Vec<TensorView>,
     filled: Vec<bool>,
+    /// The shard plan this store was cut by (`None`: whole tensors).
+    pub shard_plan: Option<crate::split::ShardPlan>,
 }
 
 impl WeightStore {
@@ -87,7 +132,7 @@ impl WeightStore {
         let max_alloc: u64 = if cfg!(target_pointer_width = "32") { (1 << 31) - 64 } else { 1 << 46 };
 
         // Greedy grouping of consecutive tensors into shards.
-        let mut ranges: Vec<ShardRange> = Vec::new();
+        let mut ranges: Vec<CopyOp> = Vec::new();
         let mut tensors = Vec::with_capacity(infos.len());
         for t in infos {
             if t.size > max_alloc {
@@ -99,10 +144,11 @@ impl WeightStore {
                 .last()
                 .is_some_and(|r| end - r.file_offset <= SHARD_BYTES.max(t.size) && end - r.file_offset <= max_alloc);
             if !fits {
-                ranges.push(ShardRange { shard: ranges.len(), file_offset: start, len: 0 });
+                ranges.push(CopyOp::contiguous(ranges.len(), 0, start, 0));
             }
             let r = ranges.last_mut().unwrap();
             r.len = r.len.max(end - r.file_offset);
+            (r.file_stride, r.dst_stride) = (r.len, r.len);
             tensors.push(TensorView {
                 name: t.name.clone(),
                 ty: t.ty,
@@ -112,32 +158,127 @@ impl WeightStore {
                 size: t.size as usize,
             });
         }
-        let total: u64 = ranges.iter().map(|r| r.len).sum();
-        let mut shards = Vec::with_capacity(ranges.len());
-        for r in &ranges {
-            let words = r.len.div_ceil(8) as usize;
+        let shard_len: Vec<u64> = ranges.iter().map(|r| r.len).collect();
+        WeightStore::with_shards(shard_len, ranges, tensors)
+    }
+
+    /// Allocates the part of a model that one worker holds: each kept tensor (`cut(t)` is
+    /// `Some`) reduced to its rows or columns, packed into shards in file order.
+    pub fn allocate_cut(h: &Header, cut: impl Fn(&TensorInfo) -> Option<Cut>) -> Result<WeightStore, StoreError> {
+        let mut infos: Vec<(&TensorInfo, Cut)> = h.tensors.iter().filter_map(|t| cut(t).map(|c| (t, c))).collect();
+        infos.sort_by_key(|(t, _)| t.offset);
+        let max_alloc: u64 = if cfg!(target_pointer_width = "32") { (1 << 31) - 64 } else { 1 << 46 };
+        let mut shard_len: Vec<u64> = Vec::new();
+        let mut plan = Vec::new();
+        let mut tensors = Vec::with_capacity(infos.len());
+        for (t, cut) in infos {
+            let dims: Vec<usize> = t.dims.iter().map(|&d| d as usize).collect();
+            let (n_in, n_rows) = (dims[0], dims.iter().skip(1).product::<usize>().max(1));
+            let (be, bb) = (t.ty.block_elems(), t.ty.block_bytes() as u64);
+            let row_bytes = t.ty.row_bytes(n_in) as u64;
+            let start = h.data_offset + t.offset;
+            let bad = |what: String| StoreError::BadRange(format!("{}: {what}", t.name));
+            let (local_dims, size) = match &cut {
+                Cut::Whole => (dims.clone(), t.size),
+                Cut::Rows(rs) => {
+                    if rs.iter().any(|r| r.end > n_rows || r.start > r.end) {
+                        return Err(bad(format!("rows {rs:?} of {n_rows}")));
+                    }
+                    let n: usize = rs.iter().map(|r| r.len()).sum();
+                    let mut d = dims.clone();
+                    d.truncate(2);
+                    d.resize(2, 1);
+                    d[1] = n;
+                    (d, n as u64 * row_bytes)
+                }
+                Cut::Cols(cs) => {
+                    if cs.iter().any(|c| c.end > n_in || c.start > c.end || c.start % be != 0 || c.end % be != 0) {
+                        return Err(bad(format!("columns {cs:?} of {n_in} in blocks of {be}")));
+                    }
+                    let n: usize = cs.iter().map(|c| c.len()).sum();
+                    let mut d = dims.clone();
+                    d[0] = n;
+                    (d, n_rows as u64 * (n / be) as u64 * bb)
+                }
+            };
+            if size > max_alloc {
+                return Err(StoreError::TensorTooLarge { name: t.name.clone(), size });
+            }
+            // Start a new shard when this tensor would overflow the current one (8-byte aligned starts).
+            let fits = shard_len.last().is_some_and(|&l| l.next_multiple_of(32) + size <= SHARD_BYTES.max(size).min(max_alloc));
+            if !fits {
+                shard_len.push(0);
+            }
+            let shard = shard_len.len() - 1;
+            let base = shard_len[shard].next_multiple_of(32);
+            shard_len[shard] = base + size;
+            match &cut {
+                Cut::Whole => plan.push(CopyOp::contiguous(shard, base, start, t.size)),
+                Cut::Rows(rs) => {
+                    let mut dst = base;
+                    for r in rs.iter().filter(|r| !r.is_empty()) {
+                        let len = r.len() as u64 * row_bytes;
+                        plan.push(CopyOp::contiguous(shard, dst, start + r.start as u64 * row_bytes, len));
+                        dst += len;
+                    }
+                }
+                Cut::Cols(cs) => {
+                    let local_row = size / n_rows as u64;
+                    let mut col = 0;
+                    for c in cs.iter().filter(|c| !c.is_empty()) {
+                        let len = (c.len() / be) as u64 * bb;
+                        plan.push(CopyOp {
+                            shard,
+                            dst_offset: base + col,
+                            file_offset: start + (c.start / be) as u64 * bb,
+                            len,
+                            count: n_rows as u64,
+                            file_stride: row_bytes,
+                            dst_stride: local_row,
+                        });
+                        col += len;
+                    }
+                }
+            }
+            tensors.push(TensorView { name: t.name.clone(), ty: t.ty, dims: local_dims, shard, offset: base as usize, size: size as usize });
+        }
+        plan.sort_by_key(|op| op.file_offset);
+        WeightStore::with_shards(shard_len, plan, tensors)
+    }
+
+    /// Allocates zeroed shards of these sizes: the only large allocations.
+    fn with_shards(shard_len: Vec<u64>, plan: Vec<CopyOp>, tensors: Vec<TensorView>) -> Result<WeightStore, StoreError> {
+        let total: u64 = shard_len.iter().sum();
+        let mut shards = Vec::with_capacity(shard_len.len());
+        for &len in &shard_len {
+            let words = len.div_ceil(8) as usize;
             let mut v: Vec<u64> = Vec::new();
             v.try_reserve_exact(words).map_err(|_| StoreError::OutOfMemory { requested: total })?;
             v.resize(words, 0);
             shards.push(v);
         }
-        let filled = vec![false; ranges.len()];
-        Ok(WeightStore { shards, ranges, tensors, filled })
+        let filled = vec![false; shard_len.len()];
+        Ok(WeightStore { shards, shard_len, plan, tensors, filled, shard_plan: None })
     }
 
-    /// The file ranges the loader must copy in, one per shard.
-    pub fn plan(&self) -> &[ShardRange] {
-        &self.ranges
+    /// What the loader must copy in, in file order.
+    pub fn plan(&self) -> &[CopyOp] {
+        &self.plan
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
     }
 
     /// Total bytes of weights held.
     pub fn total_bytes(&self) -> u64 {
-        self.ranges.iter().map(|r| r.len).sum()
+        self.shard_len.iter().sum()
     }
 
-    /// Mutable bytes of shard `i`, for the loader to fill (exactly `plan()[i].len` bytes).
+    /// Mutable bytes of shard `i`, for the loader to fill.
     pub fn shard_mut(&mut self, i: usize) -> &mut [u8] {
-        let len = self.ranges[i].len as usize;
+        let len = self.shard_len[i] as usize;
         &mut bytemuck::cast_slice_mut(&mut self.shards[i])[..len]
     }
 
@@ -146,22 +287,25 @@ impl WeightStore {
         self.filled[i] = true;
     }
 
+    /// Marks every shard as written (the loader followed the whole plan).
+    pub fn mark_all_filled(&mut self) {
+        self.filled.fill(true);
+    }
+
     pub fn is_filled(&self) -> bool {
         self.filled.iter().all(|&f| f)
     }
 
-    /// Copies `bytes` that start at absolute file offset `file_offset` into whichever shards
-    /// overlap them (for loaders that stream the file in arbitrary chunks).
+    /// Copies `bytes` that start at absolute file offset `file_offset` to wherever the plan puts
+    /// them (for loaders that stream the file in arbitrary chunks).
     pub fn write_file_bytes(&mut self, file_offset: u64, bytes: &[u8]) {
         let end = file_offset + bytes.len() as u64;
-        for i in 0..self.ranges.len() {
-            let r = self.ranges[i];
-            let (s, e) = (r.file_offset.max(file_offset), (r.file_offset + r.len).min(end));
-            if s < e {
-                let dst = self.shard_mut(i);
-                dst[(s - r.file_offset) as usize..(e - r.file_offset) as usize]
-                    .copy_from_slice(&bytes[(s - file_offset) as usize..(e - file_offset) as usize]);
-            }
+        for k in 0..self.plan.len() {
+            let op = self.plan[k];
+            let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut self.shards[op.shard]);
+            op.pieces_in(file_offset, end, |f, d, n| {
+                dst[d as usize..(d + n) as usize].copy_from_slice(&bytes[(f - file_offset) as usize..(f - file_offset + n) as usize]);
+            });
         }
     }
 

@@ -213,3 +213,87 @@ fn context_overflow_and_bad_tokens_are_errors_and_state_survives() {
     assert_eq!(st.n_past, 0);
     assert!(m.forward(&mut st, &[1, 2], Logits::Last, Precision::Fast, &mut s).is_ok());
 }
+
+// ---- the model split across shards (tensor parallelism, src/split.rs) -------------------------
+
+use clef_web::cluster::Cluster;
+
+/// `run` on a model split across `n` shards (the stage program the Web Workers run).
+fn run_split(file: &[u8], n: usize, prompt: &[u32], prec: Precision, greedy: usize) -> (Vec<f32>, Vec<u32>) {
+    let mut c = Cluster::from_bytes(file, n, prompt.len() + greedy + 1).unwrap();
+    let last = c.forward(prompt, Logits::Last, prec).unwrap();
+    let mut toks = Vec::new();
+    let mut l = last.clone();
+    for _ in 0..greedy {
+        let t = argmax(&l);
+        toks.push(t);
+        l = c.forward(&[t], Logits::Last, prec).unwrap();
+    }
+    (last, toks)
+}
+
+/// Every fixture through 2 and 3 shards in exact precision: the same logits as the whole model up
+/// to f32 summation order (each column-split matmul's partial sums are added in another order:
+/// ~1e-7 relative per layer; bound 1e-5, the same as against the exact reference), and the
+/// reference's greedy tokens wherever its top-2 margin is clear.
+#[test]
+fn split_models_match_the_whole_model_exact() {
+    for (name, path) in models() {
+        let file = std::fs::read(&path).unwrap();
+        let whole = Model::from_bytes(&file).unwrap();
+        let tdq = json(&fixture_dir().join(format!("{name}.transformers-dequant.json")));
+        let case = &tdq["cases"][0];
+        let prompt = ids(&case["prompt_ids"]);
+        let (want, _) = run(&whole, &prompt, Precision::Exact, 0);
+        for n in [2, 3] {
+            let (last, toks) = run_split(&file, n, &prompt, Precision::Exact, 8);
+            let err = rel_l2(&last, &want);
+            assert!(err < 1e-5, "{name} / {n} shards: rel L2 {err:e} vs the whole model");
+            let k = greedy_agreement(&toks, case).unwrap_or_else(|e| panic!("{name} / {n} shards: {e}"));
+            println!("{name} / {n} shards: exact rel L2 vs whole {err:.2e}, greedy agrees for {k} clear steps");
+        }
+    }
+}
+
+/// Fast precision (int8 activations) through 2 and 3 shards: as close to the exact reference as
+/// llama.cpp is (the same bound as the whole model's test: a split changes summation order, which
+/// can flip an int8 rounding, which is the noise the fixtures' README describes).
+#[test]
+fn split_models_fast_precision_is_as_close_as_llama_cpp() {
+    for (name, path) in models() {
+        let file = std::fs::read(&path).unwrap();
+        let tdq = json(&fixture_dir().join(format!("{name}.transformers-dequant.json")));
+        let llama = json(&fixture_dir().join(format!("{name}.llama.json")));
+        let cases = tdq["cases"].as_array().unwrap();
+        for n in [2, 3] {
+            let (mut ours_sum, mut llama_sum) = (0.0, 0.0);
+            for (ci, case) in cases.iter().enumerate() {
+                let reference = floats(&case["last_logits"]);
+                let (last, _) = run_split(&file, n, &ids(&case["prompt_ids"]), Precision::Fast, 0);
+                ours_sum += rel_l2(&last, &reference);
+                llama_sum += rel_l2(&floats(&llama["cases"][ci]["last_logits"]), &reference);
+            }
+            let (ours, theirs) = (ours_sum / cases.len() as f64, llama_sum / cases.len() as f64);
+            println!("{name} / {n} shards: fast rel L2 {ours:.3e}, llama.cpp {theirs:.3e}");
+            assert!(ours <= theirs * 1.1 + 1e-6, "{name} / {n} shards: mean rel L2 {ours:.3e} vs llama.cpp's {theirs:.3e}");
+        }
+    }
+}
+
+/// F32 through 1, 2 and 3 shards: llama.cpp's 16 greedy tokens exactly, in both precisions.
+#[test]
+fn split_f32_greedy_matches_llama_cpp() {
+    let dir = fixture_dir();
+    let file = std::fs::read(dir.join("A-F32.gguf")).unwrap();
+    let llama = json(&dir.join("A-F32.llama.json"));
+    for prec in [Precision::Fast, Precision::Exact] {
+        for (ci, case) in llama["cases"].as_array().unwrap().iter().enumerate() {
+            for n in [1, 2, 3] {
+                let (last, toks) = run_split(&file, n, &ids(&case["prompt_ids"]), prec, 16);
+                let max = last.iter().zip(floats(&case["last_logits"])).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+                assert!(max < 1e-4, "{prec:?} prompt {ci} / {n} shards: max |Δ| {max} vs llama.cpp");
+                assert_eq!(toks, ids(&case["greedy_ids"]), "{prec:?} prompt {ci} / {n} shards: greedy tokens differ from llama.cpp");
+            }
+        }
+    }
+}

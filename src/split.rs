@@ -1,0 +1,371 @@
+//! Tensor parallelism: which part of every weight matrix each of N shards holds.
+//!
+//! The model is split by heads, so that a layer costs two exchanges and the shards never talk to
+//! each other (Megatron-style; ARCHITECTURE.md "Several workers"):
+//!
+//! ```text
+//!                 coordinator                          shard s (of N)
+//! mixer stage:    x = rmsnorm(h) ──────────────────►  its heads: DeltaNet qkv/z/β/α rows + conv + recurrence,
+//!                                                      or attention q/k/v rows + its KV cache
+//!                 h += Σ_s partial_s ◄──────────────  partial_s = o_s · W_out[:, its columns]
+//! ffn stage:      x = rmsnorm(h) ──────────────────►  its rows of gate/up, its columns of down
+//!                 h += Σ_s partial_s ◄──────────────  partial_s
+//! head stage:     x = rmsnorm(h_last) ─────────────►  its vocabulary rows of the LM head → its logits
+//! ```
+//!
+//! Every output-row split (qkv, z, β, α, q, k, v, gate, up, output) can cut anywhere; every
+//! input-column split (ssm_out, attn_output, ffn_down) must cut at the weight type's block
+//! boundaries (32 or 256 elements), so the split unit is a group of heads (or of FFN rows) whose
+//! columns are whole blocks. Where a layer cannot be cut (e.g. one 256-element block per row),
+//! its whole mixer goes to one shard, rotating with the layer index so that the load evens out.
+//!
+//! DeltaNet: value head j reads key head j % Hk ("tiled" order), so a shard owns a range of key
+//! heads [a, b) and the value heads {kh + m·Hk : kh ∈ [a, b), m < Hv/Hk}. Listed in that order,
+//! local value head lj reads local key head lj % (b − a): the recurrence runs unchanged on a
+//! smaller model. Attention: a shard owns query heads [a, b) and the KV heads they read
+//! ([a/g, (b−1)/g] with g = H/Hkv query heads per KV head); when two shards share a KV head both
+//! compute it (only when there are more shards than KV heads).
+
+use crate::model::Config;
+use crate::quant::GgmlType;
+use std::ops::Range;
+
+/// Shard `index` of `count`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardId {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl ShardId {
+    /// The whole model in one shard.
+    pub const WHOLE: ShardId = ShardId { index: 0, count: 1 };
+}
+
+/// How a tensor is cut for one shard (element indices; column ranges are block-aligned).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cut {
+    Whole,
+    /// These rows (output features), in this order.
+    Rows(Vec<Range<usize>>),
+    /// These columns (input features) of every row, in this order.
+    Cols(Vec<Range<usize>>),
+}
+
+/// A DeltaNet layer's part: key heads [a, b) and the value heads that read them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeltaNetPart {
+    pub k_heads: Range<usize>,
+    /// Value heads in local order (m-major: kh + m·Hk for m < Hv/Hk, kh ∈ k_heads).
+    pub v_heads: Vec<Range<usize>>,
+}
+
+impl DeltaNetPart {
+    pub fn n_k(&self) -> usize {
+        self.k_heads.len()
+    }
+    pub fn n_v(&self) -> usize {
+        self.v_heads.iter().map(|r| r.len()).sum()
+    }
+}
+
+/// An attention layer's part: query heads [a, b) and the KV heads they read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttentionPart {
+    pub heads: Range<usize>,
+    pub kv_heads: Range<usize>,
+}
+
+/// One layer's part; `None` fields: this shard has no work there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerPart {
+    pub deltanet: Option<DeltaNetPart>,
+    pub attention: Option<AttentionPart>,
+    /// FFN hidden rows (gate/up rows, down columns).
+    pub ffn: Option<Range<usize>>,
+}
+
+/// Everything one shard holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardPlan {
+    pub id: ShardId,
+    pub layers: Vec<LayerPart>,
+    /// LM-head rows (vocabulary ids) whose logits this shard computes.
+    pub vocab: Option<Range<usize>>,
+}
+
+/// Block sizes of the column-split tensors of one layer (what constrains the cut).
+#[derive(Clone, Copy, Debug)]
+pub struct LayerBlocks {
+    /// ssm_out or attn_output.
+    pub mixer_out: usize,
+    pub ffn_down: usize,
+}
+
+/// Ranges of `n_groups` groups for shard `s` of `n`, rotated by `rot` so that layers whose
+/// groups are fewer than the shards do not all load shard 0. Balanced: sizes differ by ≤ 1.
+fn group_range(n_groups: usize, s: usize, n: usize, rot: usize) -> Range<usize> {
+    let v = (s + n - rot % n) % n; // virtual position of this shard for this layer
+    (v * n_groups / n)..((v + 1) * n_groups / n)
+}
+
+/// The smallest number of consecutive units (heads of `unit` elements, `n_units` of them) whose
+/// columns are whole `block`s, or `n_units` when no smaller group is (the layer is not cut).
+fn group_size(n_units: usize, unit: usize, block: usize) -> usize {
+    (1..=n_units)
+        .find(|&g| n_units % g == 0 && (g * unit) % block == 0)
+        .unwrap_or(n_units)
+}
+
+impl ShardPlan {
+    /// The plan of shard `id` for a model with `cfg` whose layer `il` has column blocks `blocks(il)`.
+    pub fn new(cfg: &Config, id: ShardId, blocks: impl Fn(usize) -> LayerBlocks) -> ShardPlan {
+        let n = id.count;
+        let s = id.index;
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for il in 0..cfg.n_layer {
+            let b = blocks(il);
+            let (mut deltanet, mut attention) = (None, None);
+            if cfg.recurrent[il] {
+                let (hk, hv, ds) = (cfg.n_k_heads, cfg.n_v_heads, cfg.d_state);
+                // Key heads in groups whose value-head columns (g·Ds per m) are whole blocks;
+                // the m-th copy starts at m·Hk·Ds, so Hk·Ds must be whole blocks too.
+                let g = if (hk * ds) % b.mixer_out == 0 { group_size(hk, ds, b.mixer_out) } else { hk };
+                let r = group_range(hk / g, s, n, il);
+                if !r.is_empty() {
+                    let k_heads = r.start * g..r.end * g;
+                    let v_heads = merge((0..hv / hk).map(|m| k_heads.start + m * hk..k_heads.end + m * hk));
+                    deltanet = Some(DeltaNetPart { k_heads, v_heads });
+                }
+            } else {
+                let (h, dh) = (cfg.n_head, cfg.head_dim);
+                let per_kv = h / cfg.n_head_kv.max(1);
+                let mut g = group_size(h, dh, b.mixer_out);
+                // Whole KV groups when there are enough of them: no KV head computed twice.
+                let whole_kv = g * per_kv / gcd(g, per_kv);
+                if h % whole_kv == 0 && h / whole_kv >= n {
+                    g = whole_kv;
+                }
+                let r = group_range(h / g, s, n, il);
+                if !r.is_empty() {
+                    let heads = r.start * g..r.end * g;
+                    let kv_heads = heads.start / per_kv..(heads.end - 1) / per_kv + 1;
+                    attention = Some(AttentionPart { heads, kv_heads });
+                }
+            }
+            let g = group_size(cfg.n_ff, 1, b.ffn_down);
+            // Rotated one step further than the mixer: where a layer has fewer groups than shards,
+            // a shard left without heads tends to get FFN rows.
+            let r = group_range(cfg.n_ff / g, s, n, il + 1);
+            let ffn = (!r.is_empty()).then(|| r.start * g..r.end * g);
+            layers.push(LayerPart { deltanet, attention, ffn });
+        }
+        let r = group_range(cfg.n_vocab, s, n, 0);
+        let vocab = (!r.is_empty()).then_some(r);
+        ShardPlan { id, layers, vocab }
+    }
+
+    /// The plan from a model's tensor types (`ty_of(name)`; absent tensors count as 32-element blocks).
+    pub fn for_tensors(cfg: &Config, id: ShardId, ty_of: impl Fn(&str) -> Option<GgmlType>) -> ShardPlan {
+        let block = |name: String| ty_of(&name).map(|t| t.block_elems()).unwrap_or(32);
+        ShardPlan::new(cfg, id, |il| LayerBlocks {
+            mixer_out: if cfg.recurrent[il] {
+                block(format!("blk.{il}.ssm_out.weight"))
+            } else {
+                block(format!("blk.{il}.attn_output.weight"))
+            },
+            ffn_down: block(format!("blk.{il}.ffn_down.weight")),
+        })
+    }
+
+    /// How shard tensor `name` is cut (`None`: this shard does not hold it). Tensors of the
+    /// coordinator (embeddings, norms of the residual stream) are not in any shard plan, except
+    /// `token_embd.weight` when it doubles as the LM head (tied output).
+    pub fn cut(&self, cfg: &Config, name: &str) -> Option<Cut> {
+        if name == "output.weight" || (name == "token_embd.weight" && cfg.tied_output) {
+            return self.vocab.clone().map(|r| Cut::Rows(vec![r]));
+        }
+        let rest = name.strip_prefix("blk.")?;
+        let (il, tname) = rest.split_once('.')?;
+        let il: usize = il.parse().ok()?;
+        let part = self.layers.get(il)?;
+        let ds = cfg.d_state;
+        match tname {
+            "ffn_gate.weight" | "ffn_up.weight" => part.ffn.clone().map(|r| Cut::Rows(vec![r])),
+            "ffn_down.weight" => part.ffn.clone().map(|r| Cut::Cols(vec![r])),
+            _ => {
+                if let Some(p) = &part.deltanet {
+                    let hk = cfg.n_k_heads;
+                    let scale = |r: &Range<usize>, k: usize| r.start * k..r.end * k;
+                    let v_rows: Vec<Range<usize>> = p.v_heads.iter().map(|r| scale(r, ds)).collect();
+                    return match tname {
+                        "attn_qkv.weight" | "ssm_conv1d.weight" => {
+                            let mut rows = vec![scale(&p.k_heads, ds), hk * ds + p.k_heads.start * ds..hk * ds + p.k_heads.end * ds];
+                            rows.extend(v_rows.iter().map(|r| 2 * hk * ds + r.start..2 * hk * ds + r.end));
+                            Some(Cut::Rows(rows))
+                        }
+                        "attn_gate.weight" => Some(Cut::Rows(v_rows)),
+                        "ssm_beta.weight" | "ssm_alpha.weight" => Some(Cut::Rows(p.v_heads.clone())),
+                        "ssm_a" | "ssm_dt.bias" => Some(Cut::Cols(p.v_heads.clone())),
+                        "ssm_norm.weight" => Some(Cut::Whole),
+                        "ssm_out.weight" => Some(Cut::Cols(v_rows)),
+                        _ => None,
+                    };
+                }
+                if let Some(p) = &part.attention {
+                    let dh = cfg.head_dim;
+                    return match tname {
+                        "attn_q.weight" => Some(Cut::Rows(vec![p.heads.start * 2 * dh..p.heads.end * 2 * dh])),
+                        "attn_k.weight" | "attn_v.weight" => Some(Cut::Rows(vec![p.kv_heads.start * dh..p.kv_heads.end * dh])),
+                        "attn_q_norm.weight" | "attn_k_norm.weight" => Some(Cut::Whole),
+                        "attn_output.weight" => Some(Cut::Cols(vec![p.heads.start * dh..p.heads.end * dh])),
+                        _ => None,
+                    };
+                }
+                None
+            }
+        }
+    }
+}
+
+/// Whether the coordinator (the instance that embeds tokens, normalises the residual stream and
+/// samples) holds tensor `name`.
+pub fn coordinator_holds(name: &str) -> bool {
+    name == "token_embd.weight"
+        || name == "output_norm.weight"
+        || name.strip_prefix("blk.").and_then(|r| r.split_once('.')).is_some_and(|(_, t)| {
+            t == "attn_norm.weight" || t == "post_attention_norm.weight"
+        })
+}
+
+/// Ranges in order with touching neighbours joined (a whole layer's value heads are one range).
+fn merge(ranges: impl Iterator<Item = Range<usize>>) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if last.end == r.start => last.end = r.end,
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn cfg_9b() -> Config {
+        Config {
+            arch: "qwen35".into(),
+            n_vocab: 248320,
+            n_embd: 4096,
+            n_layer: 32,
+            n_ff: 12288,
+            n_head: 16,
+            n_head_kv: 4,
+            head_dim: 256,
+            eps: 1e-6,
+            rope_base: 1e7,
+            n_rot: 64,
+            attn_scale: 1.0 / 16.0,
+            conv_kernel: 4,
+            d_state: 128,
+            n_k_heads: 16,
+            n_v_heads: 32,
+            recurrent: (0..32).map(|i| (i + 1) % 4 != 0).collect(),
+            context_length: 262144,
+            tied_output: false,
+        }
+    }
+
+    /// Every head, FFN row and vocabulary row is owned by exactly one shard, and every column cut
+    /// is block-aligned, for the 9B with K-quant (256) and legacy (32) blocks and 1..16 shards.
+    #[test]
+    fn partitions_are_exact_and_aligned() {
+        let c = cfg_9b();
+        for block in [32, 256] {
+            for n in 1..=16 {
+                let plans: Vec<ShardPlan> = (0..n)
+                    .map(|i| ShardPlan::new(&c, ShardId { index: i, count: n }, |_| LayerBlocks { mixer_out: block, ffn_down: block }))
+                    .collect();
+                let mut vocab = vec![0u8; c.n_vocab];
+                for p in &plans {
+                    if let Some(r) = &p.vocab {
+                        r.clone().for_each(|i| vocab[i] += 1);
+                    }
+                }
+                assert!(vocab.iter().all(|&x| x == 1));
+                for il in 0..c.n_layer {
+                    let mut ff = vec![0u8; c.n_ff];
+                    let mut heads = vec![0u8; if c.recurrent[il] { c.n_v_heads } else { c.n_head }];
+                    for p in &plans {
+                        let l = &p.layers[il];
+                        if let Some(r) = &l.ffn {
+                            assert_eq!(r.start % block, 0);
+                            r.clone().for_each(|i| ff[i] += 1);
+                        }
+                        if let Some(d) = &l.deltanet {
+                            for r in &d.v_heads {
+                                assert_eq!(r.start * c.d_state % block, 0);
+                                assert_eq!(r.end * c.d_state % block, 0);
+                                r.clone().for_each(|j| {
+                                    assert!(d.k_heads.contains(&(j % c.n_k_heads)));
+                                    heads[j] += 1
+                                });
+                            }
+                        }
+                        if let Some(a) = &l.attention {
+                            assert_eq!(a.heads.start * c.head_dim % block, 0);
+                            a.heads.clone().for_each(|j| heads[j] += 1);
+                            assert!(a.kv_heads.contains(&(a.heads.start / 4)) && a.kv_heads.contains(&((a.heads.end - 1) / 4)));
+                        }
+                    }
+                    assert!(ff.iter().all(|&x| x == 1), "ffn layer {il} n {n}");
+                    assert!(heads.iter().all(|&x| x == 1), "heads layer {il} n {n}");
+                }
+                // Up to 8 shards every shard has DeltaNet work in every DeltaNet layer (16 key heads in pairs).
+                if n <= 8 {
+                    for p in &plans {
+                        for (il, l) in p.layers.iter().enumerate() {
+                            assert_eq!(l.deltanet.is_some(), c.recurrent[il]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A layer that cannot be cut (one block per row) goes whole to one shard, rotating.
+    #[test]
+    fn uncuttable_layers_rotate() {
+        let mut c = cfg_9b();
+        c.n_k_heads = 2;
+        c.n_v_heads = 2;
+        c.d_state = 128; // Hv·Ds = 256: one K-quant block per ssm_out row
+        let owners: Vec<usize> = (0..8)
+            .filter(|&il| c.recurrent[il])
+            .map(|il| {
+                let v: Vec<usize> = (0..2)
+                    .filter(|&s| {
+                        ShardPlan::new(&c, ShardId { index: s, count: 2 }, |_| LayerBlocks { mixer_out: 256, ffn_down: 256 }).layers[il]
+                            .deltanet
+                            .is_some()
+                    })
+                    .collect();
+                assert_eq!(v.len(), 1);
+                v[0]
+            })
+            .collect();
+        assert!(owners.contains(&0) && owners.contains(&1), "{owners:?}");
+    }
+}
