@@ -1,64 +1,97 @@
-//! A model split across N shards inside one process: the coordinator and its shards run the
-//! stage program of [`Pass`] one after the other in this thread.
+//! A model split across N shards inside one process: the coordinator's engine and its shard
+//! engines run the stage program of [`Pass`] one after the other in this thread.
 //!
 //! This is what the browser's Web Workers do with messages in between (`www/src/shards.ts`),
 //! without the messages: it lets the native tests and `clef generate --workers N` check that a
 //! split model computes what the whole one does, on any machine. It is not a way to use several
 //! cores natively.
 
-use crate::model::{Logits, Model, ModelError, Pass, Role, Stage, State};
-use crate::ops::{MatmulScratch, Precision};
+use crate::engine::{Engine, EngineError, Piece};
+use crate::model::{Logits, Model, ModelError, Pass, Role, Stage};
+use crate::ops::Precision;
+use crate::shard::ShardEngine;
 use crate::split::ShardId;
 
 pub struct Cluster {
-    pub coordinator: Model,
-    /// The shards with the state of their heads.
-    pub shards: Vec<(Model, State)>,
-    pub n_past: usize,
-    pub n_ctx: usize,
-    pass: Pass,
-    /// One shard's result of the current stage.
-    part: Vec<f32>,
-    mm: MatmulScratch,
+    pub shards: Vec<ShardEngine>,
 }
 
 impl Cluster {
-    /// Builds the coordinator and `n` shards from a GGUF file in memory, with states for `n_ctx` tokens.
-    pub fn from_bytes(file: &[u8], n: usize, n_ctx: usize) -> Result<Cluster, ModelError> {
+    /// The coordinator's model and `n` shard engines (states for `n_ctx` tokens) from a GGUF file in memory.
+    pub fn from_bytes(file: &[u8], n: usize, n_ctx: usize) -> Result<(Model, Cluster), ModelError> {
         let coordinator = Model::from_bytes_role(file, Role::Coordinator)?;
         let shards = (0..n)
-            .map(|index| {
-                let m = Model::from_bytes_role(file, Role::Shard(ShardId { index, count: n }))?;
-                let st = m.try_new_state(n_ctx)?;
-                Ok((m, st))
-            })
+            .map(|index| ShardEngine::new(Model::from_bytes_role(file, Role::Shard(ShardId { index, count: n }))?, n_ctx))
             .collect::<Result<_, ModelError>>()?;
-        Ok(Cluster { coordinator, shards, n_past: 0, n_ctx, pass: Pass::default(), part: Vec::new(), mm: MatmulScratch::default() })
+        Ok((coordinator, Cluster { shards }))
     }
 
-    /// [`Model::forward`] over the shards: the same stages, each shard's partial added in shard order.
-    pub fn forward(&mut self, tokens: &[u32], want: Logits, prec: Precision) -> Result<Vec<f32>, ModelError> {
-        let pass = &mut self.pass;
-        self.coordinator.begin_pass(pass, self.n_past, self.n_ctx, tokens, want)?;
+    pub fn set_precision(&mut self, p: Precision) {
+        self.shards.iter_mut().for_each(|s| s.precision = p);
+    }
+
+    /// Runs every remaining stage of `pass` on the shards, adding their results in shard order.
+    pub fn run_pass(&mut self, coordinator: &Model, pass: &mut Pass) -> Result<(), ModelError> {
         while let Some(stage) = pass.stage() {
-            for (m, st) in &mut self.shards {
-                let rows = pass.rows();
-                let n_out = match stage {
-                    Stage::Head => rows * m.vocab_range().map_or(0, |r| r.len()),
-                    _ => pass.input().len(),
-                };
-                self.part.clear();
-                self.part.resize(n_out, 0.0);
-                m.run_stage(stage, pass.pos, pass.input(), st, &mut self.part, prec, &mut self.mm);
-                match (stage, m.vocab_range()) {
-                    (Stage::Head, Some(r)) => pass.put_logits(r, &self.part),
+            for s in &mut self.shards {
+                let vocab = s.model.vocab_range();
+                let out = s.run(stage, pass.pos, pass.input())?;
+                match (stage, vocab) {
+                    (Stage::Head, Some(r)) => pass.put_logits(r, out),
                     (Stage::Head, None) => {}
-                    _ => pass.add_partial(&self.part),
+                    _ => pass.add_partial(out),
                 }
             }
-            self.coordinator.advance(pass);
+            coordinator.advance(pass);
         }
-        self.n_past += tokens.len();
+        Ok(())
+    }
+
+    /// [`Model::forward`] over the shards, at position `n_past` (advanced by the tokens).
+    pub fn forward(&mut self, coordinator: &Model, n_past: &mut usize, n_ctx: usize, tokens: &[u32], want: Logits) -> Result<Vec<f32>, ModelError> {
+        let mut pass = Pass::default();
+        coordinator.begin_pass(&mut pass, *n_past, n_ctx, tokens, want)?;
+        self.run_pass(coordinator, &mut pass)?;
+        *n_past += tokens.len();
         Ok(pass.take_output())
+    }
+
+    /// Delivers the engine's queued state changes to the shards and runs its pass in flight.
+    pub fn drive(&mut self, e: &mut Engine) -> Result<(), EngineError> {
+        let model_err = |e: ModelError| EngineError::Model(e.to_string());
+        for op in e.take_shard_ops() {
+            for s in &mut self.shards {
+                s.apply(op).map_err(model_err)?;
+            }
+        }
+        while let Some(stage) = e.pass().and_then(|p| p.stage()) {
+            let pass = e.pass().expect("a pass in flight");
+            for s in &mut self.shards {
+                let vocab = s.model.vocab_range();
+                let out = s.run(stage, pass.pos, pass.input()).map_err(model_err)?;
+                match (stage, vocab) {
+                    (Stage::Head, Some(r)) => pass.put_logits(r, out),
+                    (Stage::Head, None) => {}
+                    _ => pass.add_partial(out),
+                }
+            }
+            e.advance_pass();
+        }
+        Ok(())
+    }
+
+    /// [`Engine::prefill`] with the shards.
+    pub fn prefill(&mut self, e: &mut Engine, max: usize) -> Result<usize, EngineError> {
+        let left = e.prefill_start(max)?;
+        self.drive(e)?;
+        Ok(left)
+    }
+
+    /// [`Engine::step`] with the shards (the prompt must have been run).
+    pub fn step(&mut self, e: &mut Engine) -> Result<Option<Piece>, EngineError> {
+        self.drive(e)?; // state changes queued since the last pass (begin's restore)
+        let piece = e.step_start()?;
+        self.drive(e)?;
+        Ok(piece)
     }
 }

@@ -10,8 +10,15 @@
 //! Prefix reuse: a hybrid model cannot cut its recurrent state back, so the engine keeps
 //! snapshots at the end of each prompt and of each generation. A new prompt that extends one of
 //! them (a follow-up chat message) only runs the new tokens.
+//!
+//! Every forward pass is a [`Pass`] (the model's stage program). With the whole model here,
+//! `prefill` and `step` run it to the end at once. When the model is split across shard workers
+//! (`Role::Coordinator`), a driver calls `prefill_start` / `step_start`, has the shards run each
+//! stage of [`Engine::pass`], and calls [`Engine::advance_pass`] until it is done; state changes
+//! the shards must mirror (snapshot, restore, clear) queue up in [`Engine::take_shard_ops`].
 
-use crate::model::{Logits, Model, Snapshot, State};
+use crate::model::{Logits, Model, Pass, Role, Snapshot, State};
+use crate::shard::StateOp;
 
 use crate::ops::Precision;
 use crate::sampler::{Sampler, SamplerParams};
@@ -82,15 +89,27 @@ struct Generation {
     finished: Option<FinishReason>,
 }
 
+/// The forward pass in flight and what to do with its result.
+enum Inflight {
+    /// Prompt tokens; `last`: the final chunk (its logits start the generation).
+    Prefill { tokens: Vec<u32>, last: bool },
+    /// A sampled token.
+    Step { token: u32 },
+}
+
 pub struct Engine {
     pub model: Model,
     pub tokenizer: Option<Tokenizer>,
     pub precision: Precision,
+    /// The state of the heads held here (a coordinator's holds only the position).
     state: State,
     /// The tokens `state` holds, positions 0..n_past.
     tokens: Vec<u32>,
     snapshots: Vec<Snapshot>,
     scratch: crate::model::Scratch,
+    inflight: Option<Inflight>,
+    /// State changes the shard workers must mirror (only when the model is split).
+    shard_ops: Vec<StateOp>,
     gen: Option<Generation>,
     pub usage: Usage,
 }
@@ -131,6 +150,8 @@ impl Engine {
             tokens: Vec::new(),
             snapshots: Vec::new(),
             scratch: Default::default(),
+            inflight: None,
+            shard_ops: Vec::new(),
             gen: None,
             usage: Usage::default(),
         })
@@ -154,13 +175,26 @@ impl Engine {
         }
         // The longest snapshot that is a strict prefix of the prompt and of what the state holds
         // (at least one prompt token must run to produce logits).
+        if self.inflight.is_some() {
+            return Err(EngineError::Input("a forward pass is still running".into()));
+        }
         let common = self.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
         let limit = common.min(prompt.len() - 1);
+        let dropped: Vec<usize> = self.snapshots.iter().map(|s| s.n_past).filter(|&n| n > common).collect();
+        for n in dropped {
+            self.shard_op(StateOp::Forget(n));
+        }
         self.snapshots.retain(|s| s.n_past <= common);
         let reuse = self.snapshots.iter().filter(|s| s.n_past <= limit).max_by_key(|s| s.n_past).cloned();
         match &reuse {
-            Some(s) => self.state.restore(s),
-            None => self.state.clear(),
+            Some(s) => {
+                self.state.restore(s);
+                self.shard_op(StateOp::Restore(s.n_past));
+            }
+            None => {
+                self.state.clear();
+                self.shard_op(StateOp::Clear);
+            }
         }
         let start = self.state.n_past;
         self.tokens.truncate(start);
@@ -181,23 +215,24 @@ impl Engine {
 
     /// Runs up to `max` queued prompt tokens. Returns the number still queued (0 = ready).
     pub fn prefill(&mut self, max: usize) -> Result<usize, EngineError> {
+        let left = self.prefill_start(max)?;
+        self.run_local();
+        Ok(left)
+    }
+
+    /// Starts the pass of up to `max` queued prompt tokens (none when the queue is empty).
+    /// Returns the number still queued after them.
+    pub fn prefill_start(&mut self, max: usize) -> Result<usize, EngineError> {
         let gen = self.gen.as_mut().ok_or(EngineError::Idle)?;
         if gen.queue.is_empty() {
             return Ok(0);
         }
         let n = max.max(1).min(gen.queue.len());
         let chunk: Vec<u32> = gen.queue.drain(..n).collect();
-        let want = if gen.queue.is_empty() { Logits::Last } else { Logits::None };
-        let out = self
-            .model
-            .forward(&mut self.state, &chunk, want, self.precision, &mut self.scratch)
-            .map_err(|e| EngineError::Model(e.to_string()))?;
-        self.tokens.extend_from_slice(&chunk);
+        let last = gen.queue.is_empty();
         let left = gen.queue.len();
-        if left == 0 {
-            gen.logits = out;
-            self.push_snapshot();
-        }
+        let want = if last { Logits::Last } else { Logits::None };
+        self.start_pass(Inflight::Prefill { tokens: chunk, last }, want)?;
         Ok(left)
     }
 
@@ -206,9 +241,20 @@ impl Engine {
         if !self.gen.as_ref().ok_or(EngineError::Idle)?.queue.is_empty() {
             self.prefill(usize::MAX)?;
         }
+        let piece = self.step_start()?;
+        self.run_local();
+        Ok(piece)
+    }
+
+    /// Samples one token and starts its pass (unless it was the last one allowed: its logits would
+    /// be unused). `None` when the generation has finished. The prompt must have been run.
+    pub fn step_start(&mut self) -> Result<Option<Piece>, EngineError> {
         let n_ctx = self.state.n_ctx;
         let eog: Vec<u32> = self.tokenizer.as_ref().map(|t| t.eog_ids().to_vec()).unwrap_or_default();
         let gen = self.gen.as_mut().ok_or(EngineError::Idle)?;
+        if self.inflight.is_some() || !gen.queue.is_empty() {
+            return Err(EngineError::Input("the prompt has not been run yet".into()));
+        }
         if gen.finished.is_some() {
             return Ok(None);
         }
@@ -247,13 +293,90 @@ impl Engine {
         if last {
             gen.finished = Some(FinishReason::Length);
         } else {
-            gen.logits = self
-                .model
-                .forward(&mut self.state, &[tok], Logits::Last, self.precision, &mut self.scratch)
-                .map_err(|e| EngineError::Model(e.to_string()))?;
-            self.tokens.push(tok);
+            self.start_pass(Inflight::Step { token: tok }, Logits::Last)?;
         }
         Ok(Some(Piece { token: tok, text }))
+    }
+
+    fn start_pass(&mut self, what: Inflight, want: Logits) -> Result<(), EngineError> {
+        let tokens: &[u32] = match &what {
+            Inflight::Prefill { tokens, .. } => tokens,
+            Inflight::Step { token } => std::slice::from_ref(token),
+        };
+        self.model
+            .begin_pass(&mut self.scratch.pass, self.state.n_past, self.state.n_ctx, tokens, want)
+            .map_err(|e| EngineError::Model(e.to_string()))?;
+        self.inflight = Some(what);
+        Ok(())
+    }
+
+    /// The pass in flight (its stage and input), for a driver with remote shards.
+    pub fn pass(&mut self) -> Option<&mut Pass> {
+        self.inflight.as_ref()?;
+        Some(&mut self.scratch.pass)
+    }
+
+    /// Moves the pass in flight to its next stage once every shard's result is in; when the pass
+    /// is complete, its result goes where it belongs. Returns whether stages remain.
+    pub fn advance_pass(&mut self) -> bool {
+        self.model.advance(&mut self.scratch.pass);
+        if self.scratch.pass.stage().is_some() {
+            return true;
+        }
+        self.finish_pass();
+        false
+    }
+
+    /// Runs the pass in flight here (the whole model is in this engine).
+    fn run_local(&mut self) {
+        if self.inflight.is_none() {
+            return;
+        }
+        self.model.run_pass(&mut self.scratch.pass, &mut self.state, self.precision, &mut self.scratch.mm);
+        self.finish_pass();
+    }
+
+    fn finish_pass(&mut self) {
+        let pass = &mut self.scratch.pass;
+        self.state.n_past = pass.pos + pass.n_tokens;
+        let out = pass.take_output();
+        match self.inflight.take() {
+            Some(Inflight::Prefill { tokens, last }) => {
+                self.tokens.extend_from_slice(&tokens);
+                if last {
+                    if let Some(g) = self.gen.as_mut() {
+                        g.logits = out;
+                    }
+                    self.push_snapshot();
+                }
+            }
+            Some(Inflight::Step { token }) => {
+                self.tokens.push(token);
+                if let Some(g) = self.gen.as_mut() {
+                    g.logits = out;
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Gives up the pass in flight (a shard failed): the state is no longer trustworthy, so the
+    /// conversation state is forgotten.
+    pub fn cancel_pass(&mut self) {
+        if self.inflight.take().is_some() {
+            self.reset();
+        }
+    }
+
+    /// State changes queued for the shard workers since the last call, in order.
+    pub fn take_shard_ops(&mut self) -> Vec<StateOp> {
+        std::mem::take(&mut self.shard_ops)
+    }
+
+    fn shard_op(&mut self, op: StateOp) {
+        if self.model.role == Role::Coordinator {
+            self.shard_ops.push(op);
+        }
     }
 
     /// Text still held back at the end (partial UTF-8 or a stop-string prefix that never completed).
@@ -272,6 +395,9 @@ impl Engine {
 
     /// Ends the request (normally or aborted), keeping a snapshot for the next one.
     pub fn end_request(&mut self) {
+        if self.inflight.is_some() {
+            self.cancel_pass();
+        }
         if self.gen.take().is_some() && self.state.n_past > 0 {
             self.push_snapshot();
         }
@@ -283,17 +409,24 @@ impl Engine {
             return;
         }
         if self.snapshots.len() >= MAX_SNAPSHOTS {
-            self.snapshots.remove(0);
+            let old = self.snapshots.remove(0);
+            self.shard_op(StateOp::Forget(old.n_past));
         }
         self.snapshots.push(self.state.snapshot());
+        self.shard_op(StateOp::Save);
     }
 
     /// Forgets the conversation state and snapshots.
     pub fn reset(&mut self) {
         self.gen = None;
+        self.inflight = None;
+        for n in self.snapshots.iter().map(|s| s.n_past).collect::<Vec<_>>() {
+            self.shard_op(StateOp::Forget(n));
+        }
         self.snapshots.clear();
         self.tokens.clear();
         self.state.clear();
+        self.shard_op(StateOp::Clear);
     }
 }
 

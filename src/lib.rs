@@ -14,6 +14,7 @@ pub mod ops;
 pub mod weights;
 pub mod split;
 pub mod cluster;
+pub mod shard;
 pub mod cli;
 pub mod json;
 pub mod loader;

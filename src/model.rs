@@ -730,18 +730,23 @@ impl Model {
         let mut pass = std::mem::take(&mut s.pass);
         let r = self.begin_pass(&mut pass, state.n_past, state.n_ctx, tokens, want);
         if r.is_ok() {
-            while let Some(stage) = pass.stage() {
-                let pos = pass.pos;
-                let Pass { x, sum, out, .. } = &mut pass;
-                let dst = if stage == Stage::Head { out } else { sum };
-                self.run_stage(stage, pos, x, state, dst, prec, &mut s.mm);
-                self.advance(&mut pass);
-            }
-            state.n_past = pass.pos + tokens.len(); // (run_stage set it already: the state is the shard's too)
+            self.run_pass(&mut pass, state, prec, &mut s.mm);
         }
         let out = pass.take_output();
         s.pass = pass;
         r.map(|_| out)
+    }
+
+    /// Runs every stage of a begun pass on this whole model (the one-worker driver: the model is
+    /// its own only shard), then advances `state` by the pass's tokens.
+    pub fn run_pass(&self, pass: &mut Pass, state: &mut State, prec: Precision, mm: &mut MatmulScratch) {
+        while let Some(stage) = pass.stage() {
+            let Pass { pos, x, sum, out, .. } = pass;
+            let dst = if stage == Stage::Head { out } else { sum };
+            self.run_stage(stage, *pos, x, state, dst, prec, mm);
+            self.advance(pass);
+        }
+        state.n_past = pass.pos + pass.n_tokens;
     }
 
     /// Starts a pass of `tokens` at position `pos` (coordinator): checks them, embeds them and

@@ -1,6 +1,7 @@
 //! The engine: generation steps, prefix reuse through snapshots, aborts, limits.
 #![cfg(not(target_arch = "wasm32"))]
 
+use clef_web::cluster::Cluster;
 use clef_web::engine::{Engine, FinishReason, GenParams};
 use clef_web::model::Model;
 use clef_web::sampler::SamplerParams;
@@ -27,6 +28,51 @@ fn run(e: &mut Engine, prompt: &[u32], p: GenParams) -> Vec<u32> {
     }
     e.end_request();
     out
+}
+
+/// The coordinator's engine and `n` shard engines (what the Web Workers hold).
+fn split_engine(n: usize) -> (Engine, Cluster) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/qwen35-tiny/A-F32.gguf");
+    let bytes = std::fs::read(p).unwrap();
+    let h = clef_web::gguf::parse_header(&bytes, Some(bytes.len() as u64)).unwrap();
+    let tok = clef_web::tokenizer::Tokenizer::from_gguf(&h).ok();
+    let (m, c) = Cluster::from_bytes(&bytes, n, 256).unwrap();
+    (Engine::new(m, tok, 256).unwrap(), c)
+}
+
+fn run_split(e: &mut Engine, c: &mut Cluster, prompt: &[u32], p: GenParams) -> Vec<u32> {
+    e.begin(prompt, p).unwrap();
+    while c.prefill(e, 4).unwrap() > 0 {}
+    let mut out = Vec::new();
+    while let Some(piece) = c.step(e).unwrap() {
+        out.push(piece.token);
+    }
+    e.end_request();
+    out
+}
+
+/// Split across 2 and 3 shards, the engine gives llama.cpp's greedy tokens, and prefix reuse
+/// (snapshots mirrored in the shards through state ops) gives the same tokens as a fresh run.
+#[test]
+fn split_engine_generates_and_reuses_prefixes_like_the_whole_one() {
+    for n in [2, 3] {
+        let (mut e, mut c) = split_engine(n);
+        assert_eq!(run_split(&mut e, &mut c, &P0, greedy(16)), GREEDY0, "{n} shards");
+        let first = run_split(&mut e, &mut c, &P0, greedy(6));
+        let mut p2 = P0.to_vec();
+        p2.extend(&first);
+        p2.extend([8002, 198, 8001, 846, 198, 2776]);
+        let again = run_split(&mut e, &mut c, &p2, greedy(8));
+        assert!(e.usage.cached_tokens > 0, "{n} shards: the prefix was reused");
+        let mut whole = engine();
+        assert_eq!(again, run(&mut whole, &p2, greedy(8)), "{n} shards: reused prefix vs the whole model");
+        // A diverging prompt restores an earlier snapshot (or clears) in every shard.
+        let mut p3 = P0[..10].to_vec();
+        p3.extend([100, 200, 300]);
+        assert_eq!(run_split(&mut e, &mut c, &p3, greedy(5)), run(&mut whole, &p3, greedy(5)), "{n} shards: diverging prompt");
+        e.reset();
+        assert_eq!(run_split(&mut e, &mut c, &P0, greedy(16)), GREEDY0, "{n} shards after reset");
+    }
 }
 
 const P0: [u32; 18] = [8001, 846, 198, 3710, 369, 279, 6511, 314, 2776, 663, 30, 8002, 198, 8001, 389, 375, 505, 198];

@@ -220,14 +220,17 @@ use clef_web::cluster::Cluster;
 
 /// `run` on a model split across `n` shards (the stage program the Web Workers run).
 fn run_split(file: &[u8], n: usize, prompt: &[u32], prec: Precision, greedy: usize) -> (Vec<f32>, Vec<u32>) {
-    let mut c = Cluster::from_bytes(file, n, prompt.len() + greedy + 1).unwrap();
-    let last = c.forward(prompt, Logits::Last, prec).unwrap();
+    let n_ctx = prompt.len() + greedy + 1;
+    let (m, mut c) = Cluster::from_bytes(file, n, n_ctx).unwrap();
+    c.set_precision(prec);
+    let mut n_past = 0;
+    let last = c.forward(&m, &mut n_past, n_ctx, prompt, Logits::Last).unwrap();
     let mut toks = Vec::new();
     let mut l = last.clone();
     for _ in 0..greedy {
         let t = argmax(&l);
         toks.push(t);
-        l = c.forward(&[t], Logits::Last, prec).unwrap();
+        l = c.forward(&m, &mut n_past, n_ctx, &[t], Logits::Last).unwrap();
     }
     (last, toks)
 }
