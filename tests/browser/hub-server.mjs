@@ -15,7 +15,16 @@
 //   offline: true             every model request (resolve, cdn, api) gets its connection dropped
 //   delayMs: n                wait before answering each model request
 //   bytesPerSecond: n         send model bytes at about this rate (a slow connection)
-// server.log: one entry per model response {path, file, start, end, status, sent, complete, killed}.
+//   stallAt: [fileOffset, …]  like killAt, but the connection stays open and silent (a stalled body)
+//   stallHeaders: n           the next n data requests (/cdn/) never get response headers
+//   statuses: [{status, retryAfter?, times?, where?}]   the next data requests (where: 'cdn', the
+//                             default, or 'resolve') get this HTTP status instead (times: default 1),
+//                             with a Retry-After header when given (seconds or an HTTP-date)
+//   ignoreRange: n            the next n Range requests get 200 and the whole file
+//   lengthDelta: [n, …]       the next data responses declare Content-Length = real + n and send
+//                             min(real, real + n) bytes (n > 0: then the connection is dropped)
+//   redirectLoop: true        /resolve/ redirects to itself, forever
+// server.log: one entry per model response {path, file, start, end, status, sent, complete, killed, stalled, t (ms)}.
 //
 //   node tests/browser/hub-server.mjs [port]     serves ../shared/fixtures/qwen35-tiny as test-org/clef-flash-GGUF
 
@@ -120,7 +129,21 @@ export async function startHubServer(options = {}) {
   for (const [repo, files] of Object.entries(options.repos ?? {})) for (const [f, s] of Object.entries(files)) add(repo, f, s);
   // The built site first (the chat page at /), then www/ itself (/dist/… is the package, and the page again at /dist/).
   const staticDirs = options.staticDirs ?? [['/test/', join(repoRoot, 'tests', 'browser')], ['/', join(repoRoot, 'www', 'dist')], ['/', join(repoRoot, 'www')]];
-  const faults = { killAt: [], flipAt: [], offline: false, delayMs: 0, bytesPerSecond: 0 };
+  const faults = {
+    killAt: [], flipAt: [], offline: false, delayMs: 0, bytesPerSecond: 0,
+    stallAt: [], stallHeaders: 0, statuses: [], ignoreRange: 0, lengthDelta: [], redirectLoop: false,
+  };
+  /** The next injected status for `where` ('cdn' | 'resolve'), consumed. */
+  const takeStatus = (where) => {
+    const i = faults.statuses.findIndex((x) => (x.where ?? 'cdn') === where);
+    if (i < 0) return null;
+    const x = faults.statuses[i];
+    x.times = (x.times ?? 1) - 1;
+    if (x.times <= 0) faults.statuses.splice(i, 1);
+    return x;
+  };
+  /** Holds a response open and silent until the client goes away (or the server closes). */
+  const hold = (res) => new Promise((r) => (res.destroyed ? r() : res.once('close', r)));
   const log = [];
   const sockets = new Set();
 
@@ -131,7 +154,7 @@ export async function startHubServer(options = {}) {
     'X-Linked-Size': String(f.size),
     ...(f.sha256 ? { 'X-Linked-Etag': `"${f.sha256}"` } : {}),
     'Access-Control-Allow-Origin': '*',
-    'Access-Control-Expose-Headers': 'Content-Range, Content-Length, ETag, X-Linked-Etag, X-Linked-Size, Accept-Ranges',
+    'Access-Control-Expose-Headers': 'Content-Range, Content-Length, ETag, X-Linked-Etag, X-Linked-Size, Accept-Ranges, Retry-After',
   });
 
   async function serveModel(req, res, f, path, fileName) {
@@ -156,16 +179,23 @@ export async function startHubServer(options = {}) {
         return;
       }
       status = 206;
+      if (faults.ignoreRange > 0) {
+        faults.ignoreRange--;
+        start = 0;
+        end = f.size;
+        status = 200;
+      }
     }
+    const delta = faults.lengthDelta.length ? faults.lengthDelta.shift() : 0;
     const headers = {
       ...hubHeaders(f),
       'Content-Type': 'application/octet-stream',
-      'Content-Length': String(end - start),
+      'Content-Length': String(end - start + delta),
       'Accept-Ranges': 'bytes',
       'Cache-Control': 'public, max-age=3600',
       ...(status === 206 ? { 'Content-Range': `bytes ${start}-${end - 1}/${f.size}` } : {}),
     };
-    const entry = { path, file: fileName, start, end, status, sent: 0, complete: false, killed: false };
+    const entry = { path, file: fileName, start, end, status, sent: 0, complete: false, killed: false, stalled: false, t: Date.now() };
     log.push(entry);
     res.writeHead(status, headers);
     if (req.method === 'HEAD') {
@@ -176,7 +206,10 @@ export async function startHubServer(options = {}) {
     let killAt = null;
     for (const x of faults.killAt) if (x >= start && x < end && (killAt === null || x < killAt)) killAt = x;
     if (killAt !== null) faults.killAt = faults.killAt.filter((x) => x !== killAt);
-    const stop = killAt ?? end;
+    let stallAt = null;
+    for (const x of faults.stallAt) if (x >= start && x < end && (stallAt === null || x < stallAt)) stallAt = x;
+    if (stallAt !== null) faults.stallAt = faults.stallAt.filter((x) => x !== stallAt);
+    const stop = Math.min(killAt ?? end, stallAt ?? end, end + Math.min(0, delta));
     // Send in 256 KiB pieces (a real server streams; the client sees several body chunks).
     const PIECE = 256 * 1024;
     for (let pos = start; pos < stop; pos += PIECE) {
@@ -194,7 +227,12 @@ export async function startHubServer(options = {}) {
       if (!ok) await new Promise((r) => res.once('drain', r));
       if (res.destroyed) return;
     }
-    if (killAt !== null) {
+    if (stallAt !== null && stop === stallAt) {
+      entry.stalled = true;
+      await hold(res);
+      return;
+    }
+    if (killAt !== null || delta > 0) {
       entry.killed = true;
       // Let the bytes reach the socket, then drop the connection mid-body.
       await new Promise((r) => setTimeout(r, 20));
@@ -203,6 +241,17 @@ export async function startHubServer(options = {}) {
     }
     entry.complete = true;
     res.end();
+  }
+
+  /** Answers with an injected status (faults.statuses) if one is due for `where`. */
+  function injected(res, path, file, where) {
+    const x = takeStatus(where);
+    if (!x) return false;
+    log.push({ path, file, start: 0, end: 0, status: x.status, sent: 0, complete: true, killed: false, stalled: false, t: Date.now() });
+    const headers = { 'Content-Type': 'text/plain', 'Access-Control-Allow-Origin': '*', 'Access-Control-Expose-Headers': 'Retry-After' };
+    if (x.retryAfter !== undefined) headers['Retry-After'] = String(x.retryAfter);
+    res.writeHead(x.status, headers).end(`injected HTTP ${x.status}`);
+    return true;
   }
 
   function serveStatic(req, res, urlPath) {
@@ -244,6 +293,12 @@ export async function startHubServer(options = {}) {
           res.writeHead(404, { 'Content-Type': 'text/plain', 'X-Error-Code': 'EntryNotFound' }).end('Entry not found');
           return;
         }
+        if (faults.redirectLoop) {
+          log.push({ path: p, file, start: 0, end: 0, status: 302, sent: 0, complete: true, killed: false, stalled: false, t: Date.now() });
+          res.writeHead(302, { Location: p, 'Access-Control-Allow-Origin': '*' }).end();
+          return;
+        }
+        if (injected(res, p, file, 'resolve')) return;
         res.writeHead(302, { ...hubHeaders(f), Location: `/cdn/${owner}/${repo}/${rev}/${file}` }).end();
         return;
       }
@@ -254,6 +309,13 @@ export async function startHubServer(options = {}) {
           res.writeHead(404).end();
           return;
         }
+        if (faults.stallHeaders > 0) {
+          faults.stallHeaders--;
+          log.push({ path: p, file, start: 0, end: 0, status: 0, sent: 0, complete: false, killed: false, stalled: true, t: Date.now() });
+          await hold(res);
+          return;
+        }
+        if (injected(res, p, decodeURIComponent(file), 'cdn')) return;
         await serveModel(req, res, f, p, decodeURIComponent(file));
         return;
       }

@@ -127,3 +127,45 @@ test('reasoning is split out of <think>…</think>, also when the tags arrive in
   assert.deepEqual(run(true, ['never closed </thi']), { reasoning: 'never closed </thi', content: '' });
   assert.deepEqual(run(false, ['<']), { reasoning: '', content: '<' });
 });
+
+test('Node: bad inputs through the public API are typed bad_request errors that say what is wrong; the engine keeps working', { skip }, async () => {
+  const { ClefEngine } = await load();
+  const path = join(fixturesDir, 'A-F32.gguf');
+  const loadErr = async (opts) => ClefEngine.load(path, opts).then((e) => (e.unload(), null), (e) => e);
+  for (const [opts, re] of [
+    [{ contextLength: -5 }, /contextLength must be an integer between 16 and 16777216 \(got -5\)/],
+    [{ contextLength: 0 }, /contextLength/],
+    [{ chunkSize: 1000 }, /chunkSize must be a power of two/],
+    [{ idleTimeoutMs: -1 }, /idleTimeoutMs/],
+  ]) {
+    const e = await loadErr(opts);
+    assert.equal(e?.code, 'bad_request', JSON.stringify(opts));
+    assert.match(e.message, re);
+  }
+  const engine = await ClefEngine.load(path);
+  try {
+    const user = [{ role: 'user', content: PROMPT_TEXT }];
+    const code = (p) => p.then(() => 'ok', (e) => `${e.code}: ${e.message}`);
+    const cases = {
+      temperature: [engine.chat.completions.create({ messages: user, temperature: 3 }), /^bad_request: temperature must be a number between 0 and 2 \(got 3\)$/],
+      top_p: [engine.chat.completions.create({ messages: user, top_p: 2 }), /^bad_request: top_p must be a number between 0 and 1/],
+      top_p_neg: [engine.chat.completions.create({ messages: user, top_p: -1 }), /^bad_request: top_p/],
+      top_k: [engine.chat.completions.create({ messages: user, top_k: -3 }), /^bad_request: top_k must be a non-negative integer/],
+      min_p: [engine.completions.create({ prompt: 'x', min_p: 7 }), /^bad_request: min_p/],
+      presence: [engine.completions.create({ prompt: 'x', presence_penalty: 9 }), /^bad_request: presence_penalty must be a number between -2 and 2/],
+      frequency: [engine.chat.completions.create({ messages: user, frequency_penalty: -3, stream: true }), /^bad_request: frequency_penalty/],
+      maxTokens: [engine.chat.completions.create({ messages: user, max_tokens: 2.5 }), /^bad_request: max_tokens must be a positive integer \(got 2\.5\)/],
+      content: [engine.chat.completions.create({ messages: [{ role: 'user', content: 42 }] }), /^bad_request: messages\[0\]\.content must be a string or an array of text parts \(got 42\)/],
+      role: [engine.chat.completions.create({ messages: [{ role: 'wizard', content: 'hi' }] }), /^bad_request: messages\[0\] has the unknown role "wizard"/],
+      template: [engine.applyChatTemplate([{ role: 'user', content: { a: 1 } }]), /^bad_request: messages\[0\]\.content/],
+      image: [engine.chat.completions.create({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }), /^bad_request: .*only text parts/],
+    };
+    for (const [name, [p, re]] of Object.entries(cases)) assert.match(await code(p), re, name);
+    // OpenAI's `developer` role is the system prompt.
+    const dev = await engine.applyChatTemplate([{ role: 'developer', content: 'Be brief.' }, { role: 'user', content: 'Hi' }]);
+    assert.match(dev, /^<\|im_start\|>system\nBe brief\.<\|im_end\|>/);
+    assert.deepEqual((await chat(engine)).choices[0].token_ids, A.cases[0].greedy_ids, 'still usable');
+  } finally {
+    await engine.unload();
+  }
+});

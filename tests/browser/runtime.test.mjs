@@ -176,6 +176,47 @@ test('dropped connections at random offsets: the load completes, no completed ch
   }
 });
 
+test('Chromium\'s fetch: a stalled body and stalled headers are timed out and resumed; Retry-After is honoured; a redirect loop is named', { skip, timeout: 120000 }, async () => {
+  const hub = await startHubServer();
+  const b = await launch(hub.url);
+  try {
+    const f = hub.files.get('test-org/clef-flash-GGUF').get('clef-flash-F32.gguf');
+    const at = 7 * MiB + 4321;
+    hub.faults.stallAt = [at];
+    hub.faults.stallHeaders = 1;
+    hub.faults.statuses = [{ status: 429, retryAfter: 1 }];
+    const t = Date.now();
+    const r = await b.page.evaluate(async (hub) => {
+      const retries = [];
+      window.engine = await ClefEngine.load('test-org/clef-flash-GGUF:F32', {
+        hubUrl: hub, chunkSize: 1 << 20, cache: false, retryDelayMs: 10, timeoutMs: 500, idleTimeoutMs: 500,
+        onProgress: (p) => { if (p.retry) retries.push(p.retry); },
+      });
+      return { info: window.engine.info, retries };
+    }, hub.url);
+    assert.equal(r.info.verified, true);
+    assert.equal(r.info.sha256, f.sha256);
+    const data = hub.log.filter((e) => e.path.startsWith('/cdn/'));
+    assert.ok(data.some((e) => e.stalled && e.sent > 0), 'the body stalled');
+    assert.ok(data.some((e) => e.start === at && e.complete), 'resumed at the stall offset');
+    assert.ok(r.retries.some((x) => /no data for 500 ms/.test(x.reason)), JSON.stringify(r.retries));
+    assert.ok(r.retries.some((x) => /no response within 500 ms/.test(x.reason)), JSON.stringify(r.retries));
+    const i = data.findIndex((e) => e.status === 429);
+    assert.ok(data.slice(i + 1).every((e) => e.t - data[i].t >= 950 || e.t < data[i].t || e.start !== data[i].start), 'nothing retried the 429 before Retry-After');
+    assert.ok(r.retries.some((x) => /HTTP 429/.test(x.reason) && x.inSeconds === 1));
+    report(`Chromium: stalled body + stalled headers + 429 (Retry-After 1 s): verified load in ${Date.now() - t} ms, ${r.info.stats.retries} retries`);
+    expectFixture(await greedy(b.page));
+    await b.page.evaluate(() => window.engine.unload());
+
+    hub.faults.redirectLoop = true;
+    const e = await b.page.evaluate(async (hub) => ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl: hub, cache: false, retryDelayMs: 10, maxRetries: 1 }).then(() => 'loaded', (e) => `${e.code}: ${e.message}`), hub.url);
+    assert.match(e, /^network: .*redirect loop/);
+  } finally {
+    await b.close();
+    await hub.close();
+  }
+});
+
 test('a byte corrupted in transit is caught by sha256 and re-fetched; a corrupt OPFS chunk is re-fetched alone; an interrupted download resumes', { skip, timeout: 120000 }, async () => {
   const hub = await startHubServer();
   const b = await launch(hub.url);

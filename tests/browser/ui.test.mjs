@@ -235,6 +235,28 @@ test('chat page: pick a model, see progress, pause/resume, chat, stop, regenerat
   }
 });
 
+test('chat page: a failing server shows "Connection problem · retrying in N s", then the download completes', { skip, timeout: 60000 }, async () => {
+  const hub = await startHubServer();
+  const b = await launch(null);
+  const { page } = b;
+  try {
+    await page.setViewportSize(DESKTOP);
+    await page.goto(pageUrl(hub));
+    // The first data request gets 503 with Retry-After: 2, the one after it 429 with Retry-After: 2.
+    hub.faults.statuses = [{ status: 503, retryAfter: 2 }, { status: 429, retryAfter: 2 }];
+    await page.locator('.quant-item.is-selected').getByRole('button', { name: /Download/ }).click();
+    const status = page.locator('#status-card');
+    await status.getByText(/retrying in [12] s/).waitFor({ timeout: 15000 });
+    assert.match(await status.innerText(), /Connecting…|Connection problem/);
+    await shot(page, 'ui-retrying-1280');
+    await status.getByText(/is ready/).waitFor({ timeout: 30000 });
+    assert.equal(hub.faults.statuses.length, 0, 'both faults were served');
+  } finally {
+    await b.close();
+    await hub.close();
+  }
+});
+
 test('offline: after one visit with a cached model, the page and the chat work with the server gone', { skip, timeout: 60000 }, async () => {
   const hub = await startHubServer();
   const b = await launch(null);

@@ -13,6 +13,8 @@
 // checked against its checksum on the way, and a missing or bad chunk is fetched again (see
 // loader.ts). The listing / deleting half works from the page (async OPFS API).
 
+import { chunkRange } from './load/plan.js';
+
 export const CACHE_DIR = 'clef-cache';
 /** Size of one OPFS file. A multiple of every chunk size (chunks are powers of two ≤ 1 GiB). */
 export const PIECE_BYTES = 1 << 30;
@@ -139,9 +141,7 @@ async function readManifest(dir: FileSystemDirectoryHandle): Promise<Manifest | 
 function cachedBytesOf(m: Manifest): number {
   let n = m.dataOffset;
   for (const k of Object.keys(m.chunks)) {
-    const i = Number(k);
-    const start = Math.max(i * m.chunkSize, m.dataOffset);
-    const end = Math.min((i + 1) * m.chunkSize, m.size);
+    const { start, end } = chunkRange(Number(k), m.dataOffset, m.size, m.chunkSize);
     if (end > start) n += end - start;
   }
   return Math.min(n, m.size);

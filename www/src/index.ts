@@ -18,9 +18,10 @@ import type {
 } from './types.js';
 import { resolveModel, type ModelRef } from './resolve.js';
 import { clearCache, deleteCached, listCached, persistCache, type CachedModel } from './cache.js';
+import { BadRequest, checkMessages, loadParams, samplingParams } from './validate.js';
 
 export type * from './types.js';
-export type { ErrorCode, ErrorInfo, LoadPhase, LoadProgress, ModelInfo, LoadStats, WorkerStats, FinishReason } from './protocol.js';
+export type { ErrorCode, ErrorInfo, LoadPhase, LoadProgress, LoadRetry, ModelInfo, LoadStats, WorkerStats, FinishReason } from './protocol.js';
 export type { CachedModel } from './cache.js';
 export type { ModelRef } from './resolve.js';
 export { resolveModel } from './resolve.js';
@@ -275,42 +276,14 @@ class GenQueue extends EventQueue<GenEvent> {
   }
 }
 
-function samplingToParams(r: SamplingParams): GenerateParams {
-  if (r.n != null && r.n !== 1) throw new ClefError({ code: 'bad_request', message: 'only n = 1 is supported' });
-  const p: GenerateParams = {};
-  const num = (k: keyof SamplingParams, v: unknown) => {
-    if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw new ClefError({ code: 'bad_request', message: `${k} must be a number` });
-    return v;
-  };
-  const maxTokens = num('max_tokens', r.max_tokens) ?? num('max_completion_tokens', r.max_completion_tokens);
-  if (maxTokens !== undefined) {
-    if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new ClefError({ code: 'bad_request', message: 'max_tokens must be a positive integer' });
-    p.max_tokens = maxTokens;
+/** Runs a validate.ts check; its BadRequest becomes a ClefError. */
+function checked<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof BadRequest) throw new ClefError({ code: 'bad_request', message: e.message });
+    throw e;
   }
-  p.temperature = num('temperature', r.temperature);
-  p.top_p = num('top_p', r.top_p);
-  p.top_k = num('top_k', r.top_k);
-  p.min_p = num('min_p', r.min_p);
-  p.seed = num('seed', r.seed);
-  p.presence_penalty = num('presence_penalty', r.presence_penalty);
-  p.frequency_penalty = num('frequency_penalty', r.frequency_penalty);
-  p.repetition_penalty = num('repetition_penalty', r.repetition_penalty);
-  if (p.temperature !== undefined && p.temperature < 0) throw new ClefError({ code: 'bad_request', message: 'temperature must be ≥ 0' });
-  if (r.stop != null) {
-    const s = typeof r.stop === 'string' ? [r.stop] : r.stop;
-    if (!Array.isArray(s) || !s.every((x) => typeof x === 'string')) throw new ClefError({ code: 'bad_request', message: 'stop must be a string or an array of strings' });
-    p.stop = s.filter((x) => x.length > 0);
-  }
-  if (r.logit_bias != null) {
-    for (const [k, v] of Object.entries(r.logit_bias)) {
-      if (!/^\d+$/.test(k) || typeof v !== 'number') throw new ClefError({ code: 'bad_request', message: `logit_bias: '${k}' must be a token id with a number` });
-    }
-    p.logit_bias = { ...r.logit_bias };
-  }
-  if (r.ignore_eos) p.ignore_eos = true;
-  for (const k of Object.keys(p) as Array<keyof GenerateParams>) if (p[k] === undefined) delete p[k];
-  return p;
 }
 
 function makeUsage(r: GenerateResult, reasoningTokens?: number): CompletionUsage {
@@ -415,6 +388,7 @@ export class ClefEngine {
       cache = cache ?? !node;
     }
     if (node) cache = false;
+    const numeric = checked(() => loadParams(options));
 
     let transport: Transport;
     try {
@@ -440,8 +414,7 @@ export class ClefEngine {
           type: 'load',
           source,
           params: {
-            cache: !!cache, contextLength: options.contextLength, chunkSize: options.chunkSize, concurrency: options.concurrency,
-            maxRetries: options.maxRetries, retryDelayMs: options.retryDelayMs, memoryLimit: options.memoryLimit, sha256: options.sha256,
+            cache: !!cache, ...numeric,
             quant, model: name, wasmUrl: options.wasmUrl ? new URL(options.wasmUrl, import.meta.url).href : undefined,
           },
         },
@@ -502,6 +475,7 @@ export class ClefEngine {
   /** Renders the model's chat template. */
   async applyChatTemplate(messages: ChatCompletionCreateParams['messages'], options: { enable_thinking?: boolean; tools?: unknown[]; add_generation_prompt?: boolean } = {}): Promise<string> {
     this.check();
+    messages = checked(() => checkMessages(messages));
     return this.rpc.call<'render'>({ type: 'render', messages, tools: options.tools, enableThinking: options.enable_thinking, addGenerationPrompt: options.add_generation_prompt });
   }
 
@@ -567,15 +541,17 @@ export class ClefEngine {
 
   private createChat(body: ChatCompletionCreateParams): Promise<ChatCompletion | ChatStream<ChatCompletionChunk>> {
     let params: GenerateParams;
+    let messages: ChatCompletionCreateParams['messages'];
     try {
       this.check();
-      if (!body || !Array.isArray(body.messages)) throw new ClefError({ code: 'bad_request', message: 'messages must be an array' });
-      params = samplingToParams(body);
+      if (!body || typeof body !== 'object') throw new ClefError({ code: 'bad_request', message: 'create() needs a request object {messages, …}' });
+      params = checked(() => samplingParams(body));
+      messages = checked(() => checkMessages(body.messages));
     } catch (e) {
       return Promise.reject(e);
     }
     const enableThinking = body.enable_thinking ?? (body.chat_template_kwargs?.enable_thinking as boolean | undefined);
-    const prompt: PromptSpec = { kind: 'chat', messages: body.messages, tools: body.tools, enableThinking };
+    const prompt: PromptSpec = { kind: 'chat', messages, tools: body.tools, enableThinking };
     const created = Math.floor(Date.now() / 1000);
     const id = rid('chatcmpl');
     const model = body.model ?? this.model;
@@ -673,7 +649,8 @@ export class ClefEngine {
     let prompt: PromptSpec;
     try {
       this.check();
-      params = samplingToParams(body);
+      if (!body || typeof body !== 'object') throw new ClefError({ code: 'bad_request', message: 'create() needs a request object {prompt, …}' });
+      params = checked(() => samplingParams(body));
       if (typeof body.prompt === 'string') prompt = { kind: 'text', text: body.prompt };
       else if (Array.isArray(body.prompt) && body.prompt.every((x) => typeof x === 'number')) prompt = { kind: 'tokens', ids: body.prompt };
       else throw new ClefError({ code: 'bad_request', message: 'prompt must be a string or an array of token ids' });

@@ -63,6 +63,14 @@ export interface LoadParams {
   maxRetries?: number;
   /** First retry delay in ms (doubles each time, max 8 s). Default 250. */
   retryDelayMs?: number;
+  /** A request whose response headers do not arrive within this many ms is retried. Default 30 000. */
+  timeoutMs?: number;
+  /** A response body that sends nothing for this many ms is aborted and resumed. Default 30 000. */
+  idleTimeoutMs?: number;
+  /** Time (ms) a request may keep failing without progress before the load fails. Default 300 000. */
+  retryBudgetMs?: number;
+  /** The longest server Retry-After honoured, ms (a longer one waits this long). Default 60 000. */
+  maxRetryAfterMs?: number;
   /** Bytes of WebAssembly memory this tab may use. Default 4 GiB (the wasm32 maximum). */
   memoryLimit?: number;
   /** Expected sha256 of the whole file (else: the Hub's LFS oid when it gives one). */
@@ -77,6 +85,16 @@ export interface LoadParams {
 
 export type LoadPhase = 'header' | 'download' | 'cache' | 'verify' | 'ready';
 
+/** A failed request waiting to be retried. */
+export interface LoadRetry {
+  /** Seconds until the next attempt (rounded up; counts down once a second). */
+  inSeconds: number;
+  /** Failures in a row of this request (1 = the first retry). */
+  attempt: number;
+  /** What went wrong ("HTTP 503", "no data for 30 s", …). */
+  reason: string;
+}
+
 export interface LoadProgress {
   phase: LoadPhase;
   /** Bytes of the file in place so far (downloaded + read from cache). */
@@ -90,6 +108,8 @@ export interface LoadProgress {
   downloaded: number;
   /** Bytes served from the OPFS cache so far. */
   fromCache: number;
+  /** Present while a failed request waits to be retried ("retrying in N s"). */
+  retry?: LoadRetry;
 }
 
 export interface LoadStats {

@@ -160,8 +160,16 @@ export interface LoadOptions {
   concurrency?: number;
   /** Retries without progress before a download fails. Default 8. */
   maxRetries?: number;
-  /** First retry delay (ms, doubling). Default 250. */
+  /** First retry delay (ms, doubling up to 8 s, ±25 % jitter). Default 250. */
   retryDelayMs?: number;
+  /** Response headers must arrive within this many ms, else the request is retried. Default 30 000. */
+  timeoutMs?: number;
+  /** A download that receives nothing for this many ms is aborted and resumed from its last byte. Default 30 000. */
+  idleTimeoutMs?: number;
+  /** How long (ms) a request may keep failing without progress before the load fails with `network`. Default 300 000. */
+  retryBudgetMs?: number;
+  /** The longest `Retry-After` (429 / 503) honoured, ms. Default 60 000. */
+  maxRetryAfterMs?: number;
   /** Expected sha256 of the file (else the Hub's LFS oid when it gives one). */
   sha256?: string;
   /** WebAssembly memory this tab may use (bytes). Default 4 GiB. */

@@ -333,7 +333,8 @@ export class ClefChatElement extends HTMLElement {
         ? [`${fmtBytes(p.loaded)} of ${fmtBytes(p.total)}`, p.phase === 'download' ? fmtRate(p.bytesPerSecond) : '', p.phase === 'download' && fmtDuration(p.etaSeconds) ? `${fmtDuration(p.etaSeconds)} left` : '']
             .filter(Boolean).join(' · ')
         : '';
-      return `<div class="gate">${icons.logo}<h2>${what}</h2><div class="bar" role="progressbar" aria-label="Loading the model" aria-valuemin="0" aria-valuemax="100" aria-valuenow="${Math.floor(frac * 100)}"><i style="width:${(frac * 100).toFixed(1)}%"></i></div><div class="stats">${escapeHtml(stats)}</div></div>`;
+      const retry = p?.retry ? `Connection problem: retrying in ${p.retry.inSeconds} s` : '';
+      return `<div class="gate">${icons.logo}<h2>${what}</h2><div class="bar" role="progressbar" aria-label="Loading the model" aria-valuemin="0" aria-valuemax="100" aria-valuenow="${Math.floor(frac * 100)}"><i style="width:${(frac * 100).toFixed(1)}%"></i></div><div class="stats">${escapeHtml(retry || stats)}</div></div>`;
     }
     if (this.phase === 'error') {
       const h = humane(this.error);

@@ -252,9 +252,14 @@ function renderChip() {
 }
 
 function progressLine(p: LoadProgress | null): { title: string; stats: string[]; frac: number | null } {
-  if (!p || p.phase === 'header') return { title: 'Connecting…', stats: ['Reading the model header'], frac: null };
+  if (!p || p.phase === 'header') return { title: 'Connecting…', stats: [p?.retry ? `retrying in ${p.retry.inSeconds} s` : 'Reading the model header'], frac: null };
   const frac = p.total ? p.loaded / p.total : null;
   const stats = [`${fmtBytes(p.loaded)} of ${fmtBytes(p.total)}`];
+  if (p.retry) {
+    // A request failed and waits for its next attempt (the loader retries with backoff / Retry-After).
+    stats.push(`retrying in ${p.retry.inSeconds} s`);
+    return { title: 'Connection problem', stats, frac };
+  }
   if (p.phase === 'download') {
     stats.push(fmtRate(p.bytesPerSecond));
     const eta = fmtDuration(p.etaSeconds);

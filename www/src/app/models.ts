@@ -2,6 +2,7 @@
 // NANI-Nithin/clef-flash-GGUF), what each needs, and whether it fits on this device.
 
 import { fmtBytes } from './format.js';
+import { WASM_MAX_MEMORY, memoryNeeded, pickContext } from '../load/fit.js';
 
 export const DEFAULT_REPO = 'NANI-Nithin/clef-flash-GGUF';
 const GiB = 1024 ** 3;
@@ -57,17 +58,16 @@ export async function fetchRepoSizes(hubUrl: string, repo: string, revision = 'm
 // ---- memory ---------------------------------------------------------------------------------------
 
 /** wasm32: one tab's engine can address 4 GiB. */
-export const WASM_LIMIT = 4 * GiB;
+export const WASM_LIMIT = WASM_MAX_MEMORY;
 /** What the wasm module itself, the page and allocator slack take out of that. */
 const WASM_RESERVE = 16 * MiB;
 
-// Clef-Flash (Qwen3.5-9B): the runtime's estimate (www/src/loader.ts memoryNeeded) with the 9B's
-// hyper-parameters: 24 DeltaNet layers × (32 heads × 128² + 3 × 8192 conv) f32 of state, 6 snapshots;
-// 8 attention layers × K+V × 4 KV heads × 256 f32 per token; a 248,320-token vocabulary.
-const STATE_BYTES = 24 * 4 * (32 * 128 * 128 + 3 * 8192);
-const STATE_COPIES = 6;
-const KV_PER_TOKEN = 8 * 4 * 2 * 4 * 256;
-const VOCAB_BYTES = 248_320 * 320;
+/**
+ * Clef-Flash (Qwen3.5-9B) in the runtime's memory formula (load/fit.ts), before its header is read:
+ * 24 DeltaNet layers × (32 heads × 128² + 3 × 8192 conv) f32 of state; 8 attention layers × K+V ×
+ * 4 KV heads × 256 f32 per token; a 248,320-token vocabulary; the header (~11 MB) is not weights.
+ */
+const CLEF_FLASH = { stateBytes: 24 * 4 * (32 * 128 * 128 + 3 * 8192), kvBytesPerToken: 8 * 4 * 2 * 4 * 256, nVocab: 248_320, contextLength: 262_144 };
 const HEADER_BYTES = 11 * MiB;
 
 export interface MemoryEstimate {
@@ -83,11 +83,11 @@ export function estimateMemory(fileBytes: number): MemoryEstimate {
     // Not a 9B file (a test model): weights + a generous allowance.
     return { bytes: Math.round(fileBytes * 1.25 + 32 * MiB), context: 4096 };
   }
-  const need = (n: number) => fileBytes - HEADER_BYTES + STATE_COPIES * STATE_BYTES + KV_PER_TOKEN * n + 8 * MiB + VOCAB_BYTES;
+  const shape = { ...CLEF_FLASH, weightBytes: fileBytes - HEADER_BYTES };
   const available = WASM_LIMIT - WASM_RESERVE;
-  let n = 8192;
-  while (n > 512 && need(n) > available) n /= 2;
-  return { bytes: need(n), context: need(n) <= available ? n : 0 };
+  const n = pickContext(shape, shape.contextLength, undefined, available);
+  const bytes = memoryNeeded(shape, n);
+  return { bytes, context: bytes <= available ? n : 0 };
 }
 
 export type FitLevel = 'good' | 'tight' | 'no';

@@ -1,0 +1,265 @@
+// Unit tests of the loader's modules (www/src/load/*.ts, bundled on the fly; the wasm glue of
+// ./build.sh for the parser and sha256): retry policy, fetch with resume, chunk plan, placement,
+// header reading, the memory formula, verification.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { importTs, initWasm, root } from './bundle.mjs';
+
+const L = await importTs(
+  'www/src/load/retry.ts', 'www/src/load/fetch.ts', 'www/src/load/plan.ts', 'www/src/load/placement.ts', 'www/src/load/header.ts',
+  'www/src/load/fit.ts', 'www/src/load/verify.ts', 'www/src/load/errors.ts', 'www/src/app/models.ts', 'www/src/validate.ts',
+);
+await initWasm();
+const fixture = readFileSync(join(root, '..', 'shared', 'fixtures', 'qwen35-tiny', 'A-F32.gguf'));
+const MiB = 1 << 20;
+
+const policy = (o = {}) => ({
+  maxRetries: 3, baseDelayMs: 100, budgetMs: 60_000, maxRetryAfterMs: 5000, headerTimeoutMs: 1000, idleTimeoutMs: 1000, random: () => 0.5, ...o,
+});
+const retryable = (e) => e instanceof L.HttpError;
+
+// ---- retry.ts ---------------------------------------------------------------------------------
+
+test('Retry-After: delay-seconds and HTTP-dates; a past date is 0; junk is ignored', () => {
+  const now = Date.parse('Wed, 21 Oct 2015 07:28:00 GMT');
+  assert.equal(L.parseRetryAfter('5', now), 5000);
+  assert.equal(L.parseRetryAfter(' 120 ', now), 120_000);
+  assert.equal(L.parseRetryAfter('Wed, 21 Oct 2015 07:28:30 GMT', now), 30_000);
+  assert.equal(L.parseRetryAfter('Wed, 21 Oct 2015 07:27:00 GMT', now), 0);
+  for (const v of [null, undefined, '', '-3', '1.5', 'soon', '12abc']) assert.equal(L.parseRetryAfter(v, now), null, String(v));
+});
+
+test('backoff doubles from retryDelayMs up to 8 s, with ±25 % jitter', () => {
+  const mid = policy();
+  assert.deepEqual([1, 2, 3, 4, 8, 20].map((n) => L.backoffMs(n, mid)), [100, 200, 400, 800, 8000, 8000]);
+  assert.equal(L.backoffMs(1, policy({ random: () => 0 })), 75);
+  assert.ok(L.backoffMs(1, policy({ random: () => 0.999999 })) < 125);
+  assert.equal(L.MAX_BACKOFF_MS, 8000);
+});
+
+test('the wait is the longer of backoff and Retry-After, which is capped', () => {
+  const p = policy();
+  assert.equal(L.retryDelayMs(new L.HttpError(503, 'x', 2000), 1, p), 2000);
+  assert.equal(L.retryDelayMs(new L.HttpError(503, 'x', 3_600_000), 1, p), 5000, 'capped at maxRetryAfterMs');
+  assert.equal(L.retryDelayMs(new L.HttpError(503, 'x', 10), 3, p), 400, 'backoff when longer');
+  assert.equal(L.retryDelayMs(new Error('x'), 1, p), 100);
+});
+
+test('which statuses are retried', () => {
+  for (const s of [0, 408, 425, 429, 500, 502, 503, 504]) assert.equal(L.retryableStatus(s), true, String(s));
+  for (const s of [400, 401, 403, 404, 410, 416]) assert.equal(L.retryableStatus(s), false, String(s));
+});
+
+test('Retrier: gives up after maxRetries failures in a row; progress starts the count over', () => {
+  const r = new L.Retrier(policy({ maxRetries: 2 }), retryable, 'reading x');
+  const e = new L.HttpError(503, 'HTTP 503');
+  r.next(e);
+  r.next(e);
+  r.progress();
+  r.next(e);
+  r.next(e);
+  assert.throws(() => r.next(e), (x) => x.code === 'network' && /reading x failed after 2 retries: HTTP 503/.test(x.message));
+  assert.equal(r.total, 5);
+});
+
+test('Retrier: the budget bounds the time spent failing without progress', () => {
+  let now = 0;
+  const r = new L.Retrier(policy({ maxRetries: 100, budgetMs: 1000 }), retryable, 'reading x', () => now);
+  const e = new L.HttpError(0, 'stalled');
+  now = 0;
+  assert.equal(r.next(e), 100);
+  now = 500;
+  r.next(e);
+  now = 900;
+  assert.throws(() => r.next(e), (x) => x.code === 'network' && /retry budget is 1 s/.test(x.message));
+  r.progress();
+  now = 5000;
+  assert.equal(r.next(e), 100, 'after progress the budget starts over');
+});
+
+test('Retrier: errors that retrying cannot cure are thrown as they are (typed)', () => {
+  const r = new L.Retrier(policy(), (e) => e instanceof L.HttpError && L.retryableStatus(e.status), 'x');
+  assert.throws(() => r.next(new L.LoadError('not_found', 'gone')), (x) => x.code === 'not_found');
+  assert.throws(() => r.next(new L.HttpError(400, 'HTTP 400')), (x) => x.code === 'network' && x.message === 'HTTP 400');
+});
+
+// ---- fetch.ts ---------------------------------------------------------------------------------
+
+test('waitForRetry ticks the time left once a second and stops at an abort', async () => {
+  const ticks = [];
+  await L.waitForRetry(30, new AbortController().signal, (left) => ticks.push(left));
+  assert.deepEqual(ticks, []);
+  const ac = new AbortController();
+  const t = Date.now();
+  setTimeout(() => ac.abort(new Error('stop')), 50);
+  await assert.rejects(L.waitForRetry(60_000, ac.signal), /stop/);
+  assert.ok(Date.now() - t < 1000);
+});
+
+/** A ByteSource over `bytes` whose stream() fails as told by `faults` (one entry per call). */
+function fakeSource(bytes, faults) {
+  const calls = [];
+  return {
+    calls,
+    description: 'fake.gguf',
+    retryable: (e) => e instanceof L.HttpError,
+    async stream(start, end, sink) {
+      calls.push([start, end]);
+      const f = faults.shift() ?? {};
+      const stop = f.after !== undefined ? Math.min(end, start + f.after) : end;
+      for (let p = start; p < stop; p += 1000) sink(bytes.subarray(p, Math.min(stop, p + 1000)));
+      if (f.error) throw f.error;
+    },
+  };
+}
+
+test('fetchChunk resumes from the last byte received; retries only without progress count', async () => {
+  const bytes = new Uint8Array(10_000).map((_, i) => (i * 7) & 255);
+  const placement = new L.Placement([], 0, bytes.length, () => 0);
+  const [c] = L.planChunks(placement, 16 * 1024);
+  const drop = new L.HttpError(0, 'connection dropped');
+  const src = fakeSource(bytes, [{ after: 2500, error: drop }, { after: 0, error: drop }, { after: 0, error: drop }, { after: 4000, error: drop }, {}]);
+  const events = [];
+  let got = 0;
+  await L.fetchChunk(c, src, placement, policy({ baseDelayMs: 1, maxRetries: 3 }), new AbortController().signal,
+    { retrying: (i) => events.push(i), waiting: () => {} }, (n) => (got += n));
+  assert.deepEqual(src.calls, [[0, 10_000], [2500, 10_000], [2500, 10_000], [2500, 10_000], [6500, 10_000]]);
+  assert.equal(got, 10_000);
+  assert.deepEqual(Buffer.from(placement.view(c.parts[0])), Buffer.from(bytes));
+  assert.deepEqual(events.map((e) => e.attempt), [1, 2, 3, 1], 'the count restarts after progress');
+  assert.equal(events[0].reason, 'connection dropped');
+});
+
+test('fetchChunk gives up with a typed network error; a non-retryable error passes through', async () => {
+  const bytes = new Uint8Array(5000);
+  const placement = new L.Placement([], 0, bytes.length, () => 0);
+  const drop = new L.HttpError(0, 'connection dropped');
+  const noop = { retrying: () => {}, waiting: () => {} };
+  let [c] = L.planChunks(placement, 64 * 1024);
+  await assert.rejects(
+    L.fetchChunk(c, fakeSource(bytes, Array(10).fill({ after: 0, error: drop })), placement, policy({ baseDelayMs: 1, maxRetries: 2 }), new AbortController().signal, noop, () => {}),
+    (e) => e.code === 'network' && /bytes 0-4999 of fake\.gguf failed after 2 retries: connection dropped/.test(e.message),
+  );
+  [c] = L.planChunks(placement, 64 * 1024);
+  await assert.rejects(
+    L.fetchChunk(c, fakeSource(bytes, [{ after: 0, error: new L.LoadError('not_found', 'gone') }]), placement, policy(), new AbortController().signal, noop, () => {}),
+    (e) => e.code === 'not_found',
+  );
+});
+
+// ---- plan.ts and placement.ts -------------------------------------------------------------------
+
+test('the chunk grid: indexes, ranges clipped to the data section, parts routed', () => {
+  assert.deepEqual(L.chunkIndexes(100, 1000, 256), [0, 1, 2, 3]);
+  assert.deepEqual(L.chunkIndexes(256, 1000, 256), [1, 2, 3]);
+  assert.deepEqual(L.chunkIndexes(100, 100, 256), []);
+  assert.deepEqual(L.chunkRange(0, 100, 1000, 256), { start: 100, end: 256 });
+  assert.deepEqual(L.chunkRange(3, 100, 1000, 256), { start: 768, end: 1000 });
+  const placement = new L.Placement([{ shard: 0, fileOffset: 300, len: 200 }], 100, 1000, () => 4096);
+  const chunks = L.planChunks(placement, 256);
+  assert.deepEqual(chunks.map((c) => [c.index, c.start, c.end]), [[0, 100, 256], [1, 256, 512], [2, 512, 768], [3, 768, 1000]]);
+  assert.deepEqual(chunks[1].parts.map((p) => [p.kind, p.start, p.end]), [['gap', 256, 300], ['shard', 300, 500], ['gap', 500, 512]]);
+  assert.equal(chunks[1].parts[1].shardOffset, 0);
+  assert.equal(chunks[1].parts[1].owner, 0);
+});
+
+test('Placement.route: parts follow the segments; a shard part knows its offset and address', () => {
+  const plan = [{ shard: 1, fileOffset: 2000, len: 500 }, { shard: 0, fileOffset: 1000, len: 1000 }];
+  const ptrs = { 0: 65536, 1: 131072 };
+  const pl = new L.Placement(plan, 1000, 3000, (i) => ptrs[i], (s) => s + 10);
+  assert.deepEqual(pl.segments.map((s) => [s.start, s.end, s.shard, s.owner]), [[1000, 2000, 0, 10], [2000, 2500, 1, 11], [2500, 3000, -1, -1]]);
+  const parts = pl.route(1500, 2700);
+  assert.deepEqual(parts.map((p) => [p.kind, p.start, p.end, p.shard ?? -1, p.shardOffset ?? -1]), [['shard', 1500, 2000, 0, 500], ['shard', 2000, 2500, 1, 0], ['gap', 2500, 2700, -1, -1]]);
+  assert.equal(pl.addr(parts[0]), 65536 + 500);
+  assert.equal(pl.addr(parts[1]), 131072);
+  assert.equal(pl.view(parts[2]).length, 200);
+  assert.equal(pl.fileSize, 3000);
+  assert.equal(pl.dataStart, 1000);
+});
+
+test('writeBytes spreads a stream of bytes over a chunk\'s parts and advances `received`', () => {
+  const pl = new L.Placement([], 0, 100, () => 0);
+  const c = { index: 0, start: 0, end: 100, received: 0, parts: [{ kind: 'gap', start: 0, end: 30, buf: new Uint8Array(30) }, { kind: 'gap', start: 30, end: 100, buf: new Uint8Array(70) }], done: false, fromCache: false, checksum: null };
+  const all = new Uint8Array(100).map((_, i) => i);
+  L.writeBytes(pl, c, all.subarray(0, 25));
+  L.writeBytes(pl, c, all.subarray(25, 61));
+  L.writeBytes(pl, c, all.subarray(61, 100));
+  assert.equal(c.received, 100);
+  assert.deepEqual([...c.parts[0].buf, ...c.parts[1].buf], [...all]);
+});
+
+// ---- header.ts ----------------------------------------------------------------------------------
+
+test('readHeader grows a short prefix until the header parses', async () => {
+  const asked = [];
+  const h = await L.readHeader(fixture.subarray(0, 64), fixture.length, 'A-F32.gguf', async (a, b) => {
+    asked.push([a, b]);
+    return fixture.subarray(a, b);
+  });
+  assert.equal(h.info.architecture, 'qwen35');
+  assert.ok(h.prefix.length >= h.info.dataOffset);
+  assert.ok(asked.length >= 1 && asked.every(([a, b], i) => i === 0 || a === asked[i - 1][1]), JSON.stringify(asked));
+});
+
+test('header errors are typed: empty, not a GGUF, truncated', async () => {
+  assert.throws(() => L.parse(new Uint8Array(0), 0, 'x.gguf'), (e) => e.code === 'bad_gguf' && /x\.gguf is empty \(0 bytes\)/.test(e.message));
+  assert.throws(() => L.parse(new TextEncoder().encode('{"a": 1}'), 8, 'x.gguf'), (e) => e.code === 'bad_gguf' && /not a GGUF file \(it begins with the text "\{"a": 1\}"/.test(e.message));
+  assert.throws(() => L.parse(new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0, 9]), 9, 'x.gguf'), (e) => e.code === 'bad_gguf' && /begins with bytes 7f 45 4c 46/.test(e.message));
+  const cut = fixture.subarray(0, 5000);
+  await assert.rejects(L.readHeader(cut, cut.length, 'cut.gguf', async (a, b) => cut.subarray(a, b)), (e) => e.code === 'bad_gguf' && /truncated/.test(e.message));
+});
+
+// ---- fit.ts ----------------------------------------------------------------------------------
+
+test('one memory formula: the loader\'s and the chat page\'s estimates agree; the snapshot count matches the engine', () => {
+  const shape = { weightBytes: 3e9, stateBytes: 50e6, kvBytesPerToken: 65536, nVocab: 248_320 };
+  assert.equal(L.memoryNeeded(shape, 1000), 3e9 + L.STATE_COPIES * 50e6 + 65536 * 1000 + 8 * MiB + 248_320 * 320);
+  const file = 3.36 * 2 ** 30;
+  const est = L.estimateMemory(file);
+  const clef = { weightBytes: file - 11 * MiB, stateBytes: 24 * 4 * (32 * 128 * 128 + 3 * 8192), kvBytesPerToken: 8 * 4 * 2 * 4 * 256, nVocab: 248_320 };
+  assert.equal(est.bytes, L.memoryNeeded(clef, est.context));
+  const engine = readFileSync(join(root, 'src', 'engine.rs'), 'utf8');
+  assert.equal(Number(/const MAX_SNAPSHOTS: usize = (\d+);/.exec(engine)[1]), L.ENGINE_SNAPSHOTS, 'src/engine.rs MAX_SNAPSHOTS = load/fit.ts ENGINE_SNAPSHOTS');
+  assert.equal(L.WASM_LIMIT, L.WASM_MAX_MEMORY);
+});
+
+test('pickContext: the caller\'s (clipped), else 8192 halved until it fits (not below 512)', () => {
+  const shape = { weightBytes: 1e9, stateBytes: 1e6, kvBytesPerToken: 1e5, nVocab: 1000 };
+  assert.equal(L.pickContext(shape, 4096, 100_000, 1e12), 4096);
+  assert.equal(L.pickContext(shape, 32768, 1000, 0), 1000);
+  assert.equal(L.pickContext(shape, 32768, undefined, 1e12), 8192);
+  const avail = L.memoryNeeded(shape, 2048);
+  assert.equal(L.pickContext(shape, 32768, undefined, avail), 2048);
+  assert.equal(L.pickContext(shape, 32768, undefined, 0), 512);
+});
+
+test('out_of_memory names what is needed and a smaller quant of the same repository', () => {
+  const shape = { weightBytes: 3.6e9, stateBytes: 50e6, kvBytesPerToken: 65536, nVocab: 248_320 };
+  const e = L.outOfMemory({ name: 'o/r:Q2_K', quant: 'Q2_K', fileType: 10, repo: 'o/r', contextRequested: false }, shape, 8192, 3.5e9, 4 * 2 ** 30);
+  assert.equal(e.code, 'out_of_memory');
+  assert.match(e.message, /^o\/r:Q2_K does not fit in this tab: it needs about 4\.\d\d GB .* Use a smaller quant, e\.g\. 'o\/r:(IQ|Q)[0-9A-Z_]+'\.$/);
+});
+
+// ---- verify.ts -------------------------------------------------------------------------------
+
+test('FileHasher: sha256 in file order while chunks complete out of order', () => {
+  const size = 300_000;
+  const bytes = new Uint8Array(size).map((_, i) => (i * 31 + (i >> 8)) & 255);
+  const pl = new L.Placement([], 1000, size, () => 0);
+  const chunks = L.planChunks(pl, 64 * 1024);
+  const h = new L.FileHasher(chunks, pl, bytes.subarray(0, 1000), true);
+  for (const c of [...chunks].reverse()) {
+    L.writeBytes(pl, c, bytes.subarray(c.start, c.end));
+    c.done = true;
+    h.advance();
+    assert.equal(h.next, c === chunks[0] ? chunks.length : 0);
+  }
+  assert.equal(h.finish(), createHash('sha256').update(bytes).digest('hex'));
+  assert.ok(chunks.every((c) => c.parts.every((p) => p.buf.length === 0)), 'gap buffers released once hashed');
+  assert.equal(L.equalBytes(new Uint8Array([1, 2]), new Uint8Array([1, 2])), true);
+  assert.equal(L.equalBytes(new Uint8Array([1, 2]), new Uint8Array([1, 3])), false);
+});

@@ -1,0 +1,107 @@
+// The loader's side of the OPFS cache (cache.ts stores; this decides what to trust).
+//
+//   probe        is the cached file still the file at this URL? One small request with a short
+//                timeout; no answer = offline (the cached copy is what we have)
+//   header       the cached header bytes, checked against the manifest's checksum, parsed
+//   start        a fresh cache for this file (after a storage check), header stored first
+//   read chunk   a chunk read straight into its destinations, checked against its checksum
+//   store chunk  a downloaded chunk's bytes written, flushed, then recorded in the manifest
+
+import { Checksum } from '../checksum.js';
+import { type Manifest, ModelCache, quotaError, storageFree } from '../cache.js';
+import { LoadError } from './errors.js';
+import { type HeaderInfo, parse } from './header.js';
+import type { Placement } from './placement.js';
+import type { Chunk } from './plan.js';
+import type { ByteSource, OpenedSource } from './sources.js';
+
+/** How long the freshness probe waits before treating the network as unreachable. */
+export const PROBE_TIMEOUT_MS = 8000;
+/** Bytes the probe reads (it only needs the size and identity headers). */
+const PROBE_BYTES = 64 * 1024;
+/** Storage wanted beyond the file's size before caching it. */
+const STORAGE_SLACK = 1.02;
+
+export type ProbeResult = { remote: OpenedSource | null; offline: boolean };
+
+/** Asks the source for the file's current identity. Offline (or gone): `offline`, no error. */
+export async function probe(source: ByteSource, m: Manifest, signal: AbortSignal, onWarning: (m: string) => void): Promise<ProbeResult> {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(new Error('timeout')), PROBE_TIMEOUT_MS);
+  const onAbort = () => ac.abort(signal.reason);
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    return { remote: await source.open(Math.min(PROBE_BYTES, m.size), ac.signal), offline: false };
+  } catch (e) {
+    if (signal.aborted) throw signal.reason ?? e;
+    // Offline, or the file is gone / private now: the cached copy is what we have.
+    if (e instanceof LoadError && e.code === 'not_found') onWarning(`${e.message}: using the cached copy`);
+    return { remote: null, offline: true };
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/** Whether the remote file (when known) is the one the manifest describes. */
+export function sameFile(remote: OpenedSource | null, m: Manifest): boolean {
+  if (!remote) return true;
+  return remote.size === m.size && (!remote.etag || !m.etag || remote.etag === m.etag) && (!remote.oid || !m.oid || remote.oid === m.oid);
+}
+
+/** The cached header, if its bytes match the manifest and parse. */
+export async function cachedHeader(cache: ModelCache, m: Manifest, name: string): Promise<{ prefix: Uint8Array; info: HeaderInfo } | null> {
+  await cache.openPieces();
+  const hb = new Uint8Array(m.dataOffset);
+  if (cache.read(0, hb) !== hb.length || new Checksum().update(hb).digest() !== m.headerChecksum) return null;
+  try {
+    const r = parse(hb, m.size, name);
+    return 'info' in r ? { prefix: hb, info: r.info } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Starts a fresh cache for this file, with its header stored. Throws `quota` when storage is short. */
+export async function startCache(
+  cache: ModelCache,
+  f: { key: string; url: string; name: string; size: number; etag: string | null; oid: string | null; header: Uint8Array; dataOffset: number; chunkSize: number },
+): Promise<Manifest> {
+  const free = await storageFree();
+  if (free < f.size * STORAGE_SLACK) {
+    cache.close();
+    throw quotaError(f.size - free);
+  }
+  const header = f.header.subarray(0, f.dataOffset);
+  await cache.begin({
+    key: f.key, url: f.url, name: f.name, size: f.size, etag: f.etag, oid: f.oid,
+    dataOffset: f.dataOffset, headerChecksum: new Checksum().update(header).digest(), chunkSize: f.chunkSize,
+  });
+  cache.write(0, header);
+  cache.saveManifest();
+  return cache.manifest!;
+}
+
+/** Reads chunk `c` from the cache into its destinations; true when its checksum is `want`. */
+export function readChunk(cache: ModelCache, placement: Placement, c: Chunk, want: string): boolean {
+  const sum = new Checksum();
+  for (const p of c.parts) {
+    const v = placement.view(p);
+    if (cache.read(p.start, v) !== v.length) return false;
+    sum.update(v);
+  }
+  return sum.digest() === want;
+}
+
+/** Stores a complete chunk (from the network) and records it with its checksum. */
+export function storeChunk(cache: ModelCache, placement: Placement, c: Chunk, digest: string): void {
+  for (const p of c.parts) cache.write(p.start, placement.view(p));
+  cache.commitChunk(c.index, digest);
+}
+
+/** The checksum of a chunk's bytes where they lie. */
+export function chunkChecksum(placement: Placement, c: Chunk): string {
+  const sum = new Checksum();
+  for (const p of c.parts) sum.update(placement.view(p));
+  return sum.digest();
+}

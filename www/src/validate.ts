@@ -1,0 +1,205 @@
+// Every caller-supplied value the public API accepts, checked in one place.
+//
+//   SAMPLING   the generation parameters, with OpenAI's ranges (temperature 0–2, top_p 0–1, …)
+//   LOAD       the numeric load options, with their ranges and the defaults the loader uses
+//
+// One table row per parameter: its range, whether it must be an integer (or a power of two) and,
+// for load options, the default. `samplingParams` (chat / completions), `loadParams` (ClefEngine
+// .load) and `checkMessages` turn a request into what the worker runs or throw a `BadRequest`
+// whose message names the parameter, the allowed range and the value given. The worker resolves
+// load options with the same table (`resolveLoadParams`), so a default is written once.
+
+import type { ChatMessageInput, GenerateParams, LoadParams } from './protocol.js';
+import type { LoadOptions, SamplingParams } from './types.js';
+import { WASM_MAX_MEMORY } from './load/fit.js';
+
+/** An invalid argument (code `bad_request`); index.ts turns it into a ClefError. */
+export class BadRequest extends Error {
+  readonly code = 'bad_request' as const;
+}
+
+export interface Range {
+  min?: number;
+  max?: number;
+  /** `min` itself is not allowed. */
+  minExclusive?: boolean;
+  integer?: boolean;
+  powerOfTwo?: boolean;
+  /** A size in bytes (messages say KiB / MiB / GiB). */
+  bytes?: boolean;
+}
+
+const KiB = 1024;
+const MiB = KiB * KiB;
+const GiB = KiB * MiB;
+
+/** Generation parameters (OpenAI names and ranges; top_k, min_p, repetition_penalty as llama.cpp's). */
+export const SAMPLING = {
+  max_tokens: { integer: true, min: 1 },
+  max_completion_tokens: { integer: true, min: 1 },
+  temperature: { min: 0, max: 2 },
+  top_p: { min: 0, max: 1 },
+  top_k: { integer: true, min: 0 },
+  min_p: { min: 0, max: 1 },
+  presence_penalty: { min: -2, max: 2 },
+  frequency_penalty: { min: -2, max: 2 },
+  repetition_penalty: { min: 0, minExclusive: true, max: 10 },
+  seed: { integer: true, min: 0, max: Number.MAX_SAFE_INTEGER },
+  /** Each value of logit_bias. */
+  logit_bias: { min: -100, max: 100 },
+} satisfies Record<string, Range>;
+
+type LoadKey = 'contextLength' | 'chunkSize' | 'concurrency' | 'maxRetries' | 'retryDelayMs' | 'memoryLimit' |
+  'timeoutMs' | 'idleTimeoutMs' | 'retryBudgetMs' | 'maxRetryAfterMs';
+
+/** Numeric load options: range and default (contextLength's default depends on the model: see load/fit.ts). */
+export const LOAD: Record<LoadKey, Range & { default?: number }> = {
+  contextLength: { integer: true, min: 16, max: 1 << 24 },
+  chunkSize: { powerOfTwo: true, bytes: true, min: 64 * KiB, max: GiB, default: 16 * MiB },
+  concurrency: { integer: true, min: 1, max: 16, default: 3 },
+  /** Failed attempts in a row (without a byte of progress) before a request gives up. */
+  maxRetries: { integer: true, min: 0, max: 1000, default: 8 },
+  /** First backoff delay; it doubles with each failure (up to retry.ts MAX_BACKOFF_MS). */
+  retryDelayMs: { min: 1, max: 60_000, default: 250 },
+  memoryLimit: { bytes: true, min: MiB, default: WASM_MAX_MEMORY },
+  /** Waiting for a response's headers (connect + server think time). */
+  timeoutMs: { min: 1, max: 3_600_000, default: 30_000 },
+  /** A response body that sends nothing for this long is aborted and resumed. */
+  idleTimeoutMs: { min: 1, max: 3_600_000, default: 30_000 },
+  /** Time a request may spend failing (from its first failure without progress) before giving up. */
+  retryBudgetMs: { min: 0, max: 24 * 3_600_000, default: 300_000 },
+  /** The longest Retry-After honoured (a longer one waits this long). */
+  maxRetryAfterMs: { min: 0, max: 3_600_000, default: 60_000 },
+};
+
+function describe(r: Range): string {
+  const kind = r.powerOfTwo ? 'a power of two' : r.integer ? 'an integer' : 'a number';
+  const fmt = (n: number) => (!r.bytes || n % KiB ? String(n) : n >= GiB ? `${n / GiB} GiB` : n >= MiB ? `${n / MiB} MiB` : `${n / KiB} KiB`);
+  if (r.min !== undefined && r.max !== undefined) {
+    return r.minExclusive ? `${kind} greater than ${fmt(r.min)} and at most ${fmt(r.max)}` : `${kind} between ${fmt(r.min)} and ${fmt(r.max)}`;
+  }
+  if (r.min !== undefined) {
+    if (r.minExclusive) return `${kind} greater than ${fmt(r.min)}`;
+    return r.integer && r.min === 0 ? `a non-negative integer` : r.integer && r.min === 1 ? 'a positive integer' : `${kind} ≥ ${fmt(r.min)}`;
+  }
+  if (r.max !== undefined) return `${kind} ≤ ${fmt(r.max)}`;
+  return kind;
+}
+
+function shown(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? v.slice(0, 40) + '…' : v);
+  if (typeof v === 'number' || typeof v === 'boolean' || v === null) return String(v);
+  if (Array.isArray(v)) return 'an array';
+  return typeof v === 'object' ? 'an object' : typeof v;
+}
+
+/** Checks one number against its range; returns it. */
+export function checkNumber(name: string, v: unknown, r: Range): number {
+  const ok =
+    typeof v === 'number' && Number.isFinite(v) &&
+    (!r.integer || Number.isInteger(v)) &&
+    (!r.powerOfTwo || (Number.isInteger(v) && v > 0 && (v & (v - 1)) === 0)) &&
+    (r.min === undefined || (r.minExclusive ? v > r.min : v >= r.min)) &&
+    (r.max === undefined || v <= r.max);
+  if (!ok) throw new BadRequest(`${name} must be ${describe(r)} (got ${shown(v)})`);
+  return v as number;
+}
+
+const given = (v: unknown) => v !== undefined && v !== null;
+
+/** OpenAI sampling fields → the worker's GenerateParams (only what was given). */
+export function samplingParams(r: SamplingParams): GenerateParams {
+  if (given(r.n) && r.n !== 1) throw new BadRequest(`only n = 1 is supported (got ${shown(r.n)})`);
+  const p: GenerateParams = {};
+  const num = (k: keyof typeof SAMPLING) => {
+    const v = (r as Record<string, unknown>)[k];
+    return given(v) ? checkNumber(k, v, SAMPLING[k]) : undefined;
+  };
+  p.max_tokens = num('max_tokens') ?? num('max_completion_tokens');
+  p.temperature = num('temperature');
+  p.top_p = num('top_p');
+  p.top_k = num('top_k');
+  p.min_p = num('min_p');
+  p.seed = num('seed');
+  p.presence_penalty = num('presence_penalty');
+  p.frequency_penalty = num('frequency_penalty');
+  p.repetition_penalty = num('repetition_penalty');
+  if (given(r.stop)) {
+    const s = typeof r.stop === 'string' ? [r.stop] : r.stop;
+    if (!Array.isArray(s) || !s.every((x) => typeof x === 'string')) throw new BadRequest(`stop must be a string or an array of strings (got ${shown(r.stop)})`);
+    p.stop = s.filter((x) => x.length > 0);
+  }
+  if (given(r.logit_bias)) {
+    if (typeof r.logit_bias !== 'object' || Array.isArray(r.logit_bias)) throw new BadRequest(`logit_bias must be an object of token id → bias (got ${shown(r.logit_bias)})`);
+    for (const [k, v] of Object.entries(r.logit_bias!)) {
+      if (!/^\d+$/.test(k)) throw new BadRequest(`logit_bias: '${k}' is not a token id`);
+      checkNumber(`logit_bias['${k}']`, v, SAMPLING.logit_bias);
+    }
+    p.logit_bias = { ...r.logit_bias };
+  }
+  if (given(r.ignore_eos) && typeof r.ignore_eos !== 'boolean') throw new BadRequest(`ignore_eos must be true or false (got ${shown(r.ignore_eos)})`);
+  if (r.ignore_eos) p.ignore_eos = true;
+  for (const k of Object.keys(p) as Array<keyof GenerateParams>) if (p[k] === undefined) delete p[k];
+  return p;
+}
+
+/** The roles a chat message may have (`developer` is OpenAI's newer name for `system`). */
+export const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as const;
+
+/** Checks a chat's messages; returns them with `developer` renamed `system` (what the template knows). */
+export function checkMessages(messages: unknown): ChatMessageInput[] {
+  if (!Array.isArray(messages) || messages.length === 0) throw new BadRequest('messages must be a non-empty array');
+  return messages.map((m: unknown, i) => {
+    const at = `messages[${i}]`;
+    if (!m || typeof m !== 'object' || Array.isArray(m)) throw new BadRequest(`${at} must be an object {role, content} (got ${shown(m)})`);
+    const msg = m as ChatMessageInput;
+    if (typeof msg.role !== 'string') throw new BadRequest(`${at} needs a role (one of ${ROLES.join(', ')})`);
+    if (!(ROLES as readonly string[]).includes(msg.role)) {
+      throw new BadRequest(`${at} has the unknown role ${shown(msg.role)}: the roles are ${ROLES.join(', ')}`);
+    }
+    const c = msg.content;
+    if (Array.isArray(c)) {
+      c.forEach((part: unknown, j) => {
+        const p = part as { type?: unknown; text?: unknown };
+        if (!p || typeof p !== 'object') throw new BadRequest(`${at}.content[${j}] must be a content part {type: 'text', text} (got ${shown(part)})`);
+        if (p.type !== 'text') throw new BadRequest(`${at}.content[${j}] has type ${shown(p.type)}: only text parts are supported`);
+        if (typeof p.text !== 'string') throw new BadRequest(`${at}.content[${j}].text must be a string (got ${shown(p.text)})`);
+      });
+    } else if (given(c) && typeof c !== 'string') {
+      throw new BadRequest(`${at}.content must be a string or an array of text parts (got ${shown(c)})`);
+    } else if (!given(c) && msg.role !== 'assistant') {
+      throw new BadRequest(`${at} (${msg.role}) needs content: a string or an array of text parts`);
+    }
+    if (given(msg.reasoning_content) && typeof msg.reasoning_content !== 'string') {
+      throw new BadRequest(`${at}.reasoning_content must be a string (got ${shown(msg.reasoning_content)})`);
+    }
+    return msg.role === 'developer' ? { ...msg, role: 'system' } : msg;
+  });
+}
+
+const LOAD_KEYS = Object.keys(LOAD) as LoadKey[];
+
+/** The load options the worker needs (numbers checked against LOAD, sha256 against its shape). */
+export function loadParams(o: LoadOptions): Partial<Pick<LoadParams, LoadKey | 'sha256'>> {
+  const out: Partial<Pick<LoadParams, LoadKey | 'sha256'>> = {};
+  for (const k of LOAD_KEYS) {
+    const v = (o as Record<string, unknown>)[k];
+    if (given(v)) out[k] = checkNumber(k, v, LOAD[k]);
+  }
+  if (given(o.sha256)) {
+    if (typeof o.sha256 !== 'string' || !/^[0-9a-f]{64}$/i.test(o.sha256)) throw new BadRequest(`sha256 must be 64 hexadecimal digits (got ${shown(o.sha256)})`);
+    out.sha256 = o.sha256.toLowerCase();
+  }
+  return out;
+}
+
+/** Load options with every default filled in (what the loader runs with). */
+export type ResolvedLoadParams = Omit<LoadParams, LoadKey> & Required<Omit<Pick<LoadParams, LoadKey>, 'contextLength'>> & Pick<LoadParams, 'contextLength'>;
+
+/** Checks the load options the worker received and fills in the defaults. */
+export function resolveLoadParams(p: LoadParams): ResolvedLoadParams {
+  const checked = loadParams(p as LoadOptions);
+  const out = { ...p, ...checked } as Record<string, unknown>;
+  for (const k of LOAD_KEYS) if (out[k] === undefined && LOAD[k].default !== undefined) out[k] = LOAD[k].default;
+  return out as ResolvedLoadParams;
+}
