@@ -13,7 +13,7 @@
 use crate::gguf::{self, GgufError, Header};
 use crate::ops::{self, l2norm, matmul, rmsnorm, sigmoid, silu, softplus, Linear, MatmulScratch, Precision};
 use crate::split::{self, Cut, ShardId, ShardPlan};
-use crate::weights::{StoreError, TensorView, WeightStore};
+use crate::weights::{Layout, StoreError, TensorView, WeightStore};
 use std::fmt;
 
 /// Architectures whose trunk this module runs.
@@ -171,12 +171,10 @@ impl Config {
         2 * self.n_k_heads * self.d_state + self.n_v_heads * self.d_state
     }
 
-    /// Bytes of recurrent + conv state per sequence, and of K+V cache per token (f32).
+    /// Bytes of recurrent + conv state per sequence, and of K+V cache per token (f32), of the
+    /// whole model.
     pub fn state_bytes(&self) -> (usize, usize) {
-        let n_rec = self.recurrent.iter().filter(|&&r| r).count();
-        let rec = n_rec * 4 * (self.n_v_heads * self.d_state * self.d_state + (self.conv_kernel - 1) * self.conv_dim());
-        let kv = (self.n_layer - n_rec) * 4 * 2 * self.n_head_kv * self.head_dim;
-        (rec, kv)
+        ShardPlan::new(self, ShardId::WHOLE, |_| split::LayerBlocks { mixer_out: 1, ffn_down: 1 }).state_bytes(self)
     }
 }
 
@@ -499,6 +497,14 @@ impl Model {
 
     /// [`Model::allocate`] for the part of the model that `role` holds.
     pub fn allocate_role(h: &Header, role: Role) -> Result<(Config, WeightStore), ModelError> {
+        let (cfg, layout, plan) = Model::layout_role(h, role)?;
+        let mut store = WeightStore::from_layout(layout)?;
+        store.shard_plan = plan;
+        Ok((cfg, store))
+    }
+
+    /// Where `role`'s tensors go, without allocating: the layout, and the shard plan it follows.
+    pub fn layout_role(h: &Header, role: Role) -> Result<(Config, Layout, Option<ShardPlan>), ModelError> {
         let cfg = Config::from_header(h)?;
         for t in &h.tensors {
             if !crate::quant::is_supported(t.ty) {
@@ -506,17 +512,26 @@ impl Model {
             }
         }
         let n_layer = cfg.n_layer;
-        let store = match role {
-            Role::Whole => WeightStore::allocate(h, |t| layer_of(&t.name).is_none_or(|i| i < n_layer))?,
-            Role::Coordinator => WeightStore::allocate_cut(h, |t| split::coordinator_holds(&t.name).then_some(Cut::Whole))?,
+        Ok(match role {
+            Role::Whole => (Layout::whole(h, |t| layer_of(&t.name).is_none_or(|i| i < n_layer))?, None),
+            Role::Coordinator => (Layout::cut(h, |t| split::coordinator_holds(&t.name).then_some(Cut::Whole))?, None),
             Role::Shard(id) => {
                 let plan = ShardPlan::for_tensors(&cfg, id, |n| h.tensor(n).map(|t| t.ty));
-                let mut store = WeightStore::allocate_cut(h, |t| plan.cut(&cfg, &t.name))?;
-                store.shard_plan = Some(plan);
-                store
+                (Layout::cut(h, |t| plan.cut(&cfg, &t.name))?, Some(plan))
             }
+        })
+        .map(|(l, p)| (cfg, l, p))
+    }
+
+    /// Memory `role` needs, before allocating: bytes of weights, of state per sequence, of KV cache per token.
+    pub fn role_memory(h: &Header, role: Role) -> Result<(u64, usize, usize), ModelError> {
+        let (cfg, layout, plan) = Model::layout_role(h, role)?;
+        let (rec, kv) = match (role, plan) {
+            (Role::Whole, _) => cfg.state_bytes(),
+            (_, Some(p)) => p.state_bytes(&cfg),
+            _ => (0, 0),
         };
-        Ok((cfg, store))
+        Ok((layout.total_bytes(), rec, kv))
     }
 
     /// Builds the model over a filled weight store, checking every tensor's shape.
@@ -701,18 +716,7 @@ impl Model {
     /// Bytes of recurrent + conv state per sequence, and of K+V cache per token (f32), of the
     /// heads this instance holds.
     pub fn state_bytes(&self) -> (usize, usize) {
-        let c = &self.config;
-        let (mut rec, mut kv) = (0, 0);
-        for l in self.part.iter().flat_map(|p| &p.layers) {
-            match &l.mixer {
-                Some(Mixer::DeltaNet(w)) => {
-                    rec += 4 * (w.n_v * c.d_state * c.d_state + (c.conv_kernel - 1) * w.conv_dim(c.d_state))
-                }
-                Some(Mixer::Attention(w)) => kv += 4 * 2 * w.n_kv * c.head_dim,
-                None => {}
-            }
-        }
-        (rec, kv)
+        self.part.as_ref().map_or((0, 0), |p| p.plan.state_bytes(&self.config))
     }
 
     /// Runs `tokens` (T ≥ 1) through the model, appending them to `state`.

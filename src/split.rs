@@ -165,6 +165,22 @@ impl ShardPlan {
         ShardPlan { id, layers, vocab }
     }
 
+    /// Bytes of recurrent + conv state per sequence, and of K+V cache per token (f32), of this
+    /// shard's heads: the one formula for the state's memory.
+    pub fn state_bytes(&self, cfg: &Config) -> (usize, usize) {
+        let (mut rec, mut kv) = (0, 0);
+        for l in &self.layers {
+            if let Some(d) = &l.deltanet {
+                let conv_dim = (2 * d.n_k() + d.n_v()) * cfg.d_state;
+                rec += 4 * (d.n_v() * cfg.d_state * cfg.d_state + (cfg.conv_kernel - 1) * conv_dim);
+            }
+            if let Some(a) = &l.attention {
+                kv += 4 * 2 * a.kv_heads.len() * cfg.head_dim;
+            }
+        }
+        (rec, kv)
+    }
+
     /// The plan from a model's tensor types (`ty_of(name)`; absent tensors count as 32-element blocks).
     pub fn for_tensors(cfg: &Config, id: ShardId, ty_of: impl Fn(&str) -> Option<GgmlType>) -> ShardPlan {
         let block = |name: String| ty_of(&name).map(|t| t.block_elems()).unwrap_or(32);

@@ -78,7 +78,9 @@ pub fn run_cli(args: Vec<String>, host: CliHost) -> Result<(), JsValue> {
 use crate::chat::{ChatInput, ChatTemplate};
 use crate::engine::{Engine, EngineError, GenParams};
 use crate::gguf::{GgufError, Header};
-use crate::model::{Config, Model, ModelError};
+use crate::model::{Config, Model, ModelError, Role, Stage};
+use crate::shard::{ShardEngine, StateOp};
+use crate::split::ShardId;
 use crate::sampler::SamplerParams;
 use crate::tokenizer::Tokenizer;
 use crate::weights::{StoreError, WeightStore};
@@ -193,11 +195,52 @@ pub fn wasm_memory() -> JsValue {
     wasm_bindgen::memory()
 }
 
-/// Allocates a model's weight shards and tells the page which file bytes go where.
+fn parse_role(role: &str, index: usize, count: usize) -> Result<Role, JsValue> {
+    match role {
+        "whole" => Ok(Role::Whole),
+        "coordinator" => Ok(Role::Coordinator),
+        "shard" if count >= 1 && index < count => Ok(Role::Shard(ShardId { index, count })),
+        _ => Err(err("bad_request", format!("unknown role '{role}' ({index} of {count})"))),
+    }
+}
+
+/// The memory each part of a model split across `count` shard workers needs (before any
+/// download): `[{role, index, weightBytes, stateBytes, kvBytesPerToken}]` — the coordinator, then
+/// each shard; `count` = 1: the whole model in one worker.
+#[wasm_bindgen(js_name = splitInfo)]
+pub fn split_info(prefix: &[u8], file_size: f64, count: usize) -> Result<Array, JsValue> {
+    let h = crate::gguf::parse_header(prefix, Some(file_size as u64)).map_err(|e| model_err(&ModelError::Gguf(e)))?;
+    let roles: Vec<Role> = if count <= 1 {
+        vec![Role::Whole]
+    } else {
+        std::iter::once(Role::Coordinator).chain((0..count).map(|index| Role::Shard(ShardId { index, count }))).collect()
+    };
+    let out = Array::new();
+    for role in roles {
+        let (w, rec, kv) = Model::role_memory(&h, role).map_err(|e| model_err(&e))?;
+        let o = Object::new();
+        let (name, index) = match role {
+            Role::Whole => ("whole", 0),
+            Role::Coordinator => ("coordinator", 0),
+            Role::Shard(id) => ("shard", id.index),
+        };
+        set(&o, "role", name);
+        set(&o, "index", index as u32);
+        set(&o, "weightBytes", w as f64);
+        set(&o, "stateBytes", rec as f64);
+        set(&o, "kvBytesPerToken", kv as f64);
+        out.push(&o);
+    }
+    Ok(out)
+}
+
+/// Allocates a model's weight shards (or one part's, see `forRole`) and tells the page which
+/// file bytes go where.
 #[wasm_bindgen]
 pub struct ModelLoader {
     header: Header,
     config: Config,
+    role: Role,
     store: Option<WeightStore>,
 }
 
@@ -207,16 +250,27 @@ impl ModelLoader {
     /// weights cannot be allocated here.
     #[wasm_bindgen(constructor)]
     pub fn new(prefix: &[u8], file_size: f64) -> Result<ModelLoader, JsValue> {
+        ModelLoader::for_role(prefix, file_size, "whole", 0, 1)
+    }
+
+    /// The part of a split model one worker holds: `role` = "whole", "coordinator" or "shard"
+    /// (`index` of `count`).
+    #[wasm_bindgen(js_name = forRole)]
+    pub fn for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize) -> Result<ModelLoader, JsValue> {
+        let role = parse_role(role, index, count)?;
         let header = crate::gguf::parse_header(prefix, Some(file_size as u64)).map_err(|e| model_err(&ModelError::Gguf(e)))?;
-        let (config, store) = Model::allocate(&header).map_err(|e| model_err(&e))?;
-        Ok(ModelLoader { header, config, store: Some(store) })
+        let (config, store) = Model::allocate_role(&header, role).map_err(|e| model_err(&e))?;
+        Ok(ModelLoader { header, config, role, store: Some(store) })
     }
 
     pub fn info(&self) -> JsValue {
         header_info(&self.header, &self.config).into()
     }
 
-    /// `[{shard, fileOffset, len}]`: copy file bytes `[fileOffset, fileOffset+len)` to `shardPtr(shard)`.
+    /// `[{shard, dstOffset, fileOffset, len, count, fileStride, dstStride}]` in file order: for
+    /// `i < count`, file bytes `[fileOffset + i·fileStride, +len)` go to
+    /// `shardPtr(shard) + dstOffset + i·dstStride`. A whole model's plan is one contiguous op
+    /// (`count` 1, `dstOffset` 0) per shard.
     pub fn plan(&self) -> Array {
         let store = self.store.as_ref().expect("loader already finished");
         store
@@ -225,11 +279,21 @@ impl ModelLoader {
             .map(|r| {
                 let o = Object::new();
                 set(&o, "shard", r.shard as u32);
+                set(&o, "dstOffset", r.dst_offset as f64);
                 set(&o, "fileOffset", r.file_offset as f64);
                 set(&o, "len", r.len as f64);
+                set(&o, "count", r.count as f64);
+                set(&o, "fileStride", r.file_stride as f64);
+                set(&o, "dstStride", r.dst_stride as f64);
                 JsValue::from(o)
             })
             .collect()
+    }
+
+    /// Number of weight shards (allocations).
+    #[wasm_bindgen(js_name = shardCount)]
+    pub fn shard_count(&self) -> usize {
+        self.store.as_ref().map_or(0, |s| s.shard_count())
     }
 
     /// Address of shard `i` in wasm memory.
@@ -246,14 +310,87 @@ impl ModelLoader {
         }
     }
 
-    /// Builds the engine (checks every tensor). `n_ctx` = context length to allocate for.
+    /// Builds the engine (checks every tensor) of a whole model or of a coordinator.
+    /// `n_ctx` = context length to allocate for.
     pub fn finish(&mut self, n_ctx: usize) -> Result<WasmEngine, JsValue> {
+        if matches!(self.role, Role::Shard(_)) {
+            return Err(err("bad_request", "a shard's loader finishes with finishShard"));
+        }
         let store = self.store.take().ok_or_else(|| err("bad_request", "loader already finished"))?;
-        let model = Model::from_store(self.config.clone(), store).map_err(|e| model_err(&e))?;
+        let model = Model::from_store_role(self.config.clone(), store, self.role).map_err(|e| model_err(&e))?;
         let tokenizer = Tokenizer::from_gguf(&self.header).map_err(|e| err("bad_gguf", e))?;
         let template = ChatTemplate::new(self.header.get_str("tokenizer.chat_template")).map_err(|e| err("template", e))?;
         let engine = Engine::new(model, Some(tokenizer), n_ctx).map_err(|e| err("out_of_memory", e))?;
         Ok(WasmEngine { engine, template })
+    }
+}
+
+#[wasm_bindgen]
+impl ModelLoader {
+    /// Builds a shard worker's engine with the state of its heads for `n_ctx` tokens.
+    #[wasm_bindgen(js_name = finishShard)]
+    pub fn finish_shard(&mut self, n_ctx: usize) -> Result<WasmShard, JsValue> {
+        if !matches!(self.role, Role::Shard(_)) {
+            return Err(err("bad_request", "only a shard's loader finishes with finishShard"));
+        }
+        let store = self.store.take().ok_or_else(|| err("bad_request", "loader already finished"))?;
+        let model = Model::from_store_role(self.config.clone(), store, self.role).map_err(|e| model_err(&e))?;
+        let shard = ShardEngine::new(model, n_ctx.clamp(1, self.config.context_length.max(1))).map_err(|e| model_err(&e))?;
+        Ok(WasmShard { shard })
+    }
+}
+
+/// A shard worker's engine (see `src/shard.rs`): runs stages of the coordinator's passes.
+#[wasm_bindgen]
+pub struct WasmShard {
+    shard: ShardEngine,
+}
+
+/// Stage wire codes: 0 = mixer of `layer`, 1 = FFN of `layer`, 2 = LM head.
+fn stage_of(kind: u32, layer: usize) -> Result<Stage, JsValue> {
+    match kind {
+        0 => Ok(Stage::Mixer(layer)),
+        1 => Ok(Stage::Ffn(layer)),
+        2 => Ok(Stage::Head),
+        _ => Err(err("bad_request", format!("unknown stage {kind}"))),
+    }
+}
+
+#[wasm_bindgen]
+impl WasmShard {
+    /// Applies the coordinator's state changes: pairs (code, position) as `StateOp::encode`.
+    pub fn apply(&mut self, ops: &[u32]) -> Result<(), JsValue> {
+        for pair in ops.chunks_exact(2) {
+            let op = StateOp::decode(pair[0], pair[1]).ok_or_else(|| err("bad_request", format!("unknown state op {}", pair[0])))?;
+            self.shard.apply(op).map_err(|e| model_err(&e))?;
+        }
+        Ok(())
+    }
+
+    /// Runs a stage (`kind`, `layer`) on input `x` for tokens at positions `pos..`; returns this
+    /// shard's partial sum (T × D) or its logits (rows × |vocabRange|).
+    pub fn run(&mut self, kind: u32, layer: usize, pos: usize, x: &[f32]) -> Result<Vec<f32>, JsValue> {
+        let stage = stage_of(kind, layer)?;
+        self.shard.run(stage, pos, x).map(|o| o.to_vec()).map_err(|e| model_err(&e))
+    }
+
+    /// `[start, end)` of the vocabulary this shard's LM-head rows cover (empty: none).
+    #[wasm_bindgen(js_name = vocabRange)]
+    pub fn vocab_range(&self) -> Vec<u32> {
+        self.shard.model.vocab_range().map_or(vec![0, 0], |r| vec![r.start as u32, r.end as u32])
+    }
+
+    /// Bytes of state (KV cache reserved + recurrent state + snapshots) held.
+    #[wasm_bindgen(js_name = stateBytes)]
+    pub fn state_bytes(&self) -> f64 {
+        self.shard.state_bytes() as f64
+    }
+
+    /// `fast` (int8 activations, default) or `exact` (f32).
+    #[wasm_bindgen(js_name = setPrecision)]
+    pub fn set_precision(&mut self, p: &str) -> Result<(), JsValue> {
+        self.shard.precision = crate::ops::Precision::parse(p).ok_or_else(|| err("bad_request", format!("unknown precision '{p}'")))?;
+        Ok(())
     }
 }
 
@@ -370,15 +507,80 @@ impl WasmEngine {
 
     /// Generates one token: `{token, text}`, or `null` when finished (see `finishReason`).
     pub fn step(&mut self) -> Result<JsValue, JsValue> {
-        match self.engine.step().map_err(engine_err)? {
-            None => Ok(JsValue::NULL),
-            Some(p) => {
-                let o = Object::new();
-                set(&o, "token", p.token);
-                set(&o, "text", p.text);
-                Ok(o.into())
-            }
+        piece_value(self.engine.step().map_err(engine_err)?)
+    }
+
+    // ---- a model split across shard workers (the coordinator's side; see src/engine.rs) -----
+
+    /// Starts the pass of up to `max` queued prompt tokens; returns how many stay queued.
+    #[wasm_bindgen(js_name = prefillStart)]
+    pub fn prefill_start(&mut self, max: usize) -> Result<usize, JsValue> {
+        self.engine.prefill_start(max).map_err(engine_err)
+    }
+
+    /// Samples one token and starts its pass: `{token, text}`, or `null` when finished.
+    #[wasm_bindgen(js_name = stepStart)]
+    pub fn step_start(&mut self) -> Result<JsValue, JsValue> {
+        piece_value(self.engine.step_start().map_err(engine_err)?)
+    }
+
+    /// The stage the shards must run: `[kind, layer, pos]` (kind 0 mixer, 1 FFN, 2 LM head), or
+    /// `undefined` when no pass is in flight.
+    #[wasm_bindgen(js_name = passStage)]
+    pub fn pass_stage(&mut self) -> Option<Vec<u32>> {
+        let p = self.engine.pass()?;
+        let pos = p.pos as u32;
+        Some(match p.stage()? {
+            Stage::Mixer(il) => vec![0, il as u32, pos],
+            Stage::Ffn(il) => vec![1, il as u32, pos],
+            Stage::Head => vec![2, 0, pos],
+        })
+    }
+
+    /// The current stage's input (rows × n_embd).
+    #[wasm_bindgen(js_name = passInput)]
+    pub fn pass_input(&mut self) -> Vec<f32> {
+        self.engine.pass().map(|p| p.input().to_vec()).unwrap_or_default()
+    }
+
+    /// Adds one shard's partial sum of a mixer / FFN stage.
+    #[wasm_bindgen(js_name = passAddPartial)]
+    pub fn pass_add_partial(&mut self, part: &[f32]) -> Result<(), JsValue> {
+        let p = self.engine.pass().ok_or_else(|| err("bad_request", "no pass in flight"))?;
+        if part.len() != p.input().len() {
+            return Err(err("internal", format!("a shard's partial has {} values, expected {}", part.len(), p.input().len())));
         }
+        p.add_partial(part);
+        Ok(())
+    }
+
+    /// One shard's logits for vocabulary ids `[start, end)` of the LM-head stage.
+    #[wasm_bindgen(js_name = passPutLogits)]
+    pub fn pass_put_logits(&mut self, start: usize, end: usize, part: &[f32]) -> Result<(), JsValue> {
+        let p = self.engine.pass().ok_or_else(|| err("bad_request", "no pass in flight"))?;
+        if end < start || part.len() != p.rows() * (end - start) {
+            return Err(err("internal", format!("a shard's logits for {start}..{end} have {} values", part.len())));
+        }
+        p.put_logits(start..end, part);
+        Ok(())
+    }
+
+    /// Moves the pass to its next stage once every shard's result is in; `false` when it is complete.
+    #[wasm_bindgen(js_name = passAdvance)]
+    pub fn pass_advance(&mut self) -> bool {
+        self.engine.advance_pass()
+    }
+
+    /// Gives up the pass in flight (a shard failed): the conversation state is forgotten.
+    #[wasm_bindgen(js_name = cancelPass)]
+    pub fn cancel_pass(&mut self) {
+        self.engine.cancel_pass();
+    }
+
+    /// State changes the shards must apply before the next stage: pairs (code, position), see `WasmShard.apply`.
+    #[wasm_bindgen(js_name = takeShardOps)]
+    pub fn take_shard_ops(&mut self) -> Vec<u32> {
+        self.engine.take_shard_ops().into_iter().flat_map(|op| op.encode()).collect()
     }
 
     /// Text held back at the end of a generation.
@@ -418,6 +620,18 @@ impl WasmEngine {
         self.engine.precision = crate::ops::Precision::parse(p).ok_or_else(|| err("bad_request", format!("unknown precision '{p}'")))?;
         Ok(())
     }
+}
+
+fn piece_value(p: Option<crate::engine::Piece>) -> Result<JsValue, JsValue> {
+    Ok(match p {
+        None => JsValue::NULL,
+        Some(p) => {
+            let o = Object::new();
+            set(&o, "token", p.token);
+            set(&o, "text", p.text);
+            o.into()
+        }
+    })
 }
 
 fn t_text(tok: Option<&Tokenizer>, id: u32) -> Option<String> {

@@ -127,6 +127,45 @@ impl WeightStore {
     /// Plans the shards for a header and allocates them (zeroed) — the only large allocation.
     /// `tensor_filter` keeps only the tensors that will be used (e.g. drops an MTP block).
     pub fn allocate(h: &Header, keep: impl Fn(&TensorInfo) -> bool) -> Result<WeightStore, StoreError> {
+        WeightStore::from_layout(Layout::whole(h, keep)?)
+    }
+
+    /// Allocates the part of a model that one worker holds: each kept tensor (`cut(t)` is
+    /// `Some`) reduced to its rows or columns, packed into shards in file order.
+    pub fn allocate_cut(h: &Header, cut: impl Fn(&TensorInfo) -> Option<Cut>) -> Result<WeightStore, StoreError> {
+        WeightStore::from_layout(Layout::cut(h, cut)?)
+    }
+
+    /// Allocates zeroed shards for a layout: the only large allocations.
+    pub fn from_layout(l: Layout) -> Result<WeightStore, StoreError> {
+        let total = l.total_bytes();
+        let mut shards = Vec::with_capacity(l.shard_len.len());
+        for &len in &l.shard_len {
+            let words = len.div_ceil(8) as usize;
+            let mut v: Vec<u64> = Vec::new();
+            v.try_reserve_exact(words).map_err(|_| StoreError::OutOfMemory { requested: total })?;
+            v.resize(words, 0);
+            shards.push(v);
+        }
+        let filled = vec![false; l.shard_len.len()];
+        Ok(WeightStore { shards, shard_len: l.shard_len, plan: l.plan, tensors: l.tensors, filled, shard_plan: None })
+    }
+}
+
+/// Where every kept tensor goes, before anything is allocated: shard sizes, the copy plan, the views.
+pub struct Layout {
+    pub shard_len: Vec<u64>,
+    pub plan: Vec<CopyOp>,
+    pub tensors: Vec<TensorView>,
+}
+
+impl Layout {
+    pub fn total_bytes(&self) -> u64 {
+        self.shard_len.iter().sum()
+    }
+
+    /// Whole tensors, consecutive ones grouped into shards that mirror contiguous file ranges.
+    pub fn whole(h: &Header, keep: impl Fn(&TensorInfo) -> bool) -> Result<Layout, StoreError> {
         let mut infos: Vec<&TensorInfo> = h.tensors.iter().filter(|t| keep(t)).collect();
         infos.sort_by_key(|t| t.offset);
         let max_alloc: u64 = if cfg!(target_pointer_width = "32") { (1 << 31) - 64 } else { 1 << 46 };
@@ -159,12 +198,11 @@ impl WeightStore {
             });
         }
         let shard_len: Vec<u64> = ranges.iter().map(|r| r.len).collect();
-        WeightStore::with_shards(shard_len, ranges, tensors)
+        Ok(Layout { shard_len, plan: ranges, tensors })
     }
 
-    /// Allocates the part of a model that one worker holds: each kept tensor (`cut(t)` is
-    /// `Some`) reduced to its rows or columns, packed into shards in file order.
-    pub fn allocate_cut(h: &Header, cut: impl Fn(&TensorInfo) -> Option<Cut>) -> Result<WeightStore, StoreError> {
+    /// Each kept tensor (`cut(t)` is `Some`) reduced to its rows or columns, packed into shards in file order.
+    pub fn cut(h: &Header, cut: impl Fn(&TensorInfo) -> Option<Cut>) -> Result<Layout, StoreError> {
         let mut infos: Vec<(&TensorInfo, Cut)> = h.tensors.iter().filter_map(|t| cut(t).map(|c| (t, c))).collect();
         infos.sort_by_key(|(t, _)| t.offset);
         let max_alloc: u64 = if cfg!(target_pointer_width = "32") { (1 << 31) - 64 } else { 1 << 46 };
@@ -243,24 +281,11 @@ impl WeightStore {
             tensors.push(TensorView { name: t.name.clone(), ty: t.ty, dims: local_dims, shard, offset: base as usize, size: size as usize });
         }
         plan.sort_by_key(|op| op.file_offset);
-        WeightStore::with_shards(shard_len, plan, tensors)
+        Ok(Layout { shard_len, plan, tensors })
     }
+}
 
-    /// Allocates zeroed shards of these sizes: the only large allocations.
-    fn with_shards(shard_len: Vec<u64>, plan: Vec<CopyOp>, tensors: Vec<TensorView>) -> Result<WeightStore, StoreError> {
-        let total: u64 = shard_len.iter().sum();
-        let mut shards = Vec::with_capacity(shard_len.len());
-        for &len in &shard_len {
-            let words = len.div_ceil(8) as usize;
-            let mut v: Vec<u64> = Vec::new();
-            v.try_reserve_exact(words).map_err(|_| StoreError::OutOfMemory { requested: total })?;
-            v.resize(words, 0);
-            shards.push(v);
-        }
-        let filled = vec![false; shard_len.len()];
-        Ok(WeightStore { shards, shard_len, plan, tensors, filled, shard_plan: None })
-    }
-
+impl WeightStore {
     /// What the loader must copy in, in file order.
     pub fn plan(&self) -> &[CopyOp] {
         &self.plan
