@@ -4,7 +4,7 @@
 #   cargo (wasm32-unknown-unknown, +simd128 via .cargo/config.toml) → wasm-bindgen --target web
 #   → wasm-opt -O3 (npm binaryen 132; Debian's binaryen 108 breaks wasm-bindgen 0.2.130 output)
 #   → tsc (type-check www/src) → esbuild: dist/clef.js (page entry), dist/clef-worker.js (worker
-#   entry), dist/clef.d.ts (+ dist/types/), dist/clef_web{,_relaxed}_bg.wasm beside them; then the chat page
+#   entry), dist/clef-shard.js (shard workers of a split model), dist/clef.d.ts (+ dist/types/), dist/clef_web{,_relaxed}_bg.wasm beside them; then the chat page
 #   (dist/index.html, app.js, app.css), <clef-chat> (dist/clef-chat.js), the manifest, icons and
 #   the service worker (dist/sw.js): a static site any host can serve.
 # Needs: rustup target add wasm32-unknown-unknown; cargo install wasm-bindgen-cli --version <crate's>;
@@ -61,9 +61,11 @@ npx --no-install tsc -p www/tsconfig.json
 rm -rf www/dist
 npx --no-install esbuild www/src/index.ts --bundle --format=esm --target=es2022 --log-level=warning --outfile=www/dist/clef.js
 npx --no-install esbuild www/src/worker.ts --bundle --format=esm --target=es2022 --log-level=warning --outfile=www/dist/clef-worker.js
+# Shard workers of a model split across workers (started by clef-worker.js, from beside it).
+npx --no-install esbuild www/src/shard-worker.ts --bundle --format=esm --target=es2022 --log-level=warning --outfile=www/dist/clef-shard.js
 cp www/pkg/clef_web_bg.wasm www/pkg/clef_web_relaxed_bg.wasm www/dist/
 npx --no-install tsc -p www/tsconfig.json --noEmit false --emitDeclarationOnly --outDir www/dist/types
-rm -f www/dist/types/loader.d.ts www/dist/types/worker.d.ts   # worker internals (they import www/pkg)
+rm -f www/dist/types/loader.d.ts www/dist/types/worker.d.ts www/dist/types/shard-worker.d.ts www/dist/types/shards.d.ts   # worker internals (they import www/pkg)
 echo "export * from './types/index.js';" > www/dist/clef.d.ts
 echo "export { default } from './types/index.js';" >> www/dist/clef.d.ts
 rm -rf www/dist/types/app   # the chat page's modules are not part of the package API
@@ -79,12 +81,12 @@ cp www/index.html www/embed-example.html www/manifest.webmanifest www/icon.svg w
    www/icon-192.png www/icon-512.png www/icon-maskable-512.png www/dist/
 # The service worker precaches the shell under a version derived from the files' contents, so each
 # build that changes anything installs a new cache (and the old one is deleted when it activates).
-assets=(index.html app.js app.css clef.js clef-worker.js clef_web_bg.wasm clef_web_relaxed_bg.wasm clef-chat.js manifest.webmanifest
+assets=(index.html app.js app.css clef.js clef-worker.js clef-shard.js clef_web_bg.wasm clef_web_relaxed_bg.wasm clef-chat.js manifest.webmanifest
         icon.svg icon-maskable.svg icon-192.png icon-512.png icon-maskable-512.png embed-example.html)
 version=$(cd www/dist && cat "${assets[@]}" | sha256sum | cut -c1-12)
 json=$(printf '"%s",' "${assets[@]}")
 npx --no-install esbuild www/src/app/sw.ts --bundle --format=iife --target=es2022 --minify --log-level=warning \
   "--define:__VERSION__=\"$version\"" "--define:__ASSETS__=[${json%,}]" --outfile=www/dist/sw.js
-ls -l www/dist/clef.js www/dist/clef-worker.js www/dist/app.js www/dist/app.css www/dist/clef-chat.js www/dist/sw.js www/dist/clef_web_bg.wasm www/dist/clef_web_relaxed_bg.wasm |
+ls -l www/dist/clef.js www/dist/clef-worker.js www/dist/clef-shard.js www/dist/app.js www/dist/app.css www/dist/clef-chat.js www/dist/sw.js www/dist/clef_web_bg.wasm www/dist/clef_web_relaxed_bg.wasm |
   awk '{printf "build.sh: %s %.0f KiB\n", $9, $5/1024}'
 echo "build.sh: www/dist is a static site (chat page index.html, embed-example.html); serve it with: node tools/serve.mjs"

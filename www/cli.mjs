@@ -38,8 +38,57 @@ const host = {
   },
 };
 
+/**
+ * `generate … --workers N`: the model split across N worker_threads (tensor parallelism), through
+ * the browser package's engine (www/dist/clef.js, in-process in Node) — the same JSON as `generate --json`.
+ */
+async function generateSplit(args) {
+  const opt = (k) => {
+    const i = args.indexOf(`--${k}`);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
+  const flag = (k) => args.includes(`--${k}`);
+  const known = new Set(['model', 'workers', 'tokens', 'prompt', 'chat', 'no-think', 'max-tokens', 'temperature', 'seed', 'ctx', 'ignore-eos', 'json']);
+  for (const a of args.slice(1)) if (a.startsWith('--') && !known.has(a.slice(2))) throw new Error(`generate --workers: unknown option ${a}`);
+  const workers = Number(opt('workers'));
+  if (!Number.isInteger(workers) || workers < 1) throw new Error('--workers must be a positive integer');
+  const { ClefEngine } = await import(new URL('./dist/clef.js', import.meta.url).href);
+  const ctx = opt('ctx');
+  const engine = await ClefEngine.load(opt('model'), { workers, ...(ctx ? { contextLength: Number(ctx) } : {}) });
+  try {
+    const params = {
+      max_tokens: Number(opt('max-tokens') ?? 64), temperature: Number(opt('temperature') ?? 0), seed: opt('seed') ? Number(opt('seed')) : undefined,
+      ignore_eos: flag('ignore-eos'), return_token_ids: true,
+    };
+    let r;
+    if (opt('tokens')) {
+      r = await engine.completions.create({ prompt: opt('tokens').split(',').map(Number), ...params });
+    } else if (flag('chat')) {
+      r = await engine.chat.completions.create({ messages: [{ role: 'user', content: opt('prompt') }], enable_thinking: !flag('no-think'), ...params });
+    } else {
+      r = await engine.completions.create({ prompt: opt('prompt'), ...params });
+    }
+    const c = r.choices[0];
+    const text = c.text ?? c.message?.content ?? '';
+    const u = r.usage;
+    if (flag('json')) {
+      host.write(JSON.stringify({
+        tokens: c.token_ids, text, finish_reason: c.finish_reason, workers: engine.info.workers,
+        timings: {
+          prompt_tokens: u.prompt_tokens, prompt_ms: u.prompt_ms, prompt_tokens_per_s: u.prompt_tokens_per_second,
+          decode_ms: u.completion_ms, decode_tokens_per_s: u.completion_tokens_per_second,
+        },
+      }) + '\n');
+    } else host.write(text + '\n');
+  } finally {
+    await engine.unload();
+  }
+}
+
 try {
-  runCli(process.argv.slice(2), host);
+  const args = process.argv.slice(2);
+  if (args[0] === 'generate' && args.includes('--workers')) await generateSplit(args);
+  else runCli(args, host);
 } catch (e) {
   const msg = (e instanceof Error ? e.message : String(e)).split('\n')[0];
   process.stderr.write(`error: ${msg}\n`);

@@ -119,7 +119,7 @@ function fakeSource(bytes, faults) {
 
 test('fetchChunk resumes from the last byte received; retries only without progress count', async () => {
   const bytes = new Uint8Array(10_000).map((_, i) => (i * 7) & 255);
-  const placement = new L.Placement([], 0, bytes.length, () => 0);
+  const placement = new L.ShardPlacement([], 0, bytes.length, () => 0);
   const [c] = L.planChunks(placement, 16 * 1024);
   const drop = new L.HttpError(0, 'connection dropped');
   const src = fakeSource(bytes, [{ after: 2500, error: drop }, { after: 0, error: drop }, { after: 0, error: drop }, { after: 4000, error: drop }, {}]);
@@ -136,7 +136,7 @@ test('fetchChunk resumes from the last byte received; retries only without progr
 
 test('fetchChunk gives up with a typed network error; a non-retryable error passes through', async () => {
   const bytes = new Uint8Array(5000);
-  const placement = new L.Placement([], 0, bytes.length, () => 0);
+  const placement = new L.ShardPlacement([], 0, bytes.length, () => 0);
   const drop = new L.HttpError(0, 'connection dropped');
   const noop = { retrying: () => {}, waiting: () => {} };
   let [c] = L.planChunks(placement, 64 * 1024);
@@ -159,19 +159,18 @@ test('the chunk grid: indexes, ranges clipped to the data section, parts routed'
   assert.deepEqual(L.chunkIndexes(100, 100, 256), []);
   assert.deepEqual(L.chunkRange(0, 100, 1000, 256), { start: 100, end: 256 });
   assert.deepEqual(L.chunkRange(3, 100, 1000, 256), { start: 768, end: 1000 });
-  const placement = new L.Placement([{ shard: 0, fileOffset: 300, len: 200 }], 100, 1000, () => 4096);
+  const placement = new L.ShardPlacement([{ shard: 0, fileOffset: 300, len: 200 }], 100, 1000, () => 4096);
   const chunks = L.planChunks(placement, 256);
   assert.deepEqual(chunks.map((c) => [c.index, c.start, c.end]), [[0, 100, 256], [1, 256, 512], [2, 512, 768], [3, 768, 1000]]);
   assert.deepEqual(chunks[1].parts.map((p) => [p.kind, p.start, p.end]), [['gap', 256, 300], ['shard', 300, 500], ['gap', 500, 512]]);
   assert.equal(chunks[1].parts[1].shardOffset, 0);
-  assert.equal(chunks[1].parts[1].owner, 0);
 });
 
 test('Placement.route: parts follow the segments; a shard part knows its offset and address', () => {
   const plan = [{ shard: 1, fileOffset: 2000, len: 500 }, { shard: 0, fileOffset: 1000, len: 1000 }];
   const ptrs = { 0: 65536, 1: 131072 };
-  const pl = new L.Placement(plan, 1000, 3000, (i) => ptrs[i], (s) => s + 10);
-  assert.deepEqual(pl.segments.map((s) => [s.start, s.end, s.shard, s.owner]), [[1000, 2000, 0, 10], [2000, 2500, 1, 11], [2500, 3000, -1, -1]]);
+  const pl = new L.ShardPlacement(plan, 1000, 3000, (i) => ptrs[i]);
+  assert.deepEqual(pl.segments.map((s) => [s.start, s.end, s.shard]), [[1000, 2000, 0], [2000, 2500, 1], [2500, 3000, -1]]);
   const parts = pl.route(1500, 2700);
   assert.deepEqual(parts.map((p) => [p.kind, p.start, p.end, p.shard ?? -1, p.shardOffset ?? -1]), [['shard', 1500, 2000, 0, 500], ['shard', 2000, 2500, 1, 0], ['gap', 2500, 2700, -1, -1]]);
   assert.equal(pl.addr(parts[0]), 65536 + 500);
@@ -182,7 +181,7 @@ test('Placement.route: parts follow the segments; a shard part knows its offset 
 });
 
 test('writeBytes spreads a stream of bytes over a chunk\'s parts and advances `received`', () => {
-  const pl = new L.Placement([], 0, 100, () => 0);
+  const pl = new L.ShardPlacement([], 0, 100, () => 0);
   const c = { index: 0, start: 0, end: 100, received: 0, parts: [{ kind: 'gap', start: 0, end: 30, buf: new Uint8Array(30) }, { kind: 'gap', start: 30, end: 100, buf: new Uint8Array(70) }], done: false, fromCache: false, checksum: null };
   const all = new Uint8Array(100).map((_, i) => i);
   L.writeBytes(pl, c, all.subarray(0, 25));
@@ -190,6 +189,35 @@ test('writeBytes spreads a stream of bytes over a chunk\'s parts and advances `r
   L.writeBytes(pl, c, all.subarray(61, 100));
   assert.equal(c.received, 100);
   assert.deepEqual([...c.parts[0].buf, ...c.parts[1].buf], [...all]);
+});
+
+test('opPieces walks a strided copy op (a column cut: a piece of every row) inside any file range', () => {
+  const op = { shard: 0, dstOffset: 100, fileOffset: 1000, len: 10, count: 5, fileStride: 40, dstStride: 10 };
+  const pieces = (a, b) => {
+    const out = [];
+    L.opPieces(op, a, b, (f, d, n) => out.push([f, d, n]));
+    return out;
+  };
+  assert.deepEqual(pieces(0, 5000), [[1000, 100, 10], [1040, 110, 10], [1080, 120, 10], [1120, 130, 10], [1160, 140, 10]]);
+  assert.deepEqual(pieces(1045, 1085), [[1045, 115, 5], [1080, 120, 5]]);
+  assert.deepEqual(pieces(1010, 1040), [], 'between two rows');
+  assert.deepEqual(pieces(1170, 9999), [], 'past the end');
+});
+
+test('SplitPlacement stages a chunk, then delivers each destination its pieces, packed', () => {
+  const file = new Uint8Array(1000).map((_, i) => i & 255);
+  const got = [];
+  const dest = (name, plan) => ({ plan, write: (quads, bytes) => got.push([name, [...quads], [...bytes]]) });
+  const rows = dest('rows', [{ shard: 1, dstOffset: 8, fileOffset: 100, len: 50, count: 1, fileStride: 50, dstStride: 50 }]);
+  const cols = dest('cols', [{ shard: 0, dstOffset: 0, fileOffset: 200, len: 4, count: 3, fileStride: 16, dstStride: 4 }]);
+  const pl = new L.SplitPlacement([rows, cols], 100, 1000);
+  const [c] = L.planChunks(pl, 512).filter((c) => c.start <= 120 && c.end > 120);
+  assert.equal(c.parts.length, 1);
+  assert.equal(c.parts[0].buf, null, 'staging is allocated on first use');
+  L.writeBytes(pl, c, file.subarray(c.start, c.end));
+  pl.deliver(c.parts);
+  assert.deepEqual(got[0], ['rows', [1, 8, 0, 50], [...file.subarray(100, 150)]]);
+  assert.deepEqual(got[1], ['cols', [0, 0, 0, 4, 0, 4, 4, 4, 0, 8, 8, 4], [...file.subarray(200, 204), ...file.subarray(216, 220), ...file.subarray(232, 236)]]);
 });
 
 // ---- header.ts ----------------------------------------------------------------------------------
@@ -249,7 +277,7 @@ test('out_of_memory names what is needed and a smaller quant of the same reposit
 test('FileHasher: sha256 in file order while chunks complete out of order', () => {
   const size = 300_000;
   const bytes = new Uint8Array(size).map((_, i) => (i * 31 + (i >> 8)) & 255);
-  const pl = new L.Placement([], 1000, size, () => 0);
+  const pl = new L.ShardPlacement([], 1000, size, () => 0);
   const chunks = L.planChunks(pl, 64 * 1024);
   const h = new L.FileHasher(chunks, pl, bytes.subarray(0, 1000), true);
   for (const c of [...chunks].reverse()) {
@@ -259,7 +287,7 @@ test('FileHasher: sha256 in file order while chunks complete out of order', () =
     assert.equal(h.next, c === chunks[0] ? chunks.length : 0);
   }
   assert.equal(h.finish(), createHash('sha256').update(bytes).digest('hex'));
-  assert.ok(chunks.every((c) => c.parts.every((p) => p.buf.length === 0)), 'gap buffers released once hashed');
+  assert.ok(chunks.every((c) => c.parts.every((p) => p.buf === null)), 'gap buffers released once hashed');
   assert.equal(L.equalBytes(new Uint8Array([1, 2]), new Uint8Array([1, 2])), true);
   assert.equal(L.equalBytes(new Uint8Array([1, 2]), new Uint8Array([1, 3])), false);
 });

@@ -6,8 +6,11 @@
 //             any weight byte is downloaded, naming a smaller quant                 load/fit.ts
 //   cache     reuse a valid OPFS manifest (if the file did not change), or start a fresh one
 //                                                                                   load/cached.ts
+//   workers   the whole model in this worker, or split across N shard workers (tensor
+//             parallelism: more cores, and no 4 GiB limit on the file): how many   load/workers.ts
 //   allocate  new ModelLoader(header, size): the weight shards, once; `Placement` maps every file
-//             range to its destination (shard memory, or a buffer for padding)    load/placement.ts
+//             range to its destination (shard memory, or a buffer for padding) — split: the
+//             coordinator's part here, each shard's part in its worker (shards.ts) load/placement.ts
 //   data      the data section on a chunk grid (load/plan.ts), each chunk from the cache or from
 //             Range requests (load/fetch.ts: timeouts, resume from the last byte, one retry
 //             policy: load/retry.ts), verified with sha256 (load/verify.ts)     load/transfer.ts
@@ -15,16 +18,18 @@
 // Every byte is written straight to its final place; no whole-file copy exists in JS. This file
 // runs the steps in order with one explicit state (`Run`); the steps live in load/.
 
-import { ModelLoader, wasmMemory } from '../pkg/clef_web.js';
-import type { ErrorCode, LoadParams, LoadProgress } from './protocol.js';
+import { ModelLoader, splitInfo, wasmMemory } from '../pkg/clef_web.js';
+import type { CopyOp, ErrorCode, LoadParams, LoadProgress } from './protocol.js';
 import { type Manifest, type ModelCache, CacheError, PIECE_BYTES } from './cache.js';
 import { type ResolvedLoadParams, resolveLoadParams } from './validate.js';
 import { LoadError, errCode } from './load/errors.js';
-import { WASM_MAX_MEMORY, memoryNeeded, outOfMemory, pickContext, type FitSubject } from './load/fit.js';
+import { MIN_AUTO_CONTEXT, WASM_MAX_MEMORY, memoryNeeded, outOfMemory, pickContext, type FitSubject, type MemoryShape } from './load/fit.js';
 import { type HeaderInfo, checkSupported, readHeader } from './load/header.js';
 import { cachedHeader, probe, sameFile, startCache } from './load/cached.js';
 import { type RetryEvents, withRetry } from './load/fetch.js';
-import { Placement } from './load/placement.js';
+import { type Placement, ShardPlacement, SplitPlacement, localDestination } from './load/placement.js';
+import { chooseWorkers, coreCount, partsFit } from './load/workers.js';
+import { ShardError, type ShardPool } from './shards.js';
 import { chunkIndexes } from './load/plan.js';
 import { Progress, emptyStats, jsHeap } from './load/progress.js';
 import { type RetryPolicy, retryPolicy } from './load/retry.js';
@@ -35,7 +40,7 @@ export { LoadError } from './load/errors.js';
 export { WASM_MAX_MEMORY } from './load/fit.js';
 export type { HeaderInfo } from './load/header.js';
 export { macrotask } from './load/macrotask.js';
-export { Placement, type Part } from './load/placement.js';
+export { ShardPlacement, SplitPlacement, type Placement, type Part } from './load/placement.js';
 export { BlobSource, HttpSource, SyncFileSource, type ByteSource, type OpenedSource } from './load/sources.js';
 export { CacheError, PIECE_BYTES };
 
@@ -43,7 +48,12 @@ export { CacheError, PIECE_BYTES };
 const FIRST_READ = 1 << 20;
 
 export interface LoadOutcome {
+  /** The whole model's loader, or the coordinator's when split. */
   loader: ModelLoader;
+  /** The shard workers holding the rest of a split model (null: the whole model is in `loader`). */
+  pool: ShardPool | null;
+  workers: number;
+  workersReason: string;
   info: HeaderInfo;
   nCtx: number;
   source: 'network' | 'cache' | 'network+cache' | 'file';
@@ -68,7 +78,12 @@ export interface LoadContext {
   repo?: string;
   /** True for sources that are local (File/Blob/path): no network phase. */
   local: boolean;
+  /** Starts n shard workers (absent: the model is never split). */
+  startShards?: (n: number) => Promise<ShardPool>;
 }
+
+/** wasm memory of a freshly started shard worker's instance (its glue, stack and heap start). */
+const FRESH_INSTANCE_BYTES = 16 << 20;
 
 /** What the header step found. */
 interface Head {
@@ -135,15 +150,30 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   progress.total = size;
   checkSupported(info);
 
-  // ---- fit check, before any weight byte is read -----------------------------------------------
+  // ---- workers and fit check, before any weight byte is read -------------------------------------
   const limit = Math.min(params.memoryLimit, WASM_MAX_MEMORY);
-  const available = limit - (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
-  const nCtx = pickContext(info, info.contextLength, params.contextLength, available);
+  const here = limit - (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
+  const available = (i: number) => (i === 0 ? here : limit - FRESH_INSTANCE_BYTES);
+  const headerBytes = head.header.subarray(0, info.dataOffset);
+  // Each instance's memory shape with n workers: the whole model, or the coordinator then each shard.
+  const shapes = (n: number): MemoryShape[] =>
+    n === 1 ? [info] : (splitInfo(headerBytes, size, n) as MemoryShape[]).map((p) => ({ ...p, nVocab: info.nVocab }));
+  const smallest = Math.min(params.contextLength ?? MIN_AUTO_CONTEXT, info.contextLength || MIN_AUTO_CONTEXT);
+  const choice = ctx.startShards
+    ? chooseWorkers({ requested: params.workers, cores: coreCount(), weightBytes: info.weightBytes, fits: (n) => partsFit(shapes(n), smallest, available) })
+    : { workers: 1, reason: 'one worker (this host cannot start shard workers)' };
+  const workers = choice.workers;
+  const parts = shapes(workers);
+  const nCtx = Math.min(...parts.map((p, i) => pickContext(p, info.contextLength, params.contextLength, available(i))));
   const subject: FitSubject = {
     name: params.model ?? ctx.name, quant: params.quant, fileType: info.fileType, repo: ctx.repo, contextRequested: !!params.contextLength,
   };
-  if (memoryNeeded(info, nCtx) > available) throw outOfMemory(subject, info, nCtx, available, limit);
-
+  parts.forEach((p, i) => {
+    if (memoryNeeded(p, nCtx) > available(i)) {
+      const why = workers > 1 ? `split across ${workers} workers, ${i === 0 ? 'the coordinator' : `shard worker ${i}`} needs this much; more workers would help` : '';
+      throw outOfMemory(subject, p, nCtx, available(i), limit, why);
+    }
+  });
   // ---- cache: reuse the manifest, or start a fresh one ------------------------------------------
   const cache = ctx.cache;
   let m = head.manifest;
@@ -159,18 +189,31 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
 
   // ---- allocate ----------------------------------------------------------------------------------
   let loader: ModelLoader;
+  let pool: ShardPool | null = null;
+  let placement: Placement;
   try {
-    loader = new ModelLoader(head.header.subarray(0, info.dataOffset), size);
+    if (workers === 1) {
+      loader = new ModelLoader(headerBytes, size);
+      const l = loader;
+      placement = new ShardPlacement(l.plan() as CopyOp[], info.dataOffset, size, (i) => l.shardPtr(i));
+    } else {
+      pool = await ctx.startShards!(workers);
+      loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers);
+      const l = loader;
+      const plans = await pool.alloc(headerBytes, size);
+      placement = new SplitPlacement([localDestination(l.plan() as CopyOp[], (i) => l.shardPtr(i)), ...pool.destinations(plans)], info.dataOffset, size);
+    }
   } catch (e) {
+    pool?.terminate();
     cache?.close();
-    if (errCode(e) === 'out_of_memory') throw outOfMemory(subject, info, nCtx, available, limit, 'the allocation failed');
-    throw new LoadError((errCode(e) as ErrorCode) ?? 'bad_gguf', (e as Error).message);
+    const code = e instanceof ShardError ? e.code : errCode(e);
+    if (code === 'out_of_memory') throw outOfMemory(subject, parts[0], nCtx, available(0), limit, 'the allocation failed');
+    if (e instanceof ShardError) throw new LoadError(e.code, e.message);
+    throw new LoadError((code as ErrorCode) ?? 'bad_gguf', (e as Error).message);
   }
 
   // ---- data --------------------------------------------------------------------------------------
   try {
-    const plan = loader.plan() as Array<{ shard: number; fileOffset: number; len: number }>;
-    const placement = new Placement(plan, info.dataOffset, size, (i) => loader.shardPtr(i));
     // A verified cache with every chunk present needs no sha256 (chunk checksums suffice).
     const trusted = !!m && m.verified && chunkIndexes(info.dataOffset, size, chunkSize).every((k) => m!.chunks[k] !== undefined);
     const r = await transfer({
@@ -179,7 +222,8 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       concurrency: params.concurrency, policy: run.policy, signal: ctx.signal, stats, progress, events: run.events,
       onWarning: ctx.onWarning,
     });
-    for (const s of plan) loader.markFilled(s.shard);
+    for (let i = 0; i < loader.shardCount(); i++) loader.markFilled(i);
+    await pool?.sync(); // every shard has written its bytes (or the pool failed)
 
     stats.seconds = (performance.now() - run.t0) / 1000;
     stats.downloadBytesPerSecond = r.netMs > 0 ? Math.round((r.downloadedData * 1000) / r.netMs) : 0;
@@ -196,7 +240,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     progress.phase = 'ready';
     progress.emit(true);
     return {
-      loader, info, nCtx,
+      loader, pool, workers, workersReason: choice.reason, info, nCtx,
       source: ctx.local ? 'file' : stats.cachedBytes > 0 ? (r.downloadedData > 0 ? 'network+cache' : 'cache') : 'network',
       sha256: r.sha256 ?? (trusted ? m!.oid : null),
       verified: !!r.sha256 || trusted,
@@ -204,6 +248,8 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     };
   } catch (e) {
     loader.free();
+    pool?.terminate();
+    if (e instanceof ShardError) throw new LoadError(e.code, e.message);
     throw e;
   }
 }

@@ -71,8 +71,14 @@ export interface LoadParams {
   retryBudgetMs?: number;
   /** The longest server Retry-After honoured, ms (a longer one waits this long). Default 60 000. */
   maxRetryAfterMs?: number;
-  /** Bytes of WebAssembly memory this tab may use. Default 4 GiB (the wasm32 maximum). */
+  /** Bytes of WebAssembly memory one worker may use. Default 4 GiB (the wasm32 maximum). */
   memoryLimit?: number;
+  /**
+   * Shard workers the weights are split across (tensor parallelism, one wasm memory each; see
+   * ARCHITECTURE.md "Several workers"). 1: the whole model in the engine worker. Default: chosen
+   * from the cores (navigator.hardwareConcurrency) and the model's size — see load/workers.ts.
+   */
+  workers?: number;
   /** Expected sha256 of the whole file (else: the Hub's LFS oid when it gives one). */
   sha256?: string;
   /** The quant named by the caller (for "try a smaller quant" messages). */
@@ -151,6 +157,10 @@ export interface ModelInfo {
   verified: boolean;
   etag: string | null;
   hasChatTemplate: boolean;
+  /** Shard workers the weights are split across (1: all in the engine worker). */
+  workers: number;
+  /** Why that many ("requested", or how the default was chosen). */
+  workersReason: string;
   stats: LoadStats;
 }
 
@@ -261,6 +271,51 @@ export type Event =
   | { type: 'token'; id: number; token: number; text: string };
 
 export type Failure = { type: 'error'; id: number; error: ErrorInfo };
+
+// --------------------------------------------------------------------------------------------
+// Shard workers: the engine worker ↔ each worker holding one shard of a split model
+// (www/src/shards.ts ↔ www/src/shard-worker.ts; the Rust side is src/shard.rs).
+
+/** One copy job of a shard's load plan (ModelLoader.plan, see src/weights.rs CopyOp). */
+export interface CopyOp {
+  shard: number;
+  dstOffset: number;
+  fileOffset: number;
+  len: number;
+  count: number;
+  fileStride: number;
+  dstStride: number;
+}
+
+export type ShardRequest =
+  /** Instantiate the engine's compiled wasm module (compiled once, by the engine worker). */
+  | { type: 'init'; id: number; module: WebAssembly.Module }
+  /** Allocate shard `index` of `count` of the model whose header is `header` (its first dataOffset bytes). */
+  | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number }
+  /** Copy `bytes` into the weights: quads (shard, dstOffset, offset in bytes, len). No answer unless it fails. */
+  | { type: 'write'; id: number; pieces: Float64Array; bytes: Uint8Array }
+  /** Build the shard's engine with state for `nCtx` tokens. */
+  | { type: 'finish'; id: number; nCtx: number; precision: string }
+  /** The coordinator's state changes (pairs: code, position). No answer unless it fails. */
+  | { type: 'ops'; id: number; ops: Uint32Array }
+  /** Run a stage (kind 0 mixer, 1 FFN, 2 LM head; see src/wasm.rs WasmShard.run). */
+  | { type: 'run'; id: number; kind: number; layer: number; pos: number; x: Float32Array }
+  /** Answers once every earlier message has been handled. */
+  | { type: 'sync'; id: number };
+
+export interface ShardResults {
+  init: null;
+  alloc: { plan: CopyOp[]; wasmMemoryBytes: number };
+  write: null;
+  finish: { vocab: [number, number]; stateBytes: number; wasmMemoryBytes: number };
+  ops: null;
+  run: Float32Array;
+  sync: { wasmMemoryBytes: number };
+}
+
+export type ShardResponse =
+  | { type: 'result'; id: number; result: ShardResults[keyof ShardResults] }
+  | { type: 'error'; id: number; error: ErrorInfo };
 
 export type Response = Event | Result | Failure;
 

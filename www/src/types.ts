@@ -172,8 +172,14 @@ export interface LoadOptions {
   maxRetryAfterMs?: number;
   /** Expected sha256 of the file (else the Hub's LFS oid when it gives one). */
   sha256?: string;
-  /** WebAssembly memory this tab may use (bytes). Default 4 GiB. */
+  /** WebAssembly memory one worker may use (bytes). Default 4 GiB (wasm32's limit). */
   memoryLimit?: number;
+  /**
+   * Workers the weights are split across, each with its own WebAssembly memory (more cores, and
+   * files over 4 GiB). 1: everything in the engine worker. Default: one per core up to 8, more when
+   * the model needs them to fit, 1 for small models; the choice is in `engine.info.workers`.
+   */
+  workers?: number;
   /** URL of clef-worker.js (default: beside clef.js). */
   workerUrl?: string | URL;
   /** URL of the wasm build to run (default: beside clef-worker.js, clef_web_relaxed_bg.wasm where the

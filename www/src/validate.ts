@@ -49,7 +49,7 @@ export const SAMPLING = {
   logit_bias: { min: -100, max: 100 },
 } satisfies Record<string, Range>;
 
-type LoadKey = 'contextLength' | 'chunkSize' | 'concurrency' | 'maxRetries' | 'retryDelayMs' | 'memoryLimit' |
+type LoadKey = 'contextLength' | 'chunkSize' | 'concurrency' | 'maxRetries' | 'retryDelayMs' | 'memoryLimit' | 'workers' |
   'timeoutMs' | 'idleTimeoutMs' | 'retryBudgetMs' | 'maxRetryAfterMs';
 
 /** Numeric load options: range and default (contextLength's default depends on the model: see load/fit.ts). */
@@ -62,6 +62,8 @@ export const LOAD: Record<LoadKey, Range & { default?: number }> = {
   /** First backoff delay; it doubles with each failure (up to retry.ts MAX_BACKOFF_MS). */
   retryDelayMs: { min: 1, max: 60_000, default: 250 },
   memoryLimit: { bytes: true, min: MiB, default: WASM_MAX_MEMORY },
+  /** Shard workers (default: load/workers.ts picks from the cores and the model's size). */
+  workers: { integer: true, min: 1, max: 64 },
   /** Waiting for a response's headers (connect + server think time). */
   timeoutMs: { min: 1, max: 3_600_000, default: 30_000 },
   /** A response body that sends nothing for this long is aborted and resumed. */

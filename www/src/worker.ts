@@ -15,10 +15,13 @@ import type {
 } from './protocol.js';
 import { BlobSource, HttpSource, LoadError, SyncFileSource, loadModel, macrotask, type ByteSource } from './loader.js';
 import { CacheError, ModelCache, deleteCached, opfsAvailable } from './cache.js';
+import { ShardError, ShardPool, SplitDriver, browserShard, nodeShard, type ShardPort } from './shards.js';
 
 export interface CoreEnv {
-  /** Instantiates the wasm module (once). */
-  initWasm(wasmUrl?: string): Promise<void>;
+  /** Compiles and instantiates the wasm module (once); the compiled module goes to shard workers too. */
+  initWasm(wasmUrl?: string): Promise<WebAssembly.Module>;
+  /** Starts shard worker `i` (dist/clef-shard.js; absent: models are never split). */
+  spawnShard?(i: number): Promise<ShardPort>;
   /** Node: opens a local file as a byte source. */
   openPath?(path: string): Promise<{ source: ByteSource; close(): void }>;
 }
@@ -36,6 +39,7 @@ function jsHeap(): number {
 /** Any thrown value → a typed error. */
 export function toErrorInfo(e: unknown): ErrorInfo {
   if (e instanceof LoadError || e instanceof CacheError) return { code: e.code, message: e.message };
+  if (e instanceof ShardError) return e.info;
   const name = (e as { name?: string })?.name;
   if (name === 'AbortError' || name === 'TimeoutError') return { code: 'aborted', message: 'aborted' };
   if (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) {
@@ -65,7 +69,10 @@ export function createCore(post: Post, env: CoreEnv) {
   let engine: WasmEngine | null = null;
   let info: ModelInfo | null = null;
   let fatal = false;
-  let wasmReady: Promise<void> | null = null;
+  let wasmReady: Promise<WebAssembly.Module> | null = null;
+  /** The shard workers of a split model, and the driver that runs passes on them (null: whole model here). */
+  let pool: ShardPool | null = null;
+  let driver: SplitDriver | null = null;
   let loading: { id: number; ac: AbortController } | null = null;
   let queue: Promise<void> = Promise.resolve();
   let running: number | null = null;
@@ -84,6 +91,9 @@ export function createCore(post: Post, env: CoreEnv) {
         /* the instance is broken */
       }
       engine = null;
+      pool?.terminate();
+      pool = null;
+      driver = null;
     }
     post({ type: 'error', id, error: err });
   };
@@ -100,7 +110,9 @@ export function createCore(post: Post, env: CoreEnv) {
     loading = { id, ac };
     try {
       wasmReady ??= env.initWasm(params.wasmUrl);
-      await wasmReady;
+      const module = await wasmReady;
+      const spawn = env.spawnShard;
+      const startShards = spawn ? (n: number) => ShardPool.start(n, module, spawn) : undefined;
       for (let attempt = 0; ; attempt++) {
         let closeSource: (() => void) | undefined;
         let source: ByteSource;
@@ -138,15 +150,30 @@ export function createCore(post: Post, env: CoreEnv) {
         }
         try {
           const out = await loadModel({
-            source, cache, cacheKey, url, name, params, signal: ac.signal, local, repo,
+            source, cache, cacheKey, url, name, params, signal: ac.signal, local, repo, startShards,
             onProgress: (progress) => post({ type: 'progress', id, progress }),
             onWarning: (message) => post({ type: 'warning', id, message }),
           });
           let eng: WasmEngine;
           try {
             eng = out.loader.finish(out.nCtx);
+          } catch (e) {
+            out.pool?.terminate();
+            throw e;
           } finally {
             out.loader.free();
+          }
+          let memory = (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
+          if (out.pool) {
+            try {
+              memory += (await out.pool.finish(out.nCtx)).reduce((a, b) => a + b, 0);
+            } catch (e) {
+              eng.free();
+              out.pool.terminate();
+              throw e;
+            }
+            pool = out.pool;
+            driver = new SplitDriver(eng, out.pool);
           }
           const h = out.info;
           engine = eng;
@@ -154,7 +181,8 @@ export function createCore(post: Post, env: CoreEnv) {
             name: h.name || name, architecture: h.architecture, fileSize: h.fileSize, weightBytes: h.weightBytes,
             contextLength: eng.nCtx(), trainedContextLength: h.contextLength, nVocab: h.nVocab, nLayer: h.nLayer, nEmbd: h.nEmbd,
             source: out.source, sha256: out.sha256, verified: out.verified, etag: out.etag, hasChatTemplate: !!h.chatTemplate,
-            stats: { ...out.stats, wasmMemoryBytes: (wasmMemory() as WebAssembly.Memory).buffer.byteLength, simd: simdLevel() },
+            workers: out.workers, workersReason: out.workersReason,
+            stats: { ...out.stats, wasmMemoryBytes: memory, simd: simdLevel() },
           };
           return info;
         } catch (e) {
@@ -205,7 +233,8 @@ export function createCore(post: Post, env: CoreEnv) {
       post({ type: 'started', id, promptTokens: u0.prompt_tokens, cachedTokens: cached, thinking });
       const t0 = performance.now();
       let stop = false;
-      while (eng.prefill(chunk) > 0) {
+      const d = driver;
+      while ((d ? await d.prefill(chunk) : eng.prefill(chunk)) > 0) {
         await macrotask();
         if (aborted.has(id)) {
           stop = true;
@@ -216,7 +245,7 @@ export function createCore(post: Post, env: CoreEnv) {
       const t1 = performance.now();
       if (!stop && !aborted.has(id)) {
         for (;;) {
-          const piece = eng.step() as { token: number; text: string } | null;
+          const piece = (d ? await d.step() : eng.step()) as { token: number; text: string } | null;
           if (!piece) break;
           post({ type: 'token', id, token: piece.token, text: piece.text });
           await macrotask();
@@ -321,6 +350,9 @@ export function createCore(post: Post, env: CoreEnv) {
             engine?.free();
             engine = null;
             info = null;
+            pool?.terminate();
+            pool = null;
+            driver = null;
             result(id, 'unload', null);
           });
           return;
@@ -368,24 +400,34 @@ if (typeof WorkerGlobalScope !== 'undefined' && typeof self !== 'undefined' && s
   const scope = self as unknown as WorkerScope;
   const core = createCore((msg) => scope.postMessage(msg), {
     initWasm: async (wasmUrl) => {
-      await init({ module_or_path: wasmUrl ?? new URL(`./${wasmFile(detectSimd())}`, import.meta.url) });
+      const url = wasmUrl ?? new URL(`./${wasmFile(detectSimd())}`, import.meta.url);
+      const res = await fetch(url);
+      if (!res.ok) throw new LoadError('internal', `could not load the engine's wasm (${url}): HTTP ${res.status}`);
+      // Compiled once: the same module is instantiated here and in every shard worker.
+      const module = await WebAssembly.compile(await res.arrayBuffer());
+      await init({ module_or_path: module });
+      return module;
     },
+    spawnShard: async (i) => browserShard(i, new URL('./clef-shard.js', import.meta.url)),
   });
   scope.addEventListener('message', (e: MessageEvent) => core.handle(e.data as Request));
 }
 
 /** Node: one wasm instance per process, shared by the engines of that process. */
-let nodeWasm: Promise<void> | null = null;
+let nodeWasm: Promise<WebAssembly.Module> | null = null;
 
 /** Node: the same core in-process, wasm read from beside this file. */
 export function createNodeCore(post: Post) {
   const importNode = (m: string): Promise<any> => import(/* @vite-ignore */ m); // eslint-disable-line @typescript-eslint/no-explicit-any
   return createCore(post, {
+    spawnShard: (i) => nodeShard(i, new URL('./clef-shard.js', import.meta.url)),
     initWasm: (wasmUrl) =>
       (nodeWasm ??= (async () => {
         const fs = await importNode('node:fs');
         const u = wasmUrl ? new URL(wasmUrl, import.meta.url) : new URL(`./${wasmFile(detectSimd())}`, import.meta.url);
-        initSync({ module: fs.readFileSync(u) });
+        const module = new WebAssembly.Module(fs.readFileSync(u));
+        initSync({ module });
+        return module;
       })()),
     openPath: async (path) => {
       const fs = await importNode('node:fs');

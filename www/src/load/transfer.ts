@@ -141,6 +141,7 @@ async function runPass(t: TransferInput, s: State, chunks: Chunk[], hasher: File
   const complete = (c: Chunk) => {
     c.done = true;
     const digest = c.checksum ?? chunkChecksum(placement, c);
+    placement.deliver(c.parts); // a split model: the staged chunk on to its workers
     if (!c.fromCache && cache && m) storeChunk(cache, placement, c, digest);
     const before = s.previous?.get(c.index);
     if (before !== undefined && before !== digest) stats.refetchedChunks++;

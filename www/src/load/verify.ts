@@ -33,10 +33,10 @@ export class FileHasher {
       if (sha) {
         for (const p of c.parts) {
           if (p.kind === 'shard') sha.updateFromMemory(placement.addr(p), p.end - p.start);
-          else sha.update(p.buf);
+          else sha.update(placement.view(p));
         }
       }
-      for (const p of c.parts) if (p.kind === 'gap') p.buf = new Uint8Array(0);
+      for (const p of c.parts) if (p.kind === 'gap') p.buf = null;
     }
   }
 

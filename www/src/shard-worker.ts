@@ -1,0 +1,116 @@
+// A shard worker (dist/clef-shard.js): holds one shard of a model split across workers — its own
+// wasm instance and memory — and runs the stages the engine worker sends it (www/src/shards.ts).
+// In the browser a module Web Worker started by the engine worker; in Node a worker_threads
+// Worker. Messages: protocol.ts ShardRequest / ShardResponse. The wasm module arrives compiled
+// (`init`): the engine worker compiles it once for all.
+
+import { initSync, ModelLoader, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
+import type { CopyOp, ErrorInfo, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
+
+/** A Node built-in, imported at run time (not bundled; never reached in browsers). */
+const importNode = (m: string): Promise<any> => import(/* @vite-ignore */ m); // eslint-disable-line @typescript-eslint/no-explicit-any
+
+type Post = (msg: ShardResponse, transfer?: Transferable[]) => void;
+
+function errorInfo(e: unknown): ErrorInfo {
+  if (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) {
+    return { code: 'worker_crashed', fatal: true, message: `a shard worker crashed (${e.message}); it may have run out of memory` };
+  }
+  const code = (e as { code?: unknown })?.code;
+  const message = (e as Error)?.message ?? String(e);
+  const known = ['bad_request', 'out_of_memory', 'bad_gguf', 'wrong_architecture', 'unsupported_type', 'context_full'];
+  return { code: typeof code === 'string' && known.includes(code) ? (code as ErrorInfo['code']) : 'internal', message };
+}
+
+export function createShardHost(post: Post) {
+  let loader: ModelLoader | null = null;
+  let shard: WasmShard | null = null;
+  let ptrs: number[] = [];
+  let heap = new Uint8Array(0);
+  const memory = () => (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
+  const view = () => {
+    const buf = (wasmMemory() as WebAssembly.Memory).buffer;
+    if (heap.buffer !== buf) heap = new Uint8Array(buf);
+    return heap;
+  };
+  const ok = <K extends keyof ShardResults>(id: number, _op: K, result: ShardResults[K], transfer?: Transferable[]) =>
+    post({ type: 'result', id, result }, transfer);
+
+  function handle(req: ShardRequest): void {
+    try {
+      switch (req.type) {
+        case 'init':
+          initSync({ module: req.module });
+          ok(req.id, 'init', null);
+          return;
+        case 'alloc': {
+          loader?.free();
+          loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count);
+          const plan = loader.plan() as CopyOp[];
+          ptrs = [];
+          for (let i = 0; i < loader.shardCount(); i++) ptrs[i] = loader.shardPtr(i);
+          ok(req.id, 'alloc', { plan, wasmMemoryBytes: memory() });
+          return;
+        }
+        case 'write': {
+          if (!loader) throw Object.assign(new Error('write before alloc'), { code: 'internal' });
+          const h = view();
+          const p = req.pieces;
+          for (let i = 0; i < p.length; i += 4) {
+            const [s, dst, off, len] = [p[i], p[i + 1], p[i + 2], p[i + 3]];
+            h.set(req.bytes.subarray(off, off + len), ptrs[s] + dst);
+          }
+          return;
+        }
+        case 'finish': {
+          if (!loader) throw Object.assign(new Error('finish before alloc'), { code: 'internal' });
+          for (let i = 0; i < loader.shardCount(); i++) loader.markFilled(i);
+          try {
+            shard = loader.finishShard(req.nCtx);
+          } finally {
+            loader.free();
+            loader = null;
+          }
+          shard.setPrecision(req.precision);
+          const v = shard.vocabRange();
+          ok(req.id, 'finish', { vocab: [v[0], v[1]], stateBytes: shard.stateBytes(), wasmMemoryBytes: memory() });
+          return;
+        }
+        case 'ops':
+          if (!shard) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
+          shard.apply(req.ops);
+          return;
+        case 'run': {
+          if (!shard) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
+          const out = shard.run(req.kind, req.layer, req.pos, req.x);
+          ok(req.id, 'run', out, [out.buffer]);
+          return;
+        }
+        case 'sync':
+          ok(req.id, 'sync', { wasmMemoryBytes: memory() });
+          return;
+      }
+    } catch (e) {
+      post({ type: 'error', id: req.id, error: errorInfo(e) });
+    }
+  }
+  return { handle };
+}
+
+// ------------------------------------------------------------------------------------------------
+// Attach to the worker scope: a browser Worker, or Node's worker_threads.
+
+declare const WorkerGlobalScope: { new (): unknown } | undefined;
+
+if (typeof WorkerGlobalScope !== 'undefined' && typeof self !== 'undefined' && self instanceof (WorkerGlobalScope as unknown as typeof Object)) {
+  const scope = self as unknown as { postMessage(m: unknown, t?: Transferable[]): void; addEventListener(t: 'message', f: (e: MessageEvent) => void): void };
+  const host = createShardHost((msg, transfer) => scope.postMessage(msg, transfer ?? []));
+  scope.addEventListener('message', (e) => host.handle(e.data as ShardRequest));
+} else if ((globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node) {
+  const wt = await importNode('node:worker_threads');
+  const port = wt.parentPort as { postMessage(m: unknown, t?: unknown[]): void; on(ev: 'message', f: (m: unknown) => void): void } | null;
+  if (port && wt.workerData?.clefShard) {
+    const host = createShardHost((msg, transfer) => port.postMessage(msg, (transfer ?? []) as unknown[]));
+    port.on('message', (m) => host.handle(m as ShardRequest));
+  }
+}

@@ -1,0 +1,271 @@
+// The engine worker's side of a model split across shard workers (tensor parallelism; the split
+// itself is src/split.rs, the math src/model.rs `Pass`).
+//
+//   ShardPool    starts N shard workers (dist/clef-shard.js: browser Workers, or worker_threads
+//                in Node), hands each the compiled wasm module, allocates each one's shard, takes
+//                its bytes during the load (load/placement.ts SplitPlacement), builds its engine
+//   SplitDriver  runs the coordinator's passes: for every stage, the stage input goes to every
+//                shard (postMessage, a transferred Float32Array), their partial sums / logit
+//                slices come back and are added in shard order; the engine moves on
+//
+// Every message is typed (protocol.ts ShardRequest / ShardResponse). A shard that dies or fails
+// rejects every pending request with a `worker_crashed` error and the pool is unusable: the engine
+// reports it as fatal, and loading the model again starts a new pool.
+
+import type { WasmEngine } from '../pkg/clef_web.js';
+import type { CopyOp, ErrorInfo, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
+import type { Destination } from './load/placement.js';
+
+/** A Node built-in, imported at run time (not bundled; never reached in browsers). */
+const importNode = (m: string): Promise<any> => import(/* @vite-ignore */ m); // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/** The transport to one shard worker. */
+export interface ShardPort {
+  post(msg: ShardRequest, transfer?: Transferable[]): void;
+  onmessage: (msg: ShardResponse) => void;
+  /** The worker died or could not start. */
+  onfail: (message: string) => void;
+  terminate(): void;
+}
+
+/** A typed failure of the pool (code from protocol.ts). */
+export class ShardError extends Error {
+  constructor(readonly info: ErrorInfo) {
+    super(info.message);
+  }
+  get code() {
+    return this.info.code;
+  }
+}
+
+type Body<K extends ShardRequest['type']> = Omit<Extract<ShardRequest, { type: K }>, 'id' | 'type'>;
+
+interface Pending {
+  resolve: (v: unknown) => void;
+  reject: (e: ShardError) => void;
+}
+
+export class ShardPool {
+  private nextId = 1;
+  private pending = new Map<number, Pending>();
+  private failure: ShardError | null = null;
+  /** Per shard: the vocabulary rows of its LM-head slice (after `finish`). */
+  vocab: Array<[number, number]> = [];
+
+  private constructor(private ports: ShardPort[]) {
+    ports.forEach((p, i) => {
+      p.onmessage = (msg) => this.receive(msg);
+      p.onfail = (message) => this.fail({ code: 'worker_crashed', fatal: true, message: `shard worker ${i + 1} of ${ports.length} stopped: ${message}` });
+    });
+  }
+
+  /** Starts `n` shard workers and instantiates `module` in each. */
+  static async start(n: number, module: WebAssembly.Module, spawn: (i: number) => Promise<ShardPort>): Promise<ShardPool> {
+    const pool = new ShardPool(await Promise.all(Array.from({ length: n }, (_, i) => spawn(i))));
+    try {
+      await Promise.all(pool.ports.map((_, i) => pool.request(i, 'init', { module })));
+    } catch (e) {
+      pool.terminate();
+      throw e;
+    }
+    return pool;
+  }
+
+  get size(): number {
+    return this.ports.length;
+  }
+
+  private receive(msg: ShardResponse) {
+    const p = this.pending.get(msg.id);
+    if (msg.type === 'error') {
+      // An answerless message (write, ops) failed, or a request did: either way the shard's
+      // state is now unknown.
+      this.fail(msg.error.code === 'worker_crashed' ? msg.error : { ...msg.error, fatal: true });
+      return;
+    }
+    if (!p) return;
+    this.pending.delete(msg.id);
+    p.resolve(msg.result);
+  }
+
+  private fail(info: ErrorInfo) {
+    this.failure ??= new ShardError(info);
+    for (const p of this.pending.values()) p.reject(this.failure);
+    this.pending.clear();
+  }
+
+  private check() {
+    if (this.failure) throw this.failure;
+  }
+
+  request<K extends ShardRequest['type']>(i: number, type: K, body: Body<K>, transfer: Transferable[] = []): Promise<ShardResults[K]> {
+    this.check();
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.ports[i].post({ type, id, ...body } as unknown as ShardRequest, transfer);
+    });
+  }
+
+  /** A message without an answer (its failure fails the pool). */
+  send<K extends 'write' | 'ops'>(i: number, type: K, body: Body<K>, transfer: Transferable[] = []): void {
+    this.check();
+    this.ports[i].post({ type, id: this.nextId++, ...body } as unknown as ShardRequest, transfer);
+  }
+
+  /** Allocates every shard of the model with this header; returns each one's load plan. */
+  async alloc(header: Uint8Array, size: number): Promise<CopyOp[][]> {
+    const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'alloc', { header, size, index: i, count: this.size })));
+    return r.map((x) => x.plan);
+  }
+
+  /** The shards as destinations of a split load (see load/placement.ts). */
+  destinations(plans: CopyOp[][]): Destination[] {
+    return plans.map((plan, i) => ({
+      plan,
+      write: (pieces, bytes) => this.send(i, 'write', { pieces, bytes }, [bytes.buffer as ArrayBuffer, pieces.buffer as ArrayBuffer]),
+    }));
+  }
+
+  /** Waits until every shard has handled every earlier message; returns their wasm memory sizes. */
+  async sync(): Promise<number[]> {
+    const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'sync', {})));
+    return r.map((x) => x.wasmMemoryBytes);
+  }
+
+  /** Builds every shard's engine (state for `nCtx` tokens); returns their wasm memory sizes. */
+  async finish(nCtx: number, precision = 'fast'): Promise<number[]> {
+    const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'finish', { nCtx, precision })));
+    this.vocab = r.map((x) => x.vocab);
+    return r.map((x) => x.wasmMemoryBytes);
+  }
+
+  /** Sends the coordinator's state changes to every shard. */
+  ops(ops: Uint32Array): void {
+    if (!ops.length) return;
+    this.ports.forEach((_, i) => this.send(i, 'ops', { ops: i + 1 < this.size ? ops.slice() : ops }, []));
+  }
+
+  /** Runs one stage on every shard; their results in shard order. */
+  run(kind: number, layer: number, pos: number, x: Float32Array): Promise<Float32Array[]> {
+    return Promise.all(
+      this.ports.map((_, i) => {
+        const xi = i + 1 < this.size ? x.slice() : x; // each worker gets its own (transferred) copy
+        return this.request(i, 'run', { kind, layer, pos, x: xi }, [xi.buffer as ArrayBuffer]);
+      }),
+    );
+  }
+
+  terminate(): void {
+    this.fail({ code: 'not_loaded', message: 'the model was unloaded' });
+    for (const p of this.ports) p.terminate();
+  }
+}
+
+/** Runs the coordinator engine's passes on the pool (see src/engine.rs). */
+export class SplitDriver {
+  /** Time spent waiting for the shards vs running the coordinator's own work, ms (since the last reset). */
+  waitMs = 0;
+  coordinatorMs = 0;
+
+  constructor(private eng: WasmEngine, private pool: ShardPool) {}
+
+  /** `eng.prefill(max)`, with the shards. */
+  async prefill(max: number): Promise<number> {
+    await this.drive();
+    const left = this.eng.prefillStart(max);
+    await this.drive();
+    return left;
+  }
+
+  /** `eng.step()`, with the shards. */
+  async step(): Promise<{ token: number; text: string } | null> {
+    await this.drive();
+    const piece = this.eng.stepStart() as { token: number; text: string } | null;
+    await this.drive();
+    return piece;
+  }
+
+  /** Delivers queued state changes, then runs the pass in flight (if any) to its end. */
+  async drive(): Promise<void> {
+    const { eng, pool } = this;
+    try {
+      pool.ops(eng.takeShardOps());
+      for (;;) {
+        let t = performance.now();
+        const st = eng.passStage();
+        if (!st) return;
+        const [kind, layer, pos] = st;
+        const x = eng.passInput();
+        this.coordinatorMs += performance.now() - t;
+        t = performance.now();
+        const outs = await pool.run(kind, layer, pos, x);
+        const t2 = performance.now();
+        this.waitMs += t2 - t;
+        outs.forEach((o, i) => {
+          if (kind === 2) eng.passPutLogits(pool.vocab[i][0], pool.vocab[i][1], o);
+          else eng.passAddPartial(o);
+        });
+        const more = eng.passAdvance();
+        this.coordinatorMs += performance.now() - t2;
+        if (!more) return;
+      }
+    } catch (e) {
+      eng.cancelPass();
+      throw e;
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Starting shard workers
+
+/** A browser module Worker running dist/clef-shard.js (beside the engine worker's script). */
+export function browserShard(i: number, scriptUrl: URL): ShardPort {
+  let url = scriptUrl.href;
+  let blob: string | null = null;
+  if (typeof location !== 'undefined' && scriptUrl.origin !== location.origin) {
+    // Workers must be same-origin: a blob: module that imports the CDN copy.
+    blob = URL.createObjectURL(new Blob([`import ${JSON.stringify(url)};\n`], { type: 'text/javascript' }));
+    url = blob;
+  }
+  const w = new Worker(url, { type: 'module', name: `clef-shard-${i}` });
+  const port: ShardPort = {
+    post: (m, t) => w.postMessage(m, t ?? []),
+    onmessage: () => {},
+    onfail: () => {},
+    terminate: () => {
+      w.terminate();
+      if (blob) URL.revokeObjectURL(blob);
+    },
+  };
+  w.onmessage = (e: MessageEvent) => port.onmessage(e.data as ShardResponse);
+  w.onerror = (e: ErrorEvent) => {
+    e.preventDefault?.();
+    port.onfail(e.message || 'it could not start (is clef-shard.js served beside clef-worker.js?)');
+  };
+  w.onmessageerror = () => port.onfail('a message could not be read');
+  return port;
+}
+
+/** A Node worker_threads Worker running dist/clef-shard.js. */
+export async function nodeShard(i: number, scriptUrl: URL): Promise<ShardPort> {
+  const wt = await importNode('node:worker_threads');
+  const w = new wt.Worker(scriptUrl, { workerData: { clefShard: true }, name: `clef-shard-${i}` });
+  let exited = false;
+  const port: ShardPort = {
+    post: (m, t) => w.postMessage(m, t ?? []),
+    onmessage: () => {},
+    onfail: () => {},
+    terminate: () => {
+      exited = true;
+      void w.terminate();
+    },
+  };
+  w.on('message', (m: ShardResponse) => port.onmessage(m));
+  w.on('error', (e: Error) => port.onfail(e.message));
+  w.on('exit', (code: number) => {
+    if (!exited) port.onfail(`it exited (code ${code})`);
+  });
+  return port;
+}
