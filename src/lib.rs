@@ -20,3 +20,4 @@ pub mod sampler;
 pub mod wasm;
 pub mod engine;
 pub mod chat;
+pub mod clef;

@@ -15,8 +15,9 @@ use crate::ops::{self, l2norm, matmul, rmsnorm, sigmoid, silu, softplus, Linear,
 use crate::weights::{StoreError, TensorView, WeightStore};
 use std::fmt;
 
-/// Architectures whose trunk this module runs.
-pub const ARCHITECTURES: &[&str] = &["qwen35"];
+/// Architectures whose trunk this module runs. `clef` is a qwen35 trunk with Clef's joint schema
+/// head beside it (same keys under `clef.`; the head is [`crate::clef`]'s).
+pub const ARCHITECTURES: &[&str] = &["qwen35", "clef"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelError {

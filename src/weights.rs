@@ -125,6 +125,27 @@ impl WeightStore {
         Ok(WeightStore { shards, ranges, tensors, filled })
     }
 
+    /// A store of one zeroed shard of `len` bytes holding `tensors` (their `offset`s are into
+    /// that shard), for weights that do not come from a GGUF — `joint_head.safetensors`. The
+    /// caller fills `shard_mut(0)` and calls `mark_filled(0)`.
+    pub fn single_shard(len: u64, mut tensors: Vec<TensorView>) -> Result<WeightStore, StoreError> {
+        for t in &mut tensors {
+            if (t.offset + t.size) as u64 > len {
+                return Err(StoreError::BadRange(format!("tensor {} ends past the {len} bytes of its shard", t.name)));
+            }
+            t.shard = 0;
+        }
+        let mut v: Vec<u64> = Vec::new();
+        v.try_reserve_exact(len.div_ceil(8) as usize).map_err(|_| StoreError::OutOfMemory { requested: len })?;
+        v.resize(len.div_ceil(8) as usize, 0);
+        Ok(WeightStore {
+            shards: vec![v],
+            ranges: vec![ShardRange { shard: 0, file_offset: 0, len }],
+            tensors,
+            filled: vec![false],
+        })
+    }
+
     /// The file ranges the loader must copy in, one per shard.
     pub fn plan(&self) -> &[ShardRange] {
         &self.ranges
