@@ -32,7 +32,7 @@ NODE_ARGS=--experimental-wasm-relaxed-simd cargo test --profile fast --target wa
 echo "== release wasm build + JS tests"
 ./build.sh
 node --test tests/js/
-CLEF_WASM=relaxed-simd node --experimental-wasm-relaxed-simd --test tests/js/cli.test.mjs
+CLEF_WASM=relaxed-simd node --experimental-wasm-relaxed-simd --test tests/js/cli.test.mjs tests/js/decide.test.mjs
 
 echo "== browser runtime and chat page tests (headless Chromium + Node)"
 node --test tests/browser/
