@@ -509,6 +509,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
+    #[allow(clippy::approx_constant)] // 3.14159265 is the spec's example value, not π
     fn g_format_matches_printf() {
         // The spec's table (llama.cpp column) and B6's values.
         let cases = [

@@ -404,6 +404,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::excessive_precision)] // the fixtures' values, digit for digit
     fn scales_transform() {
         // Fixture A's raw scalars and stored scales (make_clef_gguf.py meta).
         // Fixtures A and B (make_clef_gguf.py's meta.json): raw scalars → the stored f32 scales, exactly.
