@@ -8,6 +8,7 @@
 //!               [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
 //!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact]
 //! clef tokenize --model F --text TEXT [--special]
+//! clef decide   --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
 //! clef bench-kernels [--json] [--type T] [--ms MS] [--prefill T]
 //! ```
 
@@ -31,13 +32,15 @@ pub trait Host {
     fn out(&mut self, s: &str);
 }
 
-pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|bench-kernels|self-test> [options]
+pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench-kernels|self-test> [options]
   info          --model F
   logits        --model F --tokens 1,2,3 [--all] [--precision fast|exact]
   generate      --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
                 [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
                 [--ignore-eos] [--json] [--ctx N] [--precision fast|exact]
   tokenize      --model F --text TEXT [--special]
+  decide        --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
+                [--precision fast|exact]   (SystemOne request JSON in, response JSON out)
   bench-kernels [--json] [--type T] [--ms MS] [--prefill TOKENS]
   self-test     [--rows N]   (fast kernels vs scalar references in this build; JSON, exit 1 on a mismatch)";
 
@@ -118,6 +121,7 @@ pub fn run(args: &[String], host: &mut dyn Host) -> Result<(), String> {
         "logits" => logits(&a, host),
         "generate" => generate(&a, host),
         "tokenize" => tokenize(&a, host),
+        "decide" => decide(&a, host),
         "bench-kernels" => bench(&a, host),
         "self-test" => self_test(&a, host),
         "help" | "--help" | "-h" => {
@@ -244,6 +248,55 @@ fn tokenize(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     let tok = Tokenizer::from_gguf(&h).map_err(|e| e.to_string())?;
     let ids = tok.encode(a.req("text")?, a.flag("special"));
     host.out(&json::object([("ids", json::array(ids.iter().map(|i| i.to_string())))]));
+    host.out("\n");
+    Ok(())
+}
+
+/// Reads a whole (small) file through the host.
+fn read_text(host: &mut dyn Host, path: &str) -> Result<String, String> {
+    let mut src = host.open(path)?;
+    let size = src.size()?;
+    if size > 64 << 20 {
+        return Err(format!("{path}: {size} bytes is too large for a request"));
+    }
+    let mut buf = vec![0u8; size as usize];
+    src.read_at(0, &mut buf)?;
+    String::from_utf8(buf).map_err(|_| format!("{path} is not UTF-8 text"))
+}
+
+/// The last path component (the model name a response reports, as llama.cpp's oracle does).
+fn file_name(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+/// `decide`: a SystemOne request through the joint schema head — in the GGUF (`clef`), or
+/// `--head joint_head.safetensors` (+ `joint_head_config.json` beside it) with a head-less one.
+/// Errors are `code: message` (see [`crate::clef::DecisionError::code`]).
+fn decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
+    use crate::clef::{Decider, DecisionModel};
+    a.check_known(&["model", "head", "head-config", "request", "precision"])?;
+    let prec = a.precision()?;
+    let model_path = a.req("model")?;
+    let body = read_text(host, a.req("request")?)?;
+    let (h, model) = load(host, model_path)?;
+    let tok = Tokenizer::from_gguf(&h).map_err(|e| format!("cannot tokenize: {e}"))?;
+    let typed = |e: crate::clef::DecisionError| format!("{}: {e}", e.code());
+    let dm = match a.get("head") {
+        None => DecisionModel::from_gguf(&h, &model, file_name(model_path)).map_err(typed)?,
+        Some(head) => {
+            let cfg_path = match a.get("head-config") {
+                Some(p) => p.to_string(),
+                None => format!("{}joint_head_config.json", &head[..head.len() - file_name(head).len()]),
+            };
+            let cfg = read_text(host, &cfg_path)?;
+            let mut src = host.open(head)?;
+            DecisionModel::from_safetensors(&h, &model, src.as_mut(), &cfg, file_name(model_path)).map_err(typed)?
+        }
+    };
+    let mut d = Decider::new();
+    d.precision = prec;
+    let (req, resp) = d.decide(&model, &tok, &dm, &body).map_err(typed)?;
+    host.out(&resp.to_json(&req));
     host.out("\n");
     Ok(())
 }

@@ -23,3 +23,4 @@ pub mod sampler;
 pub mod wasm;
 pub mod engine;
 pub mod chat;
+pub mod clef;

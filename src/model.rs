@@ -16,8 +16,9 @@ use crate::split::{self, Cut, ShardId, ShardPlan};
 use crate::weights::{Layout, StoreError, TensorView, WeightStore};
 use std::fmt;
 
-/// Architectures whose trunk this module runs.
-pub const ARCHITECTURES: &[&str] = &["qwen35"];
+/// Architectures whose trunk this module runs. `clef` is a qwen35 trunk with Clef's joint schema
+/// head beside it (same keys under `clef.`; the head is [`crate::clef`]'s).
+pub const ARCHITECTURES: &[&str] = &["qwen35", "clef"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelError {

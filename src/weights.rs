@@ -152,6 +152,21 @@ impl WeightStore {
     }
 }
 
+impl WeightStore {
+    /// A store of one zeroed shard of `len` bytes holding `tensors` (their `offset`s are into
+    /// that shard), for weights that do not come from a GGUF — `joint_head.safetensors`. The
+    /// caller fills `shard_mut(0)` and calls `mark_filled(0)`.
+    pub fn single_shard(len: u64, mut tensors: Vec<TensorView>) -> Result<WeightStore, StoreError> {
+        for t in &mut tensors {
+            if (t.offset + t.size) as u64 > len {
+                return Err(StoreError::BadRange(format!("tensor {} ends past the {len} bytes of its shard", t.name)));
+            }
+            t.shard = 0;
+        }
+        WeightStore::from_layout(Layout { shard_len: vec![len], plan: vec![CopyOp::contiguous(0, 0, 0, len)], tensors })
+    }
+}
+
 /// Where every kept tensor goes, before anything is allocated: shard sizes, the copy plan, the views.
 pub struct Layout {
     pub shard_len: Vec<u64>,

@@ -17,6 +17,10 @@ fi
 
 npm ci --no-audit --no-fund
 
+# The clef decision fixtures are generated with gguf-py (../shared/fixtures/clef/make_clef_gguf.py) and the
+# head exported to safetensors (tools/export_head.py): tests/clef.rs runs tools/make_clef_fixtures.sh.
+python3 -c 'import gguf, numpy, safetensors' 2>/dev/null || python3 -m pip install --quiet gguf==0.19.0 numpy safetensors
+
 if [ ! -x /usr/bin/chromium ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
