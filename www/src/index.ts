@@ -499,10 +499,20 @@ export class ClefEngine {
     return this.rpc.call<'detokenize'>({ type: 'detokenize', ids: Array.from(ids), special: options.special ?? false });
   }
 
-  /** Renders the model's chat template. */
-  async applyChatTemplate(messages: ChatCompletionCreateParams['messages'], options: { enable_thinking?: boolean; tools?: unknown[]; add_generation_prompt?: boolean } = {}): Promise<string> {
+  /**
+   * Renders the model's chat template as transformers would (key order kept, tool-call arguments
+   * given as JSON strings parsed). A template that refuses the conversation throws a `template`
+   * error with the template's own message.
+   */
+  async applyChatTemplate(
+    messages: ChatCompletionCreateParams['messages'],
+    options: { enable_thinking?: boolean; tools?: unknown[]; add_generation_prompt?: boolean; chat_template_kwargs?: Record<string, unknown> } = {},
+  ): Promise<string> {
     this.check();
-    return this.rpc.call<'render'>({ type: 'render', messages, tools: options.tools, enableThinking: options.enable_thinking, addGenerationPrompt: options.add_generation_prompt });
+    return this.rpc.call<'render'>({
+      type: 'render', messages, tools: options.tools, addGenerationPrompt: options.add_generation_prompt,
+      chatTemplateKwargs: templateKwargs(options.enable_thinking, options.chat_template_kwargs),
+    });
   }
 
   /** Aborts every running or queued request of this engine. */
@@ -569,13 +579,15 @@ export class ClefEngine {
     let params: GenerateParams;
     try {
       this.check();
-      if (!body || !Array.isArray(body.messages)) throw new ClefError({ code: 'bad_request', message: 'messages must be an array' });
+      if (!body || !Array.isArray(body.messages) || body.messages.length === 0) throw new ClefError({ code: 'bad_request', message: 'messages must be a non-empty array' });
       params = samplingToParams(body);
     } catch (e) {
       return Promise.reject(e);
     }
-    const enableThinking = body.enable_thinking ?? (body.chat_template_kwargs?.enable_thinking as boolean | undefined);
-    const prompt: PromptSpec = { kind: 'chat', messages: body.messages, tools: body.tools, enableThinking };
+    const prompt: PromptSpec = {
+      kind: 'chat', messages: body.messages, tools: body.tools,
+      chatTemplateKwargs: templateKwargs(body.enable_thinking, body.chat_template_kwargs),
+    };
     const created = Math.floor(Date.now() / 1000);
     const id = rid('chatcmpl');
     const model = body.model ?? this.model;
@@ -743,6 +755,12 @@ export class ClefEngine {
       }
     }));
   }
+}
+
+/** `chat_template_kwargs` with `enable_thinking` (the top-level option wins). */
+function templateKwargs(enableThinking: boolean | undefined, kwargs: Record<string, unknown> | undefined | null): Record<string, unknown> | undefined {
+  if (enableThinking === undefined || enableThinking === null) return kwargs ?? undefined;
+  return { ...(kwargs ?? {}), enable_thinking: enableThinking };
 }
 
 function anySignal(signals: AbortSignal[]): AbortSignal {
