@@ -184,7 +184,10 @@ export function createCore(post: Post, env: CoreEnv) {
       return { ids: Uint32Array.from(p.ids), thinking: false };
     }
     if (p.kind === 'text') return { ids: eng.tokenize(p.text, true), thinking: false };
-    const text = eng.applyChatTemplate(chatRequestJson(p.messages, p)) + (p.assistantPrefix ?? '');
+    let text = eng.applyChatTemplate(chatRequestJson(p.messages, p));
+    // A forced answer start (tool_choice required / named) comes after the reasoning block: close
+    // an open one empty, as the template does with thinking off.
+    if (p.assistantPrefix) text += (opensThink(text) ? '\n</think>\n\n' : '') + p.assistantPrefix;
     return { ids: eng.tokenize(text, true), thinking: opensThink(text) };
   }
 
