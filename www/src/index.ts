@@ -26,6 +26,7 @@ export type { CachedModel } from './cache.js';
 export type { ModelRef } from './resolve.js';
 export { resolveModel } from './resolve.js';
 export { ToolCallParser, parseToolCalls, typedValue } from './toolcalls.js';
+export { createOpenAIFetch, type OpenAIFetchOptions } from './openai-fetch.js';
 export type { ToolCall, ToolCallEvent, ToolDefinition } from './toolcalls.js';
 
 /** Every error of the API: `code` says what went wrong (see ErrorCode). */
@@ -291,6 +292,13 @@ interface ToolSetup {
   prefix: string;
   /** Stop string (one call only). */
   stop?: string;
+}
+
+/** Refuses options this engine does not implement yet, rather than ignoring them. */
+function unsupported(body: ChatCompletionCreateParams & { response_format?: { type?: string } | null; logprobs?: boolean | null }) {
+  const rf = body.response_format?.type;
+  if (rf && rf !== 'text') throw new ClefError({ code: 'bad_request', message: `response_format '${rf}' is not supported yet (only 'text')` });
+  if (body.logprobs) throw new ClefError({ code: 'bad_request', message: 'logprobs are not supported yet' });
 }
 
 function toolSetup(body: ChatCompletionCreateParams): ToolSetup {
@@ -672,6 +680,7 @@ export class ClefEngine {
       if (!body || !Array.isArray(body.messages) || body.messages.length === 0) throw new ClefError({ code: 'bad_request', message: 'messages must be a non-empty array' });
       params = samplingToParams(body);
       tools = toolSetup(body);
+      unsupported(body);
     } catch (e) {
       return Promise.reject(e);
     }
