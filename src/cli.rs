@@ -303,13 +303,14 @@ fn decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
 
 /// One user turn rendered with the file's chat template (built-in ChatML if it has none).
 pub fn chat_prompt(h: &Header, user: &str, no_think: bool) -> Result<String, String> {
-    let t = ChatTemplate::new(h.get_str("tokenizer.chat_template"))?;
+    let t = ChatTemplate::new(h.get_str("tokenizer.chat_template")).map_err(|e| e.to_string())?;
     t.render(&ChatInput {
         messages: simple_messages(&[("user", user)]),
         add_generation_prompt: true,
         enable_thinking: Some(!no_think),
         ..Default::default()
     })
+    .map_err(|e| e.to_string())
 }
 
 fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {

@@ -75,7 +75,7 @@ pub fn run_cli(args: Vec<String>, host: CliHost) -> Result<(), JsValue> {
 // Errors are JS `Error`s with a `code`: need_more, bad_gguf, wrong_architecture, unsupported_type,
 // out_of_memory, context_full, bad_request, template, internal.
 
-use crate::chat::{ChatInput, ChatTemplate};
+use crate::chat::ChatTemplate;
 use crate::engine::{Engine, EngineError, GenParams};
 use crate::gguf::{GgufError, Header};
 use crate::model::{Config, Model, ModelError, Role, Stage};
@@ -319,7 +319,7 @@ impl ModelLoader {
         let store = self.store.take().ok_or_else(|| err("bad_request", "loader already finished"))?;
         let model = Model::from_store_role(self.config.clone(), store, self.role).map_err(|e| model_err(&e))?;
         let tokenizer = Tokenizer::from_gguf(&self.header).map_err(|e| err("bad_gguf", e))?;
-        let template = ChatTemplate::new(self.header.get_str("tokenizer.chat_template")).map_err(|e| err("template", e))?;
+        let template = ChatTemplate::new(self.header.get_str("tokenizer.chat_template")).map_err(|e| err(e.code(), e))?;
         let engine = Engine::new(model, Some(tokenizer), n_ctx).map_err(|e| err("out_of_memory", e))?;
         Ok(WasmEngine { engine, template })
     }
@@ -401,34 +401,6 @@ pub struct WasmEngine {
     template: ChatTemplate,
 }
 
-/// JS value → template value (objects, arrays, strings, numbers, booleans, null).
-fn to_template_value(v: &JsValue) -> minijinja::Value {
-    if let Some(s) = v.as_string() {
-        minijinja::Value::from(s)
-    } else if let Some(b) = v.as_bool() {
-        minijinja::Value::from(b)
-    } else if let Some(n) = v.as_f64() {
-        if n.fract() == 0.0 && n.abs() < 9e15 {
-            minijinja::Value::from(n as i64)
-        } else {
-            minijinja::Value::from(n)
-        }
-    } else if Array::is_array(v) {
-        minijinja::Value::from(Array::from(v).iter().map(|x| to_template_value(&x)).collect::<Vec<_>>())
-    } else if v.is_object() {
-        let mut m = std::collections::BTreeMap::new();
-        for e in Object::entries(&Object::from(v.clone())).iter() {
-            let pair = Array::from(&e);
-            if let Some(k) = pair.get(0).as_string() {
-                m.insert(k, to_template_value(&pair.get(1)));
-            }
-        }
-        minijinja::Value::from(m)
-    } else {
-        minijinja::Value::from(())
-    }
-}
-
 #[wasm_bindgen]
 impl WasmEngine {
     #[wasm_bindgen(js_name = nCtx)]
@@ -444,19 +416,15 @@ impl WasmEngine {
         self.engine.tokenizer.as_ref().map(|t| t.decode(ids, special)).unwrap_or_default()
     }
 
-    /// Renders the chat template. `options`: {addGenerationPrompt, enableThinking, tools}.
+    /// Renders the chat template for an OpenAI-shaped request given as JSON text (`{messages,
+    /// tools?, add_generation_prompt?, enable_thinking?, chat_template_kwargs?}`; see
+    /// `chat::ChatInput::from_request_json`: the one JSON → template value conversion).
     #[wasm_bindgen(js_name = applyChatTemplate)]
-    pub fn apply_chat_template(&self, messages: JsValue, options: JsValue) -> Result<String, JsValue> {
+    pub fn apply_chat_template(&self, request_json: &str) -> Result<String, JsValue> {
         let tok = self.engine.tokenizer.as_ref();
-        let input = ChatInput {
-            messages: to_template_value(&messages),
-            tools: get(&options, "tools").map(|t| to_template_value(&t)),
-            add_generation_prompt: get(&options, "addGenerationPrompt").and_then(|v| v.as_bool()).unwrap_or(true),
-            enable_thinking: get(&options, "enableThinking").and_then(|v| v.as_bool()),
-            bos_token: tok.and_then(|t| t.bos()).and_then(|b| t_text(tok, b)).unwrap_or_default(),
-            eos_token: tok.and_then(|t| t.eos()).and_then(|b| t_text(tok, b)).unwrap_or_default(),
-        };
-        self.template.render(&input).map_err(|e| err("template", e))
+        let bos = tok.and_then(|t| t.bos()).and_then(|b| t_text(tok, b)).unwrap_or_default();
+        let eos = tok.and_then(|t| t.eos()).and_then(|b| t_text(tok, b)).unwrap_or_default();
+        self.template.render_request(request_json, &bos, &eos).map_err(|e| err(e.code(), e))
     }
 
     /// Starts a request; returns how many prompt tokens were reused from the previous state.

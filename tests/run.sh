@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 test -d ../shared/fixtures || { echo "tests/run.sh: ../shared/fixtures is missing" >&2; exit 1; }
 
 echo "== native tests"
+# The chat-template reference (transformers' rendering with jinja2) is what tests/chat/reference.py writes.
+if python3 -c 'import jinja2' 2>/dev/null; then python3 tests/chat/reference.py --check; fi
 cargo test --profile fast
 
 echo "== wasm32 tests (Node, SIMD128)"

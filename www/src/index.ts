@@ -13,18 +13,22 @@ import type {
   Results, SourceSpec, WorkerStats,
 } from './protocol.js';
 import type {
-  ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParams, ChatStream, Completion, CompletionCreateParams, CompletionUsage,
-  LoadOptions, SamplingParams,
+  ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParams, ChatCompletionTool, ChatFinishReason, ChatStream, Completion,
+  CompletionCreateParams, CompletionUsage, LoadOptions, SamplingParams,
 } from './types.js';
 import { resolveModel, type ModelRef } from './resolve.js';
 import { clearCache, deleteCached, listCached, persistCache, type CachedModel } from './cache.js';
 import { BadRequest, checkMessages, loadParams, samplingParams } from './validate.js';
+import { ToolCallParser, type ToolCall, type ToolDefinition } from './toolcalls.js';
 
 export type * from './types.js';
 export type { ErrorCode, ErrorInfo, LoadPhase, LoadProgress, LoadRetry, ModelInfo, LoadStats, WorkerStats, FinishReason } from './protocol.js';
 export type { CachedModel } from './cache.js';
 export type { ModelRef } from './resolve.js';
 export { resolveModel } from './resolve.js';
+export { ToolCallParser, parseToolCalls, typedValue } from './toolcalls.js';
+export { createOpenAIFetch, type OpenAIFetchOptions } from './openai-fetch.js';
+export type { ToolCall, ToolCallEvent, ToolDefinition } from './toolcalls.js';
 
 /** Every error of the API: `code` says what went wrong (see ErrorCode). */
 export class ClefError extends Error {
@@ -236,6 +240,99 @@ export class ThinkSplitter {
     return { reasoning, content };
   }
   private seenReasoning = false;
+}
+
+// ------------------------------------------------------------------------------------------------
+// A chat answer: reasoning, content and tool calls, as the generated text streams
+
+type AnswerPart = { kind: 'reasoning'; text: string } | { kind: 'content'; text: string } | { kind: 'call'; call: ToolCall };
+
+/** Generated text → reasoning (ThinkSplitter), then content and tool calls (ToolCallParser, when tools are on). */
+export class ChatAnswer {
+  private split: ThinkSplitter;
+  private parser: ToolCallParser | null;
+  /** Tokens generated inside the reasoning block. */
+  reasoningTokens = 0;
+
+  /**
+   * `thinking`: the prompt leaves a `<think>` block open. `tools`: parse tool calls (null: plain text).
+   * `prefix`: answer text the prompt already holds (a forced `<tool_call>` start).
+   */
+  constructor(thinking: boolean, tools: ToolDefinition[] | null, prefix = '') {
+    this.split = new ThinkSplitter(thinking);
+    this.parser = tools ? new ToolCallParser(tools) : null;
+    if (prefix) this.parser?.push(prefix);
+  }
+
+  get calls(): ToolCall[] {
+    return this.parser?.calls ?? [];
+  }
+
+  /** Adds one token's text (`token` < 0: text without a token); `final` at the end. */
+  push(text: string, token: number, final = false): AnswerPart[] {
+    if (this.split.inThink && token >= 0) this.reasoningTokens++;
+    const r = this.split.push(text, final);
+    const out: AnswerPart[] = [];
+    if (r.reasoning) out.push({ kind: 'reasoning', text: r.reasoning });
+    if (!this.parser) {
+      if (r.content) out.push({ kind: 'content', text: r.content });
+      return out;
+    }
+    for (const e of this.parser.push(r.content, final)) out.push(e.kind === 'content' ? { kind: 'content', text: e.text } : { kind: 'call', call: e.call });
+    return out;
+  }
+}
+
+/** What a request's `tools`, `tool_choice` and `parallel_tool_calls` mean for the prompt and the answer. */
+interface ToolSetup {
+  /** Tools given to the chat template. */
+  render?: ChatCompletionTool[];
+  /** Tools whose calls are parsed out of the answer (null: none). */
+  parse: ChatCompletionTool[] | null;
+  /** Answer start written into the prompt (`required` / a named function). */
+  prefix: string;
+  /** Stop string (one call only). */
+  stop?: string;
+}
+
+/** Refuses options this engine does not implement yet, rather than ignoring them. */
+function unsupported(body: ChatCompletionCreateParams & { response_format?: { type?: string } | null; logprobs?: boolean | null }) {
+  const rf = body.response_format?.type;
+  if (rf && rf !== 'text') throw new ClefError({ code: 'bad_request', message: `response_format '${rf}' is not supported yet (only 'text')` });
+  if (body.logprobs) throw new ClefError({ code: 'bad_request', message: 'logprobs are not supported yet' });
+}
+
+function toolSetup(body: ChatCompletionCreateParams): ToolSetup {
+  const bad = (message: string) => new ClefError({ code: 'bad_request', message });
+  const tools = body.tools ?? undefined;
+  const choice = body.tool_choice ?? 'auto';
+  if (tools !== undefined) {
+    if (!Array.isArray(tools)) throw bad('tools must be an array');
+    for (const [i, t] of tools.entries()) {
+      if (t?.type !== 'function' || typeof t.function?.name !== 'string' || !t.function.name) {
+        throw bad(`tools[${i}] must be {type: 'function', function: {name, parameters?}}`);
+      }
+    }
+  }
+  const named = typeof choice === 'object' && choice !== null ? choice.function?.name : undefined;
+  if (typeof choice === 'object' && choice !== null && (choice.type !== 'function' || typeof named !== 'string')) {
+    throw bad("tool_choice must be 'auto', 'none', 'required' or {type: 'function', function: {name}}");
+  }
+  if (typeof choice === 'string' && !['auto', 'none', 'required'].includes(choice)) {
+    throw bad(`tool_choice '${choice}' is not one of 'auto', 'none', 'required'`);
+  }
+  if (!tools?.length) {
+    if (choice === 'required' || named) throw bad('tool_choice needs tools');
+    return { render: tools, parse: null, prefix: '' };
+  }
+  if (named && !tools.some((t) => t.function.name === named)) throw bad(`tool_choice names '${named}', which is not in tools`);
+  if (choice === 'none') return { parse: null, prefix: '' };
+  return {
+    render: tools,
+    parse: tools,
+    prefix: named ? `<tool_call>\n<function=${named}>\n` : choice === 'required' ? '<tool_call>\n<function=' : '',
+    stop: body.parallel_tool_calls === false ? '</tool_call>' : undefined,
+  };
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -472,11 +569,21 @@ export class ClefEngine {
     return this.rpc.call<'detokenize'>({ type: 'detokenize', ids: Array.from(ids), special: options.special ?? false });
   }
 
-  /** Renders the model's chat template. */
-  async applyChatTemplate(messages: ChatCompletionCreateParams['messages'], options: { enable_thinking?: boolean; tools?: unknown[]; add_generation_prompt?: boolean } = {}): Promise<string> {
+  /**
+   * Renders the model's chat template as transformers would (key order kept, tool-call arguments
+   * given as JSON strings parsed). A template that refuses the conversation throws a `template`
+   * error with the template's own message.
+   */
+  async applyChatTemplate(
+    messages: ChatCompletionCreateParams['messages'],
+    options: { enable_thinking?: boolean; tools?: unknown[]; add_generation_prompt?: boolean; chat_template_kwargs?: Record<string, unknown> } = {},
+  ): Promise<string> {
     this.check();
     messages = checked(() => checkMessages(messages));
-    return this.rpc.call<'render'>({ type: 'render', messages, tools: options.tools, enableThinking: options.enable_thinking, addGenerationPrompt: options.add_generation_prompt });
+    return this.rpc.call<'render'>({
+      type: 'render', messages, tools: options.tools, addGenerationPrompt: options.add_generation_prompt,
+      chatTemplateKwargs: templateKwargs(options.enable_thinking, options.chat_template_kwargs),
+    });
   }
 
   /** Aborts every running or queued request of this engine. */
@@ -542,53 +649,67 @@ export class ClefEngine {
   private createChat(body: ChatCompletionCreateParams): Promise<ChatCompletion | ChatStream<ChatCompletionChunk>> {
     let params: GenerateParams;
     let messages: ChatCompletionCreateParams['messages'];
+    let tools: ToolSetup;
     try {
       this.check();
       if (!body || typeof body !== 'object') throw new ClefError({ code: 'bad_request', message: 'create() needs a request object {messages, …}' });
       params = checked(() => samplingParams(body));
       messages = checked(() => checkMessages(body.messages));
+      tools = toolSetup(body);
+      unsupported(body);
     } catch (e) {
       return Promise.reject(e);
     }
-    const enableThinking = body.enable_thinking ?? (body.chat_template_kwargs?.enable_thinking as boolean | undefined);
-    const prompt: PromptSpec = { kind: 'chat', messages, tools: body.tools, enableThinking };
+    if (tools.stop) params.stop = [...(params.stop ?? []), tools.stop];
+    const prompt: PromptSpec = {
+      kind: 'chat', messages, tools: tools.render,
+      chatTemplateKwargs: templateKwargs(body.enable_thinking, body.chat_template_kwargs),
+      ...(tools.prefix ? { assistantPrefix: tools.prefix } : {}),
+    };
     const created = Math.floor(Date.now() / 1000);
     const id = rid('chatcmpl');
     const model = body.model ?? this.model;
     const wantIds = !!body.return_token_ids;
+    const finishReason = (r: GenerateResult, answer: ChatAnswer): ChatFinishReason =>
+      answer.calls.length && r.finishReason === 'stop' ? 'tool_calls' : (r.finishReason as 'stop' | 'length');
 
     if (!body.stream) {
       return (async () => {
         const q = this.generate(prompt, params, body.signal ?? undefined);
-        let split: ThinkSplitter | null = null;
+        let answer: ChatAnswer | null = null;
         let content = '';
         let reasoning = '';
         const ids: number[] = [];
+        const take = (parts: AnswerPart[]) => {
+          for (const p of parts) {
+            if (p.kind === 'reasoning') reasoning += p.text;
+            else if (p.kind === 'content') content += p.text;
+          }
+        };
         for (;;) {
           const e = await q.next();
           if (e.kind === 'error') throw e.error;
-          if (e.kind === 'started') split = new ThinkSplitter(e.thinking);
+          if (e.kind === 'started') answer = new ChatAnswer(e.thinking, tools.parse, tools.prefix);
           else if (e.kind === 'token') {
             if (e.token >= 0) ids.push(e.token);
-            const wasThinking = split!.inThink;
-            const r = split!.push(e.text);
-            if (wasThinking && e.token >= 0) split!.reasoningTokens++;
-            content += r.content;
-            reasoning += r.reasoning;
+            take(answer!.push(e.text, e.token));
           } else {
-            const r = split!.push('', true);
-            content += r.content;
-            reasoning += r.reasoning;
+            take(answer!.push('', -1, true));
+            const calls = answer!.calls;
+            if (calls.length) content = content.trim();
             const out: ChatCompletion = {
               id, object: 'chat.completion', created, model,
               choices: [{
                 index: 0,
-                message: { role: 'assistant', content, ...(reasoning ? { reasoning_content: reasoning } : {}), refusal: null },
+                message: {
+                  role: 'assistant', content: calls.length && !content ? null : content,
+                  ...(reasoning ? { reasoning_content: reasoning } : {}), ...(calls.length ? { tool_calls: calls } : {}), refusal: null,
+                },
                 logprobs: null,
-                finish_reason: e.result.finishReason as 'stop' | 'length',
+                finish_reason: finishReason(e.result, answer!),
                 ...(wantIds ? { token_ids: ids } : {}),
               }],
-              usage: makeUsage(e.result, split!.reasoningTokens),
+              usage: makeUsage(e.result, answer!.reasoningTokens),
               system_fingerprint: FINGERPRINT,
               ...(wantIds ? { prompt_token_ids: e.result.promptIds } : {}),
             };
@@ -605,32 +726,40 @@ export class ClefEngine {
     const self = this;
     // Like an HTTP API, a request that cannot start (bad arguments, context full) rejects here.
     return q.first().then(() => streamOf(controller, async function* (): AsyncGenerator<ChatCompletionChunk> {
-      const chunk = (delta: ChatCompletionChunk['choices'][0]['delta'], finish: ChatCompletionChunk['choices'][0]['finish_reason'] = null): ChatCompletionChunk => ({
+      type Delta = ChatCompletionChunk['choices'][0]['delta'];
+      const chunk = (delta: Delta, finish: ChatFinishReason | null = null): ChatCompletionChunk => ({
         id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], system_fingerprint: FINGERPRINT,
       });
-      let split: ThinkSplitter | null = null;
+      /** The chunks of some answer parts; `ids` go on the first. A call is two chunks: its header, then its arguments. */
+      function* chunks(parts: AnswerPart[], ids: number[] | null): Generator<ChatCompletionChunk> {
+        let idField = ids ? { token_ids: ids } : {};
+        for (const p of parts) {
+          if (p.kind === 'reasoning') yield chunk({ reasoning_content: p.text, ...idField });
+          else if (p.kind === 'content') yield chunk({ content: p.text, ...idField });
+          else {
+            const index = answer!.calls.indexOf(p.call);
+            yield chunk({ tool_calls: [{ index, id: p.call.id, type: 'function', function: { name: p.call.function.name, arguments: '' } }], ...idField });
+            yield chunk({ tool_calls: [{ index, function: { arguments: p.call.function.arguments } }] });
+          }
+          idField = {};
+        }
+        if (ids && !parts.length) yield chunk({ content: '', token_ids: ids });
+      }
+      let answer: ChatAnswer | null = null;
       let finished = false;
       try {
         for (;;) {
           const e = await q.next();
           if (e.kind === 'error') throw e.error;
           if (e.kind === 'started') {
-            split = new ThinkSplitter(e.thinking);
+            answer = new ChatAnswer(e.thinking, tools.parse, tools.prefix);
             yield chunk({ role: 'assistant', content: '' });
           } else if (e.kind === 'token') {
-            const wasThinking = split!.inThink;
-            const r = split!.push(e.text);
-            if (wasThinking && e.token >= 0) split!.reasoningTokens++;
-            const ids = wantIds && e.token >= 0 ? { token_ids: [e.token] } : {};
-            if (r.reasoning) yield chunk({ reasoning_content: r.reasoning, ...ids });
-            if (r.content) yield chunk({ content: r.content, ...(r.reasoning ? {} : ids) });
-            if (!r.reasoning && !r.content && wantIds && e.token >= 0) yield chunk({ content: '', ...ids });
+            yield* chunks(answer!.push(e.text, e.token), wantIds && e.token >= 0 ? [e.token] : null);
           } else {
-            const r = split!.push('', true);
-            if (r.reasoning) yield chunk({ reasoning_content: r.reasoning });
-            if (r.content) yield chunk({ content: r.content });
-            const last = chunk({}, e.result.finishReason as 'stop' | 'length');
-            last.usage = makeUsage(e.result, split!.reasoningTokens);
+            yield* chunks(answer!.push('', -1, true), null);
+            const last = chunk({}, finishReason(e.result, answer!));
+            last.usage = makeUsage(e.result, answer!.reasoningTokens);
             if (wantIds) last.prompt_token_ids = e.result.promptIds;
             finished = true;
             yield last;
@@ -720,6 +849,12 @@ export class ClefEngine {
       }
     }));
   }
+}
+
+/** `chat_template_kwargs` with `enable_thinking` (the top-level option wins). */
+function templateKwargs(enableThinking: boolean | undefined, kwargs: Record<string, unknown> | undefined | null): Record<string, unknown> | undefined {
+  if (enableThinking === undefined || enableThinking === null) return kwargs ?? undefined;
+  return { ...(kwargs ?? {}), enable_thinking: enableThinking };
 }
 
 function anySignal(signals: AbortSignal[]): AbortSignal {

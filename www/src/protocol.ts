@@ -178,7 +178,16 @@ export interface ChatMessageInput {
 }
 
 export type PromptSpec =
-  | { kind: 'chat'; messages: ChatMessageInput[]; tools?: unknown[]; enableThinking?: boolean }
+  | {
+      kind: 'chat';
+      messages: ChatMessageInput[];
+      tools?: unknown[];
+      enableThinking?: boolean;
+      /** More template variables (`chat_template_kwargs`). */
+      chatTemplateKwargs?: Record<string, unknown>;
+      /** Text appended after the rendered prompt: the start of the assistant's answer (e.g. a forced tool call). */
+      assistantPrefix?: string;
+    }
   | { kind: 'text'; text: string }
   | { kind: 'tokens'; ids: number[] };
 
@@ -240,7 +249,10 @@ export type Request =
   | { type: 'abort'; id: number; target?: number }
   | { type: 'tokenize'; id: number; text: string; special: boolean }
   | { type: 'detokenize'; id: number; ids: number[]; special: boolean }
-  | { type: 'render'; id: number; messages: ChatMessageInput[]; tools?: unknown[]; enableThinking?: boolean; addGenerationPrompt?: boolean }
+  | {
+      type: 'render'; id: number; messages: ChatMessageInput[]; tools?: unknown[]; enableThinking?: boolean; addGenerationPrompt?: boolean;
+      chatTemplateKwargs?: Record<string, unknown>;
+    }
   | { type: 'reset'; id: number }
   | { type: 'stats'; id: number }
   | { type: 'unload'; id: number };

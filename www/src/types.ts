@@ -45,9 +45,38 @@ export interface ChatCompletionCreateParams extends SamplingParams {
   /** Qwen3.5 thinking on (default) or off. */
   enable_thinking?: boolean;
   chat_template_kwargs?: { enable_thinking?: boolean; [k: string]: unknown };
-  /** Tool definitions, passed to the chat template. */
-  tools?: unknown[];
-  tool_choice?: unknown;
+  /** Tools the model may call (rendered by the chat template; calls come back in `message.tool_calls`). */
+  tools?: ChatCompletionTool[] | null;
+  /**
+   * `auto` (default with tools): the model decides. `none`: no calls (the tools are left out of the
+   * prompt). `required` or `{type: 'function', function: {name}}`: the answer starts with a call
+   * (of that function): the engine writes `<tool_call>` (and the name) itself, skipping the
+   * reasoning for that turn.
+   */
+  tool_choice?: 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } } | null;
+  /** false: at most one call per answer (generation stops after it). Default true. */
+  parallel_tool_calls?: boolean | null;
+}
+
+/** A tool definition (OpenAI shape). `parameters` is a JSON schema; it also types the call's arguments. */
+export interface ChatCompletionTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean | null };
+}
+
+/** A call the model made: `arguments` is JSON text (parameters typed by the tool's schema). */
+export interface ChatCompletionMessageToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A streamed piece of a tool call: the first for a call has `id`, `type` and the name. */
+export interface ChatCompletionChunkToolCall {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function?: { name?: string; arguments?: string };
 }
 
 export interface CompletionCreateParams extends SamplingParams {
@@ -76,13 +105,15 @@ export interface CompletionUsage {
   completion_tokens_per_second: number;
 }
 
-export type ChatFinishReason = 'stop' | 'length';
+export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';
 
 export interface ChatCompletionMessage {
   role: 'assistant';
   content: string | null;
   /** The model's reasoning (the `<think>` block), when it thought. */
   reasoning_content?: string | null;
+  /** The calls the model made (then `finish_reason` is `tool_calls`). */
+  tool_calls?: ChatCompletionMessageToolCall[];
   refusal: null;
 }
 
@@ -110,7 +141,10 @@ export interface ChatCompletionChunk {
   model: string;
   choices: Array<{
     index: number;
-    delta: { role?: 'assistant'; content?: string | null; reasoning_content?: string | null; token_ids?: number[] };
+    delta: {
+      role?: 'assistant'; content?: string | null; reasoning_content?: string | null; tool_calls?: ChatCompletionChunkToolCall[];
+      token_ids?: number[];
+    };
     logprobs: null;
     finish_reason: ChatFinishReason | null;
   }>;
@@ -125,7 +159,7 @@ export interface Completion {
   object: 'text_completion';
   created: number;
   model: string;
-  choices: Array<{ index: number; text: string; logprobs: null; finish_reason: ChatFinishReason; token_ids?: number[] }>;
+  choices: Array<{ index: number; text: string; logprobs: null; finish_reason: 'stop' | 'length'; token_ids?: number[] }>;
   usage: CompletionUsage;
   system_fingerprint: string;
   prompt_token_ids?: number[];

@@ -212,9 +212,10 @@ export function createCore(post: Post, env: CoreEnv) {
       return { ids: Uint32Array.from(p.ids), thinking: false };
     }
     if (p.kind === 'text') return { ids: eng.tokenize(p.text, true), thinking: false };
-    const text = eng.applyChatTemplate(normalizeMessages(p.messages), {
-      addGenerationPrompt: true, enableThinking: p.enableThinking, tools: p.tools,
-    });
+    let text = eng.applyChatTemplate(chatRequestJson(p.messages, p));
+    // A forced answer start (tool_choice required / named) comes after the reasoning block: close
+    // an open one empty, as the template does with thinking off.
+    if (p.assistantPrefix) text += (opensThink(text) ? '\n</think>\n\n' : '') + p.assistantPrefix;
     return { ids: eng.tokenize(text, true), thinking: opensThink(text) };
   }
 
@@ -320,9 +321,7 @@ export function createCore(post: Post, env: CoreEnv) {
           result(id, 'detokenize', need().detokenize(Uint32Array.from(req.ids), req.special));
           return;
         case 'render':
-          result(id, 'render', need().applyChatTemplate(normalizeMessages(req.messages), {
-            addGenerationPrompt: req.addGenerationPrompt ?? true, enableThinking: req.enableThinking, tools: req.tools,
-          }));
+          result(id, 'render', need().applyChatTemplate(chatRequestJson(req.messages, req)));
           return;
         case 'reset':
           enqueue(id, async () => {
@@ -367,23 +366,24 @@ export function createCore(post: Post, env: CoreEnv) {
   return { handle, get info() { return info; } };
 }
 
-/** OpenAI content parts → text; null content → ''. */
-function normalizeMessages(messages: ChatMessageInput[]): ChatMessageInput[] {
-  if (!Array.isArray(messages) || messages.length === 0) throw new LoadError('bad_request', 'messages must be a non-empty array');
-  return messages.map((m) => {
-    if (!m || typeof m.role !== 'string') throw new LoadError('bad_request', 'every message needs a role');
-    let content = m.content;
-    if (Array.isArray(content)) {
-      content = content.map((p) => {
-        if (p.type !== 'text') throw new LoadError('bad_request', `content part type '${p.type}' is not supported (text only)`);
-        return p.text ?? '';
-      }).join('');
-    }
-    const out: ChatMessageInput = { ...m, content: content ?? '' };
-    if (out.reasoning_content == null) delete out.reasoning_content;
-    if (out.tool_calls == null) delete out.tool_calls;
-    return out;
-  });
+/**
+ * A chat prompt as the JSON text the engine's template renderer reads (src/chat.rs
+ * `ChatInput::from_request_json`, the one place where messages become template values: key order
+ * kept, tool-call arguments given as JSON strings parsed, content parts handled, typed errors).
+ */
+function chatRequestJson(
+  messages: ChatMessageInput[],
+  o: { tools?: unknown[]; enableThinking?: boolean; addGenerationPrompt?: boolean; chatTemplateKwargs?: Record<string, unknown> },
+): string {
+  if (!Array.isArray(messages)) throw new LoadError('bad_request', 'messages must be an array');
+  try {
+    return JSON.stringify({
+      messages, tools: o.tools ?? undefined, add_generation_prompt: o.addGenerationPrompt ?? true,
+      enable_thinking: o.enableThinking, chat_template_kwargs: o.chatTemplateKwargs ?? undefined,
+    });
+  } catch (e) {
+    throw new LoadError('bad_request', `the messages cannot be written as JSON: ${(e as Error).message}`);
+  }
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -8,6 +8,10 @@
 type NodePort = MessagePort & { ref?: () => void; unref?: () => void };
 let yieldPort: { send: NodePort; recv: NodePort; waiting: Array<() => void> } | null = null;
 export function macrotask(): Promise<void> {
+  // Node: setImmediate. A MessagePort there drains up to ~1000 queued messages in one go, so timers,
+  // sockets and aborts would wait that many tokens (an HTTP client's disconnect, the SDK's timeout).
+  const immediate = (globalThis as { setImmediate?: (f: () => void) => unknown }).setImmediate;
+  if (immediate) return new Promise((r) => immediate(r));
   if (typeof MessageChannel === 'undefined') return new Promise((r) => setTimeout(r, 0));
   if (!yieldPort) {
     const ch = new MessageChannel();
