@@ -604,6 +604,16 @@ export class ClefEngine {
     return this.rpc.call<'stats'>({ type: 'stats' });
   }
 
+  /**
+   * Fault injection for tests: stops shard worker `killShard` of a split model as if it had
+   * crashed (the next request fails with a fatal `worker_crashed`; load the model again).
+   * @internal
+   */
+  async injectFault(f: { killShard: number }): Promise<void> {
+    this.check();
+    await this.rpc.call<'fault'>({ type: 'fault', killShard: f.killShard });
+  }
+
   /** Stops the worker and frees all memory. */
   async unload(): Promise<void> {
     if (this.closed) return;

@@ -255,6 +255,8 @@ export type Request =
     }
   | { type: 'reset'; id: number }
   | { type: 'stats'; id: number }
+  /** Fault injection for tests: stops shard worker `killShard` as if it had crashed. */
+  | { type: 'fault'; id: number; killShard: number }
   | { type: 'unload'; id: number };
 
 export type RequestType = Request['type'];
@@ -269,6 +271,7 @@ export interface Results {
   render: string;
   reset: null;
   stats: WorkerStats;
+  fault: null;
   unload: null;
 }
 

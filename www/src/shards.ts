@@ -156,6 +156,12 @@ export class ShardPool {
     );
   }
 
+  /** Fault injection for tests: stops shard worker `i` as a crash would. */
+  kill(i: number): void {
+    this.ports[i].terminate();
+    this.ports[i].onfail('it was stopped (fault injection)');
+  }
+
   terminate(): void {
     this.fail({ code: 'not_loaded', message: 'the model was unloaded' });
     for (const p of this.ports) p.terminate();

@@ -329,6 +329,13 @@ export function createCore(post: Post, env: CoreEnv) {
             result(id, 'reset', null);
           });
           return;
+        case 'fault':
+          if (!pool || !Number.isInteger(req.killShard) || req.killShard < 0 || req.killShard >= pool.size) {
+            throw new LoadError('bad_request', `no shard worker ${req.killShard} (the model is in ${pool?.size ?? 0} shard workers)`);
+          }
+          pool.kill(req.killShard);
+          result(id, 'fault', null);
+          return;
         case 'stats': {
           let mem = 0;
           let simd = '';
