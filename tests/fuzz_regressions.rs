@@ -13,7 +13,9 @@ use std::path::Path;
 
 /// Runs `f` on every file of fuzz/regressions/<name>/ plus `extra`; returns how many inputs ran.
 fn replay(name: &str, f: fn(&[u8]), extra: &[&[u8]]) -> usize {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions").join(name);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/regressions")
+        .join(name);
     let mut n = 0;
     for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
         if e.file_name().to_string_lossy().starts_with('.') {
@@ -41,7 +43,15 @@ fn gguf_header() {
     let head = fixture_prefix("qwen35-tiny/A-F32.gguf", 300_000);
     let mut flipped = head.clone();
     flipped[20] ^= 0x40; // the metadata count
-    let cases: Vec<&[u8]> = vec![b"", b"GGUF", b"GGUF\x03\0\0\0", b"hello, this is text", &head, &head[..4096], &flipped];
+    let cases: Vec<&[u8]> = vec![
+        b"",
+        b"GGUF",
+        b"GGUF\x03\0\0\0",
+        b"hello, this is text",
+        &head,
+        &head[..4096],
+        &flipped,
+    ];
     replay("gguf_header", targets::gguf_header, &cases);
 }
 
@@ -63,8 +73,12 @@ fn quant_kernels() {
 #[test]
 fn tokenizer() {
     let cases: Vec<&[u8]> = vec![
-        b"\0", b"\0Hello, world!", b"\x01<|im_start|>user\nHi<|im_end|>", b"\0\xff\xfe\xc3(invalid \xe2\x82 utf-8",
-        "\0数学 🎉 naïve \u{200b}  \t\n\n  spaces".as_bytes(), b"\x02\xff\xff\xff\xff\x00\x03\xc9\x7f",
+        b"\0",
+        b"\0Hello, world!",
+        b"\x01<|im_start|>user\nHi<|im_end|>",
+        b"\0\xff\xfe\xc3(invalid \xe2\x82 utf-8",
+        "\0数学 🎉 naïve \u{200b}  \t\n\n  spaces".as_bytes(),
+        b"\x02\xff\xff\xff\xff\x00\x03\xc9\x7f",
     ];
     replay("tokenizer", targets::tokenizer, &cases);
 }
@@ -72,8 +86,13 @@ fn tokenizer() {
 #[test]
 fn chat_template() {
     let cases: Vec<&[u8]> = vec![
-        b"", b"\x01", b"\x01\x01\0Hi", b"\x03\x00\0sys\0\0\x01\0Hi\0\0\x02\0Hello\0thinking", b"\x09wizard\0Hi",
-        b"\x11\x03\0{\"a\":1}\0\0\x01\0q", b"\x05\x02\0only an assistant",
+        b"",
+        b"\x01",
+        b"\x01\x01\0Hi",
+        b"\x03\x00\0sys\0\0\x01\0Hi\0\0\x02\0Hello\0thinking",
+        b"\x09wizard\0Hi",
+        b"\x11\x03\0{\"a\":1}\0\0\x01\0q",
+        b"\x05\x02\0only an assistant",
     ];
     replay("chat_template", targets::chat_template, &cases);
 }

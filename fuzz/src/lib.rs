@@ -41,7 +41,10 @@ pub fn gguf_header(data: &[u8]) {
         if let Ok(h) = parse_header(data, size) {
             // A header that parses must be internally consistent enough for the model config.
             let _ = Config::from_header(&h);
-            assert!(h.data_offset as u64 <= size.unwrap_or(u64::MAX), "data offset beyond the file");
+            assert!(
+                h.data_offset as u64 <= size.unwrap_or(u64::MAX),
+                "data offset beyond the file"
+            );
         }
     }
 }
@@ -54,7 +57,9 @@ pub fn quant_kernels(data: &[u8]) {
     if data.len() < 3 {
         return;
     }
-    let Some(ty) = GgmlType::from_id(u16::from_le_bytes([data[0], data[1]]) as u32) else { return };
+    let Some(ty) = GgmlType::from_id(u16::from_le_bytes([data[0], data[1]]) as u32) else {
+        return;
+    };
     let Some(k) = kernels(ty) else { return };
     let rest = &data[3..];
     // Rows of 1..=8 blocks, and at least 256 elements for the Q8_K activations of the k-quants.
@@ -66,7 +71,12 @@ pub fn quant_kernels(data: &[u8]) {
     row[..m].copy_from_slice(&rest[..m]);
 
     // Activations: finite values drawn from the input, quantized the way the engine does.
-    let x: Vec<f32> = (0..n).map(|i| rest.get(i % rest.len().max(1)).map_or(0.5, |&b| (b as i8) as f32 * 0.37 + 0.01)).collect();
+    let x: Vec<f32> = (0..n)
+        .map(|i| {
+            rest.get(i % rest.len().max(1))
+                .map_or(0.5, |&b| (b as i8) as f32 * 0.37 + 0.01)
+        })
+        .collect();
     let mut act = QAct::default();
     quantize_q8(ty.act_kind(), &x, n, &mut act);
     let a = act.row(0);
@@ -76,11 +86,18 @@ pub fn quant_kernels(data: &[u8]) {
     let reference = (k.vec_dot_ref)(&row, a);
     let fast = (k.vec_dot)(&row, a);
     // Non-finite fp16 scales give non-finite weights; both dot products then say so alike.
-    assert_eq!(reference.is_finite(), fast.is_finite(), "{ty}: vec_dot {fast} vs vec_dot_ref {reference}");
+    assert_eq!(
+        reference.is_finite(),
+        fast.is_finite(),
+        "{ty}: vec_dot {fast} vs vec_dot_ref {reference}"
+    );
     if reference.is_finite() && w.iter().all(|v| v.is_finite()) {
         let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
         let err = (fast as f64 - reference as f64).abs() / scale;
-        assert!(err < 1e-5, "{ty}: vec_dot {fast} vs vec_dot_ref {reference} (rel {err:e})");
+        assert!(
+            err < 1e-5,
+            "{ty}: vec_dot {fast} vs vec_dot_ref {reference} (rel {err:e})"
+        );
     }
 
     let (mut d_ref, mut d_fast) = (Decoded::default(), Decoded::default());
@@ -91,14 +108,20 @@ pub fn quant_kernels(data: &[u8]) {
     assert_eq!(d_ref.q, d_fast.q, "{ty}: decode q");
     assert_eq!(d_ref.mn, d_fast.mn, "{ty}: decode mins");
     for (x, y) in d_ref.d.iter().chain(&d_ref.m).zip(d_fast.d.iter().chain(&d_fast.m)) {
-        assert!(x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()), "{ty}: decode scale {x} vs {y}");
+        assert!(
+            x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+            "{ty}: decode scale {x} vs {y}"
+        );
     }
     // The decoded form reproduces the reference dequantiser for every finite weight (0 = −0).
     let kb = ty.gemm_block();
     if d_ref.d.iter().chain(&d_ref.m).all(|s| s.is_finite()) {
         for (i, &v) in w.iter().enumerate() {
             let u = d_ref.value(kb, i);
-            assert!(!v.is_finite() || u == v, "{ty}: decoded weight {i}: {u} vs dequantize {v}");
+            assert!(
+                !v.is_finite() || u == v,
+                "{ty}: decoded weight {i}: {u} vs dequantize {v}"
+            );
         }
     }
 }
@@ -109,7 +132,8 @@ pub fn quant_kernels(data: &[u8]) {
 pub fn qwen_tokenizer() -> &'static Tokenizer {
     static T: OnceLock<Tokenizer> = OnceLock::new();
     T.get_or_init(|| {
-        let bytes = std::fs::read(fixture("tokenizer/qwen35-vocab.gguf")).expect("../shared/fixtures/tokenizer/qwen35-vocab.gguf");
+        let bytes = std::fs::read(fixture("tokenizer/qwen35-vocab.gguf"))
+            .expect("../shared/fixtures/tokenizer/qwen35-vocab.gguf");
         let h = parse_header(&bytes, Some(bytes.len() as u64)).expect("vocab header");
         Tokenizer::from_gguf(&h).expect("tokenizer")
     })
@@ -120,7 +144,9 @@ pub fn qwen_tokenizer() -> &'static Tokenizer {
 /// NFC), and
 /// arbitrary ids (the rest read as u32s) must decode without panicking, also streamed.
 pub fn tokenizer(data: &[u8]) {
-    let Some((&flags, rest)) = data.split_first() else { return };
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
     let tok = qwen_tokenizer();
     let text = String::from_utf8_lossy(rest);
     let special = flags & 1 == 1;
@@ -131,10 +157,21 @@ pub fn tokenizer(data: &[u8]) {
     // llama.cpp), so the text comes back canonically equivalent: NFC(back) = NFC(text). Encoding
     // what came back gives the same ids.
     let back = tok.decode(&ids, true);
-    assert_eq!(back.nfc().collect::<String>(), text.nfc().collect::<String>(), "round trip up to NFC");
-    assert_eq!(tok.encode(&back, special), ids, "encoding the decoded text gives the same ids");
+    assert_eq!(
+        back.nfc().collect::<String>(),
+        text.nfc().collect::<String>(),
+        "round trip up to NFC"
+    );
+    assert_eq!(
+        tok.encode(&back, special),
+        ids,
+        "encoding the decoded text gives the same ids"
+    );
 
-    let arbitrary: Vec<u32> = rest.chunks(4).map(|c| c.iter().fold(0u32, |a, &b| a << 8 | b as u32) % (tok.n_vocab() as u32 + 16)).collect();
+    let arbitrary: Vec<u32> = rest
+        .chunks(4)
+        .map(|c| c.iter().fold(0u32, |a, &b| a << 8 | b as u32) % (tok.n_vocab() as u32 + 16))
+        .collect();
     let whole = tok.decode(&arbitrary, flags & 2 == 2);
     let mut s = StreamDecoder::new(flags & 2 == 2);
     let mut streamed = String::new();
@@ -152,7 +189,10 @@ pub fn templates() -> &'static [ChatTemplate; 2] {
     static T: OnceLock<[ChatTemplate; 2]> = OnceLock::new();
     T.get_or_init(|| {
         let src = std::fs::read_to_string(fixture("chat-templates/Qwen3.5.jinja")).expect("Qwen3.5.jinja");
-        [ChatTemplate::new(Some(&src)).expect("Qwen3.5 template"), ChatTemplate::new(None).expect("builtin")]
+        [
+            ChatTemplate::new(Some(&src)).expect("Qwen3.5 template"),
+            ChatTemplate::new(None).expect("builtin"),
+        ]
     })
 }
 
@@ -163,8 +203,13 @@ const ROLES: [&str; 5] = ["system", "user", "assistant", "tool", "developer"];
 /// first byte picks a role, or the field itself is the role when it is longer than one byte),
 /// content, reasoning (empty = none). Rendering returns text or an error, never a panic.
 pub fn chat_template(data: &[u8]) {
-    let Some((&flags, rest)) = data.split_first() else { return };
-    let fields: Vec<String> = rest.split(|&b| b == 0).map(|f| String::from_utf8_lossy(f).into_owned()).collect();
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
+    let fields: Vec<String> = rest
+        .split(|&b| b == 0)
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect();
     let messages: Vec<Value> = fields
         .chunks(3)
         .map(|m| {
@@ -182,8 +227,15 @@ pub fn chat_template(data: &[u8]) {
         })
         .collect();
     let tools = (flags & 16 != 0).then(|| {
-        let f: BTreeMap<&str, Value> = [("name", Value::from("get_weather")), ("description", Value::from(fields.first().cloned().unwrap_or_default()))].into_iter().collect();
-        let t: BTreeMap<&str, Value> = [("type", Value::from("function")), ("function", Value::from(f))].into_iter().collect();
+        let f: BTreeMap<&str, Value> = [
+            ("name", Value::from("get_weather")),
+            ("description", Value::from(fields.first().cloned().unwrap_or_default())),
+        ]
+        .into_iter()
+        .collect();
+        let t: BTreeMap<&str, Value> = [("type", Value::from("function")), ("function", Value::from(f))]
+            .into_iter()
+            .collect();
         Value::from(vec![Value::from(t)])
     });
     let input = ChatInput {
