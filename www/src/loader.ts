@@ -19,7 +19,7 @@
 // runs the steps in order with one explicit state (`Run`); the steps live in load/.
 
 import { ModelLoader, splitInfo, wasmMemory } from '../pkg/clef_web.js';
-import type { CopyOp, ErrorCode, LoadParams, LoadProgress } from './protocol.js';
+import type { CopyOp, ErrorCode, LoadParams, LoadProgress, LoadStats } from './protocol.js';
 import { type Manifest, type ModelCache, CacheError, PIECE_BYTES } from './cache.js';
 import { type ResolvedLoadParams, resolveLoadParams } from './validate.js';
 import { LoadError, errCode } from './load/errors.js';
@@ -60,7 +60,7 @@ export interface LoadOutcome {
   sha256: string | null;
   verified: boolean;
   etag: string | null;
-  stats: import('./protocol.js').LoadStats;
+  stats: LoadStats;
 }
 
 export interface LoadContext {
