@@ -283,3 +283,19 @@ test('@typesafe-ai/sdk, unchanged, against `node www/cli.mjs serve` (HTTP); Open
     await engine.unload();
   }
 });
+
+test('decide: a model split across shard workers refuses decisions (not_supported) and still chats', { skip }, async () => {
+  const { ClefEngine, ClefError } = await load();
+  const engine = await ClefEngine.load(CLEF_A, { contextLength: 1024, workers: 2 });
+  try {
+    assert.equal(engine.info.workers, 2);
+    assert.equal(engine.decisions.available, false);
+    assert.equal(engine.decisions.code, 'not_supported');
+    await assert.rejects(engine.decide(caseById('A4-single-noul').request), (e) => e instanceof ClefError && e.code === 'not_supported' && /workers: 1/.test(e.message));
+    await assert.rejects(engine.loadHead(HEAD_A), (e) => e.code === 'not_supported');
+    const chat = await engine.chat.completions.create({ messages: [{ role: 'user', content: PROMPT_TEXT }], max_tokens: 4, temperature: 0 });
+    assert.equal(chat.usage.completion_tokens, 4);
+  } finally {
+    await engine.unload();
+  }
+});
