@@ -13,7 +13,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { TypeSafeClient, UnprocessableEntityError, BadRequestError, APIError, choice, noul, score } from '@typesafe-ai/sdk';
 import { startHubServer } from './hub-server.mjs';
-import { PROMPT_TEXT, fixturesDir, repoRoot } from './helpers.mjs';
+import { PROMPT_TEXT, fixturesDir, launch, repoRoot, skipReason } from './helpers.mjs';
 
 const dist = join(repoRoot, 'www', 'dist', 'clef.js');
 const skip = existsSync(dist) ? false : 'www/dist is not built (./build.sh)';
@@ -297,5 +297,55 @@ test('decide: a model split across shard workers refuses decisions (not_supporte
     assert.equal(chat.usage.completion_tokens, 4);
   } finally {
     await engine.unload();
+  }
+});
+
+test('Chromium: the @typesafe-ai/sdk in a page through createSystemOneFetch = llama.cpp; a head from the Hub, then from the OPFS cache', { skip: skip || skipReason() }, async () => {
+  const hub = await startHubServer({
+    repos: {
+      'test-org/clef-A': { 'clef-A-F32.gguf': CLEF_A },
+      'test-org/clef-flash': { 'joint_head.safetensors': HEAD_A.safetensors, 'joint_head_config.json': HEAD_A.config },
+    },
+    staticDirs: [['/test/', join(repoRoot, 'tests', 'browser')], ['/node_modules/', join(repoRoot, 'node_modules')], ['/', join(repoRoot, 'www', 'dist')], ['/', join(repoRoot, 'www')]],
+  });
+  const b = await launch(hub.url);
+  try {
+    const a1 = caseById('A1-readme');
+    const out = await b.page.evaluate(async ({ hubUrl, request }) => {
+      const { TypeSafeClient, choice, noul } = await import('/node_modules/@typesafe-ai/sdk/dist/index.mjs');
+      const { ClefEngine, createSystemOneFetch } = window.clef;
+      const engine = await ClefEngine.load({ repo: 'test-org/clef-A', file: 'clef-A-F32.gguf' }, { hubUrl, contextLength: 1024 });
+      const client = new TypeSafeClient({ baseURL: location.origin, apiKey: 'local', dangerouslyAllowBrowser: true, timeout: 120000, retry: { maxRetries: 0 }, fetch: createSystemOneFetch(engine) });
+      const readme = await client.systemOne(request);
+      const typed = await client.systemOne({ state: 'Refund please', questions: { team: choice('Which team?', { billing: null, shipping: null }), upset: noul('Upset?') } });
+      let error = null;
+      try {
+        await client.systemOne({ state: 's', questions: { q: { type: 'maybe', instructions: 'x' } } });
+      } catch (e) {
+        error = { name: e.constructor.name, status: e.status, code: e.body?.error?.clef_code };
+      }
+      await engine.unload();
+      // A head-less model + its head from the Hub (cached in OPFS), twice.
+      const bare = await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl, contextLength: 1024 });
+      const first = await bare.loadHead({ repo: 'test-org/clef-flash' });
+      const progress = [];
+      const second = await bare.loadHead({ repo: 'test-org/clef-flash' }, { onProgress: (p) => progress.push(p) });
+      const headless = await bare.decide(request);
+      await bare.unload();
+      return { readme, typed, error, first, second, fromCache: progress.at(-1)?.fromCache ?? 0, headless };
+    }, { hubUrl: hub.url, request: a1.request });
+    assert.ok(maxDiff({ ...out.readme, model: a1.response.model }, a1.response) <= 2e-5);
+    assert.equal(out.typed.answers.team.type, 'choice');
+    assert.ok(Math.abs(out.typed.answers.team.probabilities.billing + out.typed.answers.team.probabilities.shipping - 1) < 1e-12);
+    assert.deepEqual(out.error, { name: 'UnprocessableEntityError', status: 422, code: 'invalid_decision' });
+    assert.equal(out.first.verified, true);
+    assert.equal(out.first.sha256, hub.files.get('test-org/clef-flash').get('joint_head.safetensors').sha256);
+    assert.equal(out.second.verified, true);
+    assert.ok(out.fromCache > 0, 'the second head load came from the OPFS cache');
+    const { timings, ...headless } = out.headless;
+    assert.ok(maxDiff({ ...headless, model: a1.response.model }, a1.response) <= 2e-5);
+  } finally {
+    await b.close();
+    await hub.close();
   }
 });
