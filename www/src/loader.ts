@@ -156,8 +156,10 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   const available = (i: number) => (i === 0 ? here : limit - FRESH_INSTANCE_BYTES);
   const headerBytes = head.header.subarray(0, info.dataOffset);
   // Each instance's memory shape with n workers: the whole model, or the coordinator then each shard.
+  // An f16 KV cache stores half the bytes per token of the figures (which are f32).
+  const kvScale = params.kvCache === 'f16' ? 0.5 : 1;
   const shapes = (n: number): MemoryShape[] =>
-    n === 1 ? [info] : (splitInfo(headerBytes, size, n) as MemoryShape[]).map((p) => ({ ...p, nVocab: info.nVocab }));
+    (n === 1 ? [info] : (splitInfo(headerBytes, size, n) as MemoryShape[])).map((p) => ({ ...p, nVocab: info.nVocab, kvBytesPerToken: p.kvBytesPerToken * kvScale }));
   const smallest = Math.min(params.contextLength ?? MIN_AUTO_CONTEXT, info.contextLength || MIN_AUTO_CONTEXT);
   const choice = ctx.startShards
     ? chooseWorkers({ requested: params.workers, cores: coreCount(), weightBytes: info.weightBytes, fits: (n) => partsFit(shapes(n), smallest, available) })
