@@ -247,6 +247,7 @@ pub fn chat_template(data: &[u8]) {
             2 => Some(false),
             _ => None,
         },
+        kwargs: Vec::new(),
         bos_token: String::new(),
         eos_token: "<|im_end|>".into(),
     };
