@@ -185,7 +185,9 @@ export class SplitDriver {
   /** `eng.prefill(max)`, with the shards. */
   async prefill(max: number): Promise<number> {
     await this.drive();
-    const left = this.eng.prefillStart(max);
+    const t = performance.now();
+    const left = this.eng.prefillStart(max); // embeds the chunk, the first norm
+    this.stats.coordinatorMs += performance.now() - t;
     await this.drive();
     return left;
   }
@@ -193,7 +195,9 @@ export class SplitDriver {
   /** `eng.step()`, with the shards. */
   async step(): Promise<{ token: number; text: string } | null> {
     await this.drive();
-    const piece = this.eng.stepStart() as { token: number; text: string } | null;
+    const t = performance.now();
+    const piece = this.eng.stepStart() as { token: number; text: string } | null; // sampling, embedding
+    this.stats.coordinatorMs += performance.now() - t;
     await this.drive();
     return piece;
   }

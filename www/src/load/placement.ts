@@ -33,6 +33,8 @@ export interface Placement {
   addr(p: Extract<Part, { kind: 'shard' }>): number;
   /** Sends a complete chunk's buffered bytes to their final destinations. */
   deliver(parts: Part[]): void;
+  /** The part's buffer is no longer needed (hashed and delivered). */
+  release(p: Part): void;
   readonly fileSize: number;
   readonly dataStart: number;
 }
@@ -104,6 +106,10 @@ export class ShardPlacement implements Placement {
   }
 
   deliver(): void {}
+
+  release(p: Part): void {
+    if (p.kind === 'gap') p.buf = null;
+  }
 }
 
 /**
@@ -148,13 +154,32 @@ export function localDestination(plan: CopyOp[], shardPtr: (i: number) => number
   };
 }
 
+/** A destination's ops in file order, with where each ends (for skipping to a chunk's ops). */
+interface Sorted {
+  d: Destination;
+  ops: CopyOp[];
+  /** ends[i] = max file end of ops[0..=i] (ops of one tensor overlap in file range when strided). */
+  ends: number[];
+}
+
 /** A model split across workers: every chunk staged, then scattered to each destination. */
 export class SplitPlacement implements Placement {
+  private dests: Sorted[];
+  /** Staging buffers of the chunk size, reused (no 16 MiB allocation + zeroing + GC per chunk). */
+  private spare: Uint8Array[] = [];
+
   constructor(
-    private destinations: Destination[],
+    destinations: Destination[],
     readonly dataStart: number,
     readonly fileSize: number,
-  ) {}
+  ) {
+    this.dests = destinations.map((d) => {
+      const ops = [...d.plan].sort((a, b) => a.fileOffset - b.fileOffset);
+      let end = 0;
+      const ends = ops.map((op) => (end = Math.max(end, op.fileOffset + (op.count - 1) * op.fileStride + op.len)));
+      return { d, ops, ends };
+    });
+  }
 
   route(start: number, end: number): Part[] {
     return [{ kind: 'gap', start, end, buf: null }];
@@ -166,32 +191,60 @@ export class SplitPlacement implements Placement {
 
   view(p: Part): Uint8Array {
     if (p.kind !== 'gap') throw new Error('a split placement stages every chunk in JS');
-    return gapView(p);
+    if (!p.buf) {
+      const n = p.end - p.start;
+      const i = this.spare.findIndex((b) => b.length === n);
+      p.buf = i >= 0 ? this.spare.splice(i, 1)[0] : new Uint8Array(n);
+    }
+    return p.buf;
+  }
+
+  release(p: Part): void {
+    if (p.kind !== 'gap' || !p.buf) return;
+    if (this.spare.length < 4) this.spare.push(p.buf);
+    p.buf = null;
   }
 
   deliver(parts: Part[]): void {
     for (const p of parts) {
       if (p.kind !== 'gap' || !p.buf) continue;
       const staged = p.buf;
-      for (const d of this.destinations) {
-        // Sizes first, then one packed buffer per destination (one message per worker and chunk).
-        const quads: number[] = [];
+      for (const { d, ops, ends } of this.dests) {
+        // The first op that may reach into the chunk (ends is non-decreasing).
+        let lo = 0;
+        let hi = ops.length;
+        while (lo < hi) {
+          const mid = (lo + hi) >> 1;
+          if (ends[mid] <= p.start) lo = mid + 1;
+          else hi = mid;
+        }
+        // Pass 1: how many pieces and bytes; pass 2: pack them (one buffer, one message per worker).
+        let pieces = 0;
         let total = 0;
-        for (const op of d.plan) {
-          opPieces(op, p.start, p.end, (file, dst, len) => {
-            quads.push(op.shard, dst, file - p.start, len);
+        for (let k = lo; k < ops.length && ops[k].fileOffset < p.end; k++) {
+          opPieces(ops[k], p.start, p.end, (_f, _d, len) => {
+            pieces++;
             total += len;
           });
         }
         if (!total) continue;
+        const quads = new Float64Array(pieces * 4);
         const packed = new Uint8Array(total);
+        let q = 0;
         let at = 0;
-        for (let i = 0; i < quads.length; i += 4) {
-          packed.set(staged.subarray(quads[i + 2], quads[i + 2] + quads[i + 3]), at);
-          quads[i + 2] = at;
-          at += quads[i + 3];
+        for (let k = lo; k < ops.length && ops[k].fileOffset < p.end; k++) {
+          const shard = ops[k].shard;
+          opPieces(ops[k], p.start, p.end, (file, dst, len) => {
+            const from = file - p.start;
+            packed.set(staged.subarray(from, from + len), at);
+            quads[q++] = shard;
+            quads[q++] = dst;
+            quads[q++] = at;
+            quads[q++] = len;
+            at += len;
+          });
         }
-        d.write(Float64Array.from(quads), packed);
+        d.write(quads, packed);
       }
     }
   }

@@ -36,7 +36,7 @@ export class FileHasher {
           else sha.update(placement.view(p));
         }
       }
-      for (const p of c.parts) if (p.kind === 'gap') p.buf = null;
+      for (const p of c.parts) placement.release(p);
     }
   }
 
