@@ -209,25 +209,36 @@ def tensor_bytes(ty, shape):
     return n // be * bb
 
 
-def random_floats(name, n, rng):
-    """Values for the tensors that stay unquantised (norms, ssm_a, conv) and for BF16 weights."""
+def random_f32(name, n, rng):
+    """Values for the tensors that stay F32 (norms, ssm_a, ssm_dt.bias, ssm_conv1d)."""
     if name.endswith("ssm_a"):
-        return -rng.uniform(0.05, 1.0, n)
-    if "norm" in name:
-        return 1.0 + rng.normal(0, 0.1, n)
-    if "conv1d" in name:
-        return rng.normal(0, 0.2, n)
-    if name.endswith(".weight"):  # a BF16 weight matrix
-        return rng.normal(0, 0.02, n)
-    return rng.uniform(-0.5, 1.5, n)
+        v = -rng.uniform(0.05, 1.0, n)
+    elif "norm" in name:
+        v = 1.0 + rng.normal(0, 0.1, n)
+    elif "conv1d" in name:
+        v = rng.normal(0, 0.2, n)
+    else:
+        v = rng.uniform(-0.5, 1.5, n)
+    return v.astype("<f4").tobytes()
+
+
+def random_bf16(n, rng, chunk=1 << 24):
+    """BF16 weights ~ N(0, 0.02): the top 16 bits of f32 values (finite by construction), made in
+    chunks (the embedding matrix alone has 10^9 of them)."""
+    out = np.empty(n, dtype="<u2")
+    for i in range(0, n, chunk):
+        m = min(chunk, n - i)
+        out[i:i + m] = (rng.standard_normal(m, dtype=np.float32) * np.float32(0.02)).view("<u4") >> 16
+    return out
 
 
 def random_data(name, ty, shape, rng):
+    """The tensor's bytes (bytes or a numpy array: anything with the buffer protocol)."""
     n = int(np.prod(shape))
     if ty == "F32":
-        return random_floats(name, n, rng).astype("<f4").tobytes()
-    if ty == "BF16":  # the top 16 bits of an f32 (truncated): finite by construction
-        return (random_floats(name, n, rng).astype("<f4").view("<u4") >> 16).astype("<u2").tobytes()
+        return random_f32(name, n, rng)
+    if ty == "BF16":
+        return random_bf16(n, rng)
     _, be, bb, f16s = TYPES[ty]
     blocks = rng.integers(0, 256, size=(n // be, bb), dtype=np.uint8)
     # finite fp16 scales around 2^-7..2^-5 (exponent field 8..10)
@@ -240,7 +251,7 @@ def random_data(name, ty, shape, rng):
         u = 0x2000 | rng.integers(0, 0x3FF, size=len(blocks), dtype=np.uint16)
         for k in range(4):
             blocks[:, 49 + 2 * k] = (blocks[:, 49 + 2 * k] & 0x0F) | (((u >> (4 * k)) & 15) << 4).astype(np.uint8)
-    return blocks.tobytes()
+    return blocks
 
 
 def metadata(quant, n_layer):
@@ -315,9 +326,10 @@ def main():
     with open(a.out, "wb") as f:
         f.write(header)
         for name, ty, shape in ts:
-            data = random_data(name, ty, shape, rng)
+            data = memoryview(random_data(name, ty, shape, rng)).cast("B")
             f.write(data)
             f.write(b"\0" * ((-len(data)) % 32))
+            del data
     assert os.path.getsize(a.out) == size, (os.path.getsize(a.out), size)
     print(f"{a.out}: {size / 2**30:.2f} GiB, {len(ts)} tensors", file=sys.stderr)
 
