@@ -54,7 +54,8 @@ const host = {
 
 /**
  * `generate … --workers N`: the model split across N worker_threads (tensor parallelism), through
- * the browser package's engine (www/dist/clef.js, in-process in Node) — the same JSON as `generate --json`.
+ * the browser package's engine (www/dist/clef.js, in-process in Node) — the same JSON as `generate --json`,
+ * plus `timings.split` ({prompt, decode}: {coordinator_ms, wait_ms, stages}) when N > 1.
  */
 async function generateSplit(args) {
   const opt = (k) => {
@@ -91,6 +92,8 @@ async function generateSplit(args) {
         timings: {
           prompt_tokens: u.prompt_tokens, prompt_ms: u.prompt_ms, prompt_tokens_per_s: u.prompt_tokens_per_second,
           decode_ms: u.completion_ms, decode_tokens_per_s: u.completion_tokens_per_second,
+          // workers > 1: the coordinator's serial work vs its wait for the shards (types.ts split_timings)
+          ...(u.split_timings ? { split: { prompt: u.split_timings.prompt, decode: u.split_timings.completion } } : {}),
         },
       }) + '\n');
     } else host.write(text + '\n');

@@ -9,7 +9,7 @@
 // origin CDN copy is started through a same-origin blob: wrapper). In Node it runs in-process.
 
 import type {
-  ErrorCode, ErrorInfo, Event, GenerateParams, GenerateResult, ModelInfo, PromptSpec, Request, RequestBody, RequestType, Response,
+  ErrorCode, ErrorInfo, Event, GenerateParams, GenerateResult, ModelInfo, SplitTimings, PromptSpec, Request, RequestBody, RequestType, Response,
   Results, SourceSpec, WorkerStats,
 } from './protocol.js';
 import type {
@@ -396,6 +396,11 @@ function makeUsage(r: GenerateResult, reasoningTokens?: number): CompletionUsage
     completion_tokens_per_second: r.generationMs > 0 ? Math.round((r.usage.completion_tokens * 1000 * 10) / r.generationMs) / 10 : 0,
   };
   if (reasoningTokens !== undefined) u.completion_tokens_details = { reasoning_tokens: reasoningTokens };
+  if (r.timings) {
+    const ms = (x: number) => Math.round(x * 10) / 10;
+    const split = (t: SplitTimings) => ({ coordinator_ms: ms(t.coordinatorMs), wait_ms: ms(t.waitMs), stages: t.stages });
+    u.split_timings = { prompt: split(r.timings.prompt), completion: split(r.timings.decode) };
+  }
   return u;
 }
 

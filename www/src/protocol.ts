@@ -227,6 +227,20 @@ export interface GenerateResult {
   generationMs: number;
   /** The prompt's token ids (for `return_token_ids`). */
   promptIds: number[];
+  /** A split model only: where the coordinator's time went, for the prompt and for the generated tokens. */
+  timings?: { prompt: SplitTimings; decode: SplitTimings };
+}
+
+/**
+ * The coordinator's time in one phase of a request on a model split across shard workers
+ * (www/src/shards.ts SplitDriver): its own serial work (starting passes, sampling, norms,
+ * residuals, adding partial sums) vs waiting for the shards (their compute + the exchanges).
+ */
+export interface SplitTimings {
+  coordinatorMs: number;
+  waitMs: number;
+  /** Stages run on the shards (each one exchange with every shard). */
+  stages: number;
 }
 
 export interface WorkerStats {

@@ -13,7 +13,7 @@
 // reports it as fatal, and loading the model again starts a new pool.
 
 import type { WasmEngine } from '../pkg/clef_web.js';
-import type { CopyOp, ErrorInfo, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
+import type { CopyOp, ErrorInfo, ShardRequest, ShardResponse, ShardResults, SplitTimings } from './protocol.js';
 import type { Destination } from './load/placement.js';
 
 /** A Node built-in, imported at run time (not bundled; never reached in browsers). */
@@ -164,16 +164,26 @@ export class ShardPool {
 
 /** Runs the coordinator engine's passes on the pool (see src/engine.rs). */
 export class SplitDriver {
-  /** Time spent waiting for the shards vs running the coordinator's own work, ms (since the last reset). */
+  /** Time spent waiting for the shards vs running the coordinator's own work, ms, and stages run (since `takeTimings`). */
   waitMs = 0;
   coordinatorMs = 0;
+  stages = 0;
 
   constructor(private eng: WasmEngine, private pool: ShardPool) {}
+
+  /** The counts since the last call, and starts new ones. */
+  takeTimings(): SplitTimings {
+    const t = { coordinatorMs: this.coordinatorMs, waitMs: this.waitMs, stages: this.stages };
+    this.coordinatorMs = this.waitMs = this.stages = 0;
+    return t;
+  }
 
   /** `eng.prefill(max)`, with the shards. */
   async prefill(max: number): Promise<number> {
     await this.drive();
+    const t = performance.now();
     const left = this.eng.prefillStart(max);
+    this.coordinatorMs += performance.now() - t;
     await this.drive();
     return left;
   }
@@ -181,7 +191,9 @@ export class SplitDriver {
   /** `eng.step()`, with the shards. */
   async step(): Promise<{ token: number; text: string } | null> {
     await this.drive();
+    const t = performance.now(); // sampling the last pass's logits, starting the next pass
     const piece = this.eng.stepStart() as { token: number; text: string } | null;
+    this.coordinatorMs += performance.now() - t;
     await this.drive();
     return piece;
   }
@@ -202,6 +214,7 @@ export class SplitDriver {
         const outs = await pool.run(kind, layer, pos, x);
         const t2 = performance.now();
         this.waitMs += t2 - t;
+        this.stages++;
         outs.forEach((o, i) => {
           if (kind === 2) eng.passPutLogits(pool.vocab[i][0], pool.vocab[i][1], o);
           else eng.passAddPartial(o);

@@ -103,6 +103,18 @@ export interface CompletionUsage {
   prompt_tokens_per_second: number;
   /** Generated tokens per second. */
   completion_tokens_per_second: number;
+  /**
+   * A model split across shard workers only: the coordinator's own serial work vs its wait for the
+   * shards (their compute + the exchanges), ms, and the stages run, for the prompt and for the completion.
+   */
+  split_timings?: { prompt: SplitStageTimings; completion: SplitStageTimings };
+}
+
+/** See {@link CompletionUsage.split_timings}. */
+export interface SplitStageTimings {
+  coordinator_ms: number;
+  wait_ms: number;
+  stages: number;
 }
 
 export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';

@@ -235,6 +235,7 @@ export function createCore(post: Post, env: CoreEnv) {
       const t0 = performance.now();
       let stop = false;
       const d = driver;
+      d?.takeTimings(); // count this request only
       while ((d ? await d.prefill(chunk) : eng.prefill(chunk)) > 0) {
         await macrotask();
         if (aborted.has(id)) {
@@ -243,6 +244,7 @@ export function createCore(post: Post, env: CoreEnv) {
         }
       }
       const promptMs = performance.now() - t0;
+      const promptSplit = d?.takeTimings();
       const t1 = performance.now();
       if (!stop && !aborted.has(id)) {
         for (;;) {
@@ -259,11 +261,12 @@ export function createCore(post: Post, env: CoreEnv) {
       const tail = eng.flush();
       if (tail) post({ type: 'token', id, token: -1, text: tail });
       const generationMs = performance.now() - t1;
+      const timings = d && promptSplit ? { prompt: promptSplit, decode: d.takeTimings() } : undefined;
       const finishReason = stop || aborted.has(id) ? 'abort' : ((eng.finishReason() as 'stop' | 'length' | undefined) ?? 'stop');
       const usage = eng.usage() as GenerateResult['usage'];
       eng.endRequest();
       began = false;
-      return { finishReason, usage, promptMs, generationMs, promptIds: Array.from(ids) };
+      return { finishReason, usage, promptMs, generationMs, promptIds: Array.from(ids), ...(timings ? { timings } : {}) };
     } finally {
       if (began && engine === eng) {
         try {
