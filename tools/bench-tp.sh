@@ -114,9 +114,12 @@ for f in $files; do
       python3 - "$out/native-$name.json" "$name" >> "$results" <<'PY'
 import json, sys
 by = {}
-for t in json.load(open(sys.argv[1])):
-    d = by.setdefault(t["n_threads"], {"engine": "native", "file": sys.argv[2], "n": t["n_threads"], "build": t.get("build_commit", "")})
-    d["pp" if t["n_prompt"] > 0 else "tg"] = t["avg_ts"]
+try:
+    for t in json.load(open(sys.argv[1])):
+        d = by.setdefault(t["n_threads"], {"engine": "native", "file": sys.argv[2], "n": t["n_threads"], "build": t.get("build_commit", "")})
+        d["pp" if t["n_prompt"] > 0 else "tg"] = t["avg_ts"]
+except Exception as e:  # noqa: BLE001 — recorded, the run goes on
+    by = {0: {"engine": "native", "file": sys.argv[2], "n": 0, "error": f"unreadable llama-bench output: {e!r}"}}
 for d in by.values():
     print(json.dumps(d))
 PY
@@ -131,14 +134,18 @@ PY
            --ignore-eos --json --workers "$n" --ctx "$ctx" > "$out/node-$n-$name.json" 2> "$out/node-$n-$name.log"; then
         record "$(python3 - "$out/node-$n-$name.json" "$name" "$n" "$gen" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))
-t = r["timings"]
-gen = int(sys.argv[4])
-assert len(r["tokens"]) == gen, f"{len(r['tokens'])} tokens generated, wanted {gen}"
-print(json.dumps({"engine": "node", "file": sys.argv[2], "n": int(sys.argv[3]), "workers": r["workers"],
-                  "pp": t["prompt_tokens"] * 1000 / t["prompt_ms"], "tg": gen * 1000 / t["decode_ms"],
-                  "prompt_tokens": t["prompt_tokens"], "prompt_ms": t["prompt_ms"], "decode_ms": t["decode_ms"],
-                  "gen": gen, "split": t.get("split")}))
+d = {"engine": "node", "file": sys.argv[2], "n": int(sys.argv[3])}
+try:
+    r = json.load(open(sys.argv[1]))
+    t = r["timings"]
+    gen = int(sys.argv[4])
+    if len(r["tokens"]) != gen or r["workers"] != d["n"]:
+        raise ValueError(f"{len(r['tokens'])} tokens with {r['workers']} workers, wanted {gen} with {d['n']}")
+    d.update(workers=r["workers"], pp=t["prompt_tokens"] * 1000 / t["prompt_ms"], tg=gen * 1000 / t["decode_ms"],
+             prompt_tokens=t["prompt_tokens"], prompt_ms=t["prompt_ms"], decode_ms=t["decode_ms"], gen=gen, split=t.get("split"))
+except Exception as e:  # noqa: BLE001 — recorded, the run goes on
+    d["error"] = f"unreadable result: {e!r}"
+print(json.dumps(d))
 PY
 )"
       else
@@ -157,7 +164,11 @@ PY
           --ctx "$ctx" --engines "${eng%,}" --json "$out/chromium-$name.json" "$f") > "$out/chromium-$name.md" 2> "$out/chromium-$name.log"; then
       python3 - "$out/chromium-$name.json" "$name" "$gen" >> "$results" <<'PY'
 import json, re, sys
-j = json.load(open(sys.argv[1]))
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:  # noqa: BLE001 — recorded, the run goes on
+    print(json.dumps({"engine": "chromium", "file": sys.argv[2], "n": 0, "error": f"unreadable run.mjs output: {e!r}"}))
+    sys.exit(0)
 gen = int(sys.argv[3])
 for row in j["results"]:
     for key, v in row.items():

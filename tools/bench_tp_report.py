@@ -31,6 +31,8 @@ PROJECT = (8, 16)
 def load(path):
     meta, rows = {}, defaultdict(dict)  # rows[file][(engine, n)] = record
     for line in open(path):
+        if not line.strip():
+            continue
         r = json.loads(line)
         if r["engine"] in ("machine", "machine_end"):
             meta.update(r)
