@@ -25,8 +25,9 @@
 # npm (tools/bench-wllama is installed here if missing), a C/C++ compiler and PyPI (llama-bench is
 # built once into ~/.cache/clef-web/llama.cpp). Run it on an otherwise idle machine: every number is
 # one run, and anything else using the cores shows up in them (the load average is reported).
-# A full run takes hours on 2 cores (the 32-layer files at one worker: ~8 min each for ours, ~13
-# for llama-bench; wllama at ~0.5 prompt tokens/s: ~20 min per 8-layer file and thread count).
+# A full run takes about 3 hours on 2 cores at the issue's speeds (a 32-layer file at one worker:
+# ~8 min for ours in Node and again in Chromium, ~8 min for llama-bench with its warm-up; wllama at
+# ~0.6 prompt tokens/s: ~20 min per 8-layer file and thread count).
 # Results: OUT/results.jsonl (one JSON record per measurement), OUT/report.md (also printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
