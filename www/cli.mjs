@@ -4,7 +4,7 @@
 // Runs the relaxed-SIMD build where Node validates it (Node 20/22: `node --experimental-wasm-relaxed-simd
 // www/cli.mjs …`), else the SIMD128 build; CLEF_WASM=simd128 or CLEF_WASM=relaxed-simd forces one
 // (see www/src/simd.ts; `bench-kernels` prints which one ran).
-//   node www/cli.mjs serve --model F [--port P] [--workers N]   OpenAI's API over HTTP (www/serve.mjs; needs www/dist)
+//   node www/cli.mjs serve --model F [--head H] [--port P] [--workers N]   OpenAI's and SystemOne's APIs over HTTP (www/serve.mjs; needs www/dist)
 //   node www/cli.mjs generate … --workers N                     the model split across N worker_threads
 import { closeSync, fstatSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { initSync, runCli } from './pkg/clef_web.js';
@@ -54,8 +54,7 @@ const host = {
 
 /**
  * `generate … --workers N`: the model split across N worker_threads (tensor parallelism), through
- * the browser package's engine (www/dist/clef.js, in-process in Node) — the same JSON as `generate --json`,
- * plus `timings.split` ({prompt, decode}: {coordinator_ms, wait_ms, stages}) when N > 1.
+ * the browser package's engine (www/dist/clef.js, in-process in Node) — the same JSON as `generate --json`.
  */
 async function generateSplit(args) {
   const opt = (k) => {
@@ -88,12 +87,10 @@ async function generateSplit(args) {
     const u = r.usage;
     if (flag('json')) {
       host.write(JSON.stringify({
-        tokens: c.token_ids, text, finish_reason: c.finish_reason, workers: engine.info.workers,
+        tokens: c.token_ids, text, finish_reason: c.finish_reason, workers: engine.info.workers, split: u.split,
         timings: {
           prompt_tokens: u.prompt_tokens, prompt_ms: u.prompt_ms, prompt_tokens_per_s: u.prompt_tokens_per_second,
           decode_ms: u.completion_ms, decode_tokens_per_s: u.completion_tokens_per_second,
-          // workers > 1: the coordinator's serial work vs its wait for the shards (types.ts split_timings)
-          ...(u.split_timings ? { split: { prompt: u.split_timings.prompt, decode: u.split_timings.completion } } : {}),
         },
       }) + '\n');
     } else host.write(text + '\n');
