@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Markdown report of tools/bench-tp.sh, from its results.jsonl (one JSON record per measurement:
 engine node|chromium|wllama|native, file, n = workers or threads, pp/tg tokens/s, and for split runs
-`split` = {prompt, decode}: {coordinator_ms, wait_ms, stages}).
+`split` = {prompt, decode}: the engine's usage.split counters {stages, wait_ms, shard_ms, coordinator_ms}).
 
     python3 tools/bench_tp_report.py OUT/results.jsonl
 
@@ -9,16 +9,16 @@ Definitions:
 * tokens/s: prompt tokens / prompt time; generated tokens / time from the first to the last of them
   (ours, wllama); llama-bench's pp/tg averages (native).
 * coordinator share of a decoded token (ours, split): the time per generated token T splits into
-  S = the coordinator's own serial work (starting passes, sampling, norms, residuals, adding the
-  shards' partial sums), W = waiting for the shards (their compute in parallel + the exchanges), and
-  O = the rest (the engine's yields and token messages between steps).
-* projection (Amdahl): T(N) = serial + P / N, where P is the shards' parallel compute per token and
-  serial = S + O + X, X the exchange cost per token (stages per token × cost per stage). With split runs
-  at two or more worker counts, W(N) = P / N + X is fitted by least squares; with one (N = 2), P comes
-  from the one-worker time T(1) ≈ P + S + O (the whole model in one worker does the same work without
-  exchanges) and X = W(2) − P / 2. S, O and X are held at their measured values, although the
-  coordinator's work and the exchanges grow with N (N messages and N partial sums per stage), so the
-  projection is an upper bound.
+  S = the coordinator's own work between stages (coordinator_ms: norms, residuals, adding the shards'
+  partial sums, copies), W = waiting for the shards (wait_ms), of which C = the slowest shard's
+  compute (shard_ms) and X = W − C the exchanges (messages, copies) and load imbalance, and O = the
+  rest of T (starting each step: sampling the 248k logits, detokenizing; the engine's yields and
+  token messages).
+* projection (Amdahl): with N workers the shards compute C per token, so the parallel work is
+  P = N·C (an even split), and serial = S + O + X; T(M) = serial + P / M, speed-up T(1) / T(M) with
+  T(1) the measured one-worker time (else serial + P). S, O and X are held at their measured values,
+  although the coordinator's work and the exchanges grow with M (M messages and M partial sums per
+  stage), so the projection is an upper bound. From the run with the most workers.
 """
 import json, sys
 from collections import defaultdict
@@ -54,42 +54,28 @@ def get(rec, k):
 
 
 def per_token(rec):
-    """(T, S, W, O, stages per token) of a split run's decode, ms per generated token."""
+    """{T, S, W, C, X, O, k} of a split run's decode, ms per generated token (k: stages per pass)."""
     s = rec.get("split") if rec and "error" not in rec else None
     if not s or not rec.get("tg"):
         return None
-    gen = rec["gen"]
+    gen, d = rec["gen"], s["decode"]
     t = 1000 / rec["tg"]
-    c, w = s["decode"]["coordinator_ms"] / gen, s["decode"]["wait_ms"] / gen
-    return t, c, w, t - c - w, s["decode"]["stages"] / max(1, gen - 1)
+    c, w, sh = d["coordinator_ms"] / gen, d["wait_ms"] / gen, d["shard_ms"] / gen
+    return {"T": t, "S": c, "W": w, "C": sh, "X": w - sh, "O": t - c - w, "k": d["stages"] / max(1, gen - 1)}
 
 
 def project(runs, engine):
     """Amdahl projection from one engine's runs {n: record} (see the module doc); None without data."""
-    t1 = get(runs.get(1), "tg")
     split = {n: per_token(r) for n, r in runs.items() if n > 1 and per_token(r)}
-    if not t1 or not split:
+    if not split:
         return None
-    t1 = 1000 / t1
-    ns = sorted(split)
-    s = sum(split[n][1] for n in ns) / len(ns)
-    o = sum(split[n][3] for n in ns) / len(ns)
-    k = sum(split[n][4] for n in ns) / len(ns)
-    if len(ns) >= 2:  # least squares W = P·(1/N) + X
-        xs, ys = [1 / n for n in ns], [split[n][2] for n in ns]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        p = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-        x_cost = my - p * mx
-        how = f"W(N) fitted over N = {', '.join(map(str, ns))}"
-    else:
-        n = ns[0]
-        p = t1 - s - o
-        x_cost = split[n][2] - p / n
-        how = f"P = T(1) − S − O, X = W({n}) − P/{n}"
-    serial = s + o + max(0.0, x_cost)
-    return {"engine": engine, "t1": t1, "S": s, "O": o, "X": x_cost, "P": p, "k": k, "serial": serial,
-            "fraction": serial / (serial + p) if serial + p > 0 else None, "how": how,
-            "proj": {n: (t1 / (serial + p / n), 1000 / (serial + p / n)) for n in PROJECT}}
+    n = max(split)
+    m = split[n]
+    p = n * m["C"]
+    serial = m["S"] + m["O"] + m["X"]
+    t1 = 1000 / get(runs.get(1), "tg") if get(runs.get(1), "tg") else serial + p
+    return {"engine": engine, "n": n, "t1": t1, "P": p, "X": m["X"], "k": m["k"], "serial": serial,
+            "fraction": serial / (serial + p), "proj": {k: (t1 / (serial + p / k), 1000 / (serial + p / k)) for k in PROJECT}}
 
 
 def main():
@@ -138,11 +124,12 @@ def main():
     # ---- coordinator share
     p("### Where a decoded token's time goes (ours, split across N workers)")
     p("")
-    p("T = ms per generated token; S = the coordinator's serial work; W = waiting for the shards (their compute + the exchanges); "
-      "O = the rest (yields, token messages). Prompt S share: the same for the prompt phase.")
+    p("T = ms per generated token; S = the coordinator's work between stages; W = waiting for the shards, of which C = the slowest "
+      "shard's compute and X = W − C the exchanges + imbalance; O = the rest (sampling, detokenizing, yields, token messages). "
+      "Prompt: S share of the prompt time.")
     p("")
-    p("| file | engine | N | T ms | S ms (share) | W ms (share) | O ms (share) | stages / token | prompt: S share |")
-    p("|---|---|---|---|---|---|---|---|---|")
+    p("| file | engine | N | T ms | S ms (share) | W ms (share) | C ms (share) | X ms (share, µs / stage) | O ms (share) | stages / token | prompt: S share |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|")
     for f, runs in rows.items():
         for e in ("node", "chromium"):
             for n in counts:
@@ -150,31 +137,31 @@ def main():
                 pt = per_token(r)
                 if not pt:
                     continue
-                t, c, w, o, k = pt
+                t = pt["T"]
+                share = lambda x: f"{x:.2f} ({100 * x / t:.1f} %)"  # noqa: E731
                 sp = r["split"]["prompt"]
                 prompt_ms = r.get("prompt_ms") or (r["prompt_tokens"] * 1000 / r["pp"] if r.get("pp") else None)
                 ps = f"{100 * sp['coordinator_ms'] / prompt_ms:.1f} %" if prompt_ms else "—"
-                p(f"| {f} | {LABEL[e]} | {n} | {t:.1f} | {c:.2f} ({100 * c / t:.1f} %) | {w:.1f} ({100 * w / t:.1f} %) | "
-                  f"{o:.2f} ({100 * o / t:.1f} %) | {k:.0f} | {ps} |")
+                p(f"| {f} | {LABEL[e]} | {n} | {t:.1f} | {share(pt['S'])} | {share(pt['W'])} | {share(pt['C'])} | "
+                  f"{pt['X']:.2f} ({100 * pt['X'] / t:.1f} %, {1000 * pt['X'] / pt['k']:.0f}) | {share(pt['O'])} | {pt['k']:.0f} | {ps} |")
     p("")
     # ---- projection
     p("### Projection for more workers (Amdahl; see tools/bench_tp_report.py)")
     p("")
-    p("P = the shards' parallel compute per token, X = exchange cost per token (per stage in µs), serial = S + O + X; "
-      "speed-up over one worker, projected decode tokens/s.")
+    p("From the run with the most workers N: P = N × C (the parallel compute per token), serial = S + O + X per token; "
+      "speed-up over the measured one-worker time T(1), projected decode tokens/s. An upper bound (S and X grow with the workers).")
     p("")
-    p("| file | engine | T(1) ms | P ms | serial ms | X ms (µs / stage) | serial fraction | " +
-      " | ".join(f"{n} workers" for n in PROJECT) + " | fit |")
-    p("|---|---|---|---|---|---|---|" + "---|" * len(PROJECT) + "---|")
+    p("| file | engine | from N | T(1) ms | P ms | serial ms | X ms (µs / stage) | serial fraction | " +
+      " | ".join(f"{n} workers" for n in PROJECT) + " |")
+    p("|---|---|---|---|---|---|---|---|" + "---|" * len(PROJECT))
     for f, runs in rows.items():
         for e in ("node", "chromium"):
             pr = project({n: r for (eng, n), r in runs.items() if eng == e}, e)
             if not pr:
                 continue
             per_stage = 1000 * pr["X"] / pr["k"] if pr["k"] else float("nan")
-            p(f"| {f} | {LABEL[e]} | {pr['t1']:.1f} | {pr['P']:.1f} | {pr['serial']:.2f} | {pr['X']:.2f} ({per_stage:.0f}) | "
-              f"{100 * pr['fraction']:.1f} % | " + " | ".join(f"{s:.2f}× ({tps:.2f} tok/s)" for s, tps in pr["proj"].values()) +
-              f" | {pr['how']} |")
+            p(f"| {f} | {LABEL[e]} | {pr['n']} | {pr['t1']:.1f} | {pr['P']:.1f} | {pr['serial']:.2f} | {pr['X']:.2f} ({per_stage:.0f}) | "
+              f"{100 * pr['fraction']:.1f} % | " + " | ".join(f"{s:.2f}× ({tps:.2f} tok/s)" for s, tps in pr["proj"].values()) + " |")
     errors = [(f, k, r["error"]) for f, runs in rows.items() for k, r in runs.items() if "error" in r]
     if errors:
         p("")
