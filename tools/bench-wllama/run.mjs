@@ -2,12 +2,12 @@
 // clef-web vs wllama (llama.cpp → wasm) on the same GGUF files, in one headless Chromium.
 //
 //   cd tools/bench-wllama && npm ci && node run.mjs [FILE.gguf …] [--no-fixtures] [--prompt-tokens 64]
-//       [--gen-tokens 32] [--repeats 2] [--ctx 512] [--engines ours,wl1,wl2] [--json OUT.json] [--verbose]
+//       [--gen-tokens 32] [--repeats 2] [--ctx 512] [--engines ours,ours2,wl1,wl2] [--json OUT.json] [--verbose]
 //
 // Files: the tiny fixtures (A-Q2_K, A-IQ2_M, A-Q1_0, A-IQ1_S from ../shared) unless --no-fixtures,
 // then every FILE given. Needs ./build.sh (www/dist) and /usr/bin/chromium.
 // For each file: ours (1 thread: the engine is one worker), wllama with 1 thread, and wllama with 2
-// threads (--engines picks among ours, wl1, wl2); each loads the file, does a short warm-up request, then --repeats
+// threads (--engines picks among ours, oursN = ours split across N shard workers, wl1, wl2); each loads the file, does a short warm-up request, then --repeats
 // measured requests: the same prompt of ~--prompt-tokens tokens (prefill tokens/s), then --gen-tokens
 // greedy tokens with EOS ignored (decode tokens/s), as each engine reports them (≥ 5 runs for files
 // under 64 MiB). The median run is printed as a Markdown table with the ratios ours/wllama.
@@ -44,6 +44,12 @@ for (let a = process.argv.slice(2); a.length; ) {
   else files.push(resolve(k));
 }
 if (opt.fixtures) files.unshift(...['Q2_K', 'IQ2_M', 'Q1_0', 'IQ1_S'].map((q) => join(fixtures, `A-${q}.gguf`)));
+// `ours` = ours1 (the whole model in the engine worker); `oursN` splits it across N shard workers.
+const runs = opt.engines.split(',').map((k) => {
+  const m = /^(ours|wl)(\d*)$/.exec(k);
+  if (!m) throw new Error(`--engines: unknown engine '${k}' (ours, oursN, wl1, wl2)`);
+  return [k, m[1] === 'ours' ? 'ours' : 'wllama', Number(m[2] || 1)];
+});
 for (const f of [...files, join(repo, 'www/dist/clef.js'), join(wllamaDir, 'index.js')]) {
   if (!existsSync(f)) throw new Error(`missing ${f} (./build.sh; npm ci in tools/bench-wllama)`);
 }
@@ -106,7 +112,8 @@ function promptAndBans(path, nPrompt) {
   tokens.forEach((s, i) => {
     if (!normal(i)) return;
     const bytes = tokenBytes(s);
-    if (!isUtf8(bytes)) bans[i] = -1000;
+    // −100: the lowest bias our engine accepts (OpenAI's range); wllama gets these ids as hard bans.
+    if (!isUtf8(bytes)) bans[i] = -100;
     else if (/^ [a-z]{3,}$/.test(strictUtf8.decode(bytes))) words.push(strictUtf8.decode(bytes));
   });
   const stride = Math.max(1, Math.floor(words.length / nPrompt));
@@ -180,19 +187,22 @@ for (const [i, file] of files.entries()) {
   const repeats = statSync(file).size < 64 << 20 ? Math.max(opt.repeats, 5) : opt.repeats;
   const o = { verbose: opt.verbose, prompt, promptTokens: opt.promptTokens, genTokens: opt.genTokens, nCtx: opt.ctx, repeats, logitBias };
   const row = { file: basename(file), bytes: statSync(file).size, nVocab, banned: Object.keys(logitBias).length };
-  const runs = [['ours', 'ours', 1], ['wl1', 'wllama', 1], ['wl2', 'wllama', 2]].filter(([k]) => opt.engines.split(',').includes(k));
   for (const [key, fn, threads] of runs) {
     const t0 = Date.now();
     try {
       const r = await page.evaluate(([fn, url, o]) => window.bench[fn](url, o), [fn, url, { ...o, threads }]);
-      row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, simd: r.simd, text: r.runs[0].text };
+      const mid = [...r.runs].sort((a, b) => a.tg - b.tg)[Math.floor((r.runs.length - 1) / 2)];
+      row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, simd: r.simd, text: r.runs[0].text, split: mid.split };
       console.error(`${row.file} ${key}: pp ${row[key].pp.toFixed(2)} t/s, tg ${row[key].tg.toFixed(2)} t/s, load ${r.loadS.toFixed(1)} s (threads ${r.threads}${r.simd ? `, ${r.simd}` : ''}) [${((Date.now() - t0) / 1000).toFixed(0)} s]`);
     } catch (e) {
       row[key] = { error: String(e.message ?? e).split('\n')[0].slice(0, 200) };
       console.error(`${row.file} ${key}: FAILED ${row[key].error}`);
     }
   }
-  if (row.ours?.n && row.wl1?.n && row.ours.n !== row.wl1.n) row.wl1.error = `prompt tokens differ: ours ${row.ours.n}, wllama ${row.wl1.n}`;
+  for (const [k] of runs) {
+    const o = row.ours ?? row.ours1;
+    if (k !== 'ours' && o?.n && row[k]?.n && row[k].n !== o.n) row[k].error = `prompt tokens differ: ours ${o.n}, ${k} ${row[k].n}`;
+  }
   results.push(row);
 }
 await ctx.close();
@@ -212,11 +222,14 @@ const size = (b) => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 
 console.log(`\nclef-web vs wllama ${wllamaVersion} (llama.cpp ${env.libllama}), ${env.ua.match(/Chrome\/\S+/)?.[0]}, ` +
   `prompt ${opt.promptTokens} tokens, decode ${opt.genTokens} tokens greedy (EOS ignored), median of ${opt.repeats} runs (≥ 5 for files < 64 MiB); tokens/s; ` +
   `load average ${load0.toFixed(1)} at start, ${loadavg()[0].toFixed(1)} at end\n`);
-console.log('| file | size | prefill ours | prefill wllama 1t | **ours/wllama** | decode ours | decode wllama 1t | **ours/wllama** | wllama 2t prefill / decode | same greedy text |');
-console.log('|---|---|---|---|---|---|---|---|---|---|');
+const split = runs.filter(([k]) => /^ours\d+$/.test(k) && k !== 'ours1').map(([k]) => k);
+console.log('| file | size | prefill ours | prefill wllama 1t | **ours/wllama** | decode ours | decode wllama 1t | **ours/wllama** | wllama 2t prefill / decode | ' +
+  split.map((k) => `ours ${k.slice(4)} workers prefill / decode | `).join('') + 'same greedy text |');
+console.log('|---|---|---|---|---|---|---|---|---|' + '---|'.repeat(split.length) + '---|');
 for (const r of results) {
-  console.log(`| ${r.file} | ${size(r.bytes)} | ${f(r.ours?.pp)} | ${f(r.wl1?.pp)} | ${ratio(r.ours?.pp, r.wl1?.pp)} | ${f(r.ours?.tg)} | ${f(r.wl1?.tg)} | ` +
-    `${ratio(r.ours?.tg, r.wl1?.tg)} | ${f(r.wl2?.pp)} / ${f(r.wl2?.tg)} | ${same(r.ours?.text, r.wl1?.text)} |`);
+  const o = r.ours ?? r.ours1;
+  console.log(`| ${r.file} | ${size(r.bytes)} | ${f(o?.pp)} | ${f(r.wl1?.pp)} | ${ratio(o?.pp, r.wl1?.pp)} | ${f(o?.tg)} | ${f(r.wl1?.tg)} | ` +
+    `${ratio(o?.tg, r.wl1?.tg)} | ${f(r.wl2?.pp)} / ${f(r.wl2?.tg)} | ` + split.map((k) => `${f(r[k]?.pp)} / ${f(r[k]?.tg)} | `).join('') + `${same(o?.text, r.wl1?.text)} |`);
 }
-for (const r of results) for (const k of ['ours', 'wl1', 'wl2']) if (r[k]?.error) console.log(`\n- ${r.file}, ${k}: ${r[k].error}`);
+for (const r of results) for (const [k] of runs) if (r[k]?.error) console.log(`\n- ${r.file}, ${k}: ${r[k].error}`);
 if (opt.json) writeFileSync(opt.json, JSON.stringify({ wllamaVersion, libllama: env.libllama, opt, results }, null, 1));

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""The Markdown report of tools/bench-tp.sh, from its results.jsonl (one JSON record per measurement:
+engine node|chromium|wllama|native, file, n = workers or threads, pp/tg tokens/s, and for split runs
+`split` = {prompt, decode}: the engine's usage.split counters {stages, wait_ms, shard_ms, coordinator_ms}).
+
+    python3 tools/bench_tp_report.py OUT/results.jsonl
+
+Definitions:
+* tokens/s: prompt tokens / prompt time; generated tokens / time from the first to the last of them
+  (ours, wllama); llama-bench's pp/tg averages (native).
+* coordinator share of a decoded token (ours, split): the time per generated token T splits into
+  S = the coordinator's own work between stages (coordinator_ms: norms, residuals, adding the shards'
+  partial sums, copies), W = waiting for the shards (wait_ms), of which C = the slowest shard's
+  compute (shard_ms) and X = W − C the exchanges (messages, copies) and load imbalance, and O = the
+  rest of T (starting each step: sampling the 248k logits, detokenizing; the engine's yields and
+  token messages).
+* projection (Amdahl): with N workers the shards compute C per token, so the parallel work is
+  P = N·C (an even split), and serial = S + O + X; T(M) = serial + P / M, speed-up T(1) / T(M) with
+  T(1) the measured one-worker time (else serial + P). S, O and X are held at their measured values,
+  although the coordinator's work and the exchanges grow with M (M messages and M partial sums per
+  stage), so the projection is an upper bound. From the run with the most workers.
+"""
+import json, sys
+from collections import defaultdict
+
+ENGINES = ("node", "chromium", "native", "wllama")
+LABEL = {"node": "ours, Node", "chromium": "ours, Chromium", "native": "native llama.cpp", "wllama": "wllama 3.13"}
+PROJECT = (8, 16)
+
+
+def load(path):
+    meta, rows = {}, defaultdict(dict)  # rows[file][(engine, n)] = record
+    for line in open(path):
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        if r["engine"] in ("machine", "machine_end"):
+            meta.update(r)
+        else:
+            rows[r["file"]][(r["engine"], r["n"])] = r
+    return meta, rows
+
+
+def fmt(x, d=2):
+    return "—" if x is None else f"{x:.0f}" if x >= 100 else f"{x:.{d}f}"
+
+
+def ratio(a, b):
+    return "—" if not a or not b else f"{a / b:.2f}×"
+
+
+def get(rec, k):
+    return None if rec is None or "error" in rec else rec.get(k)
+
+
+def per_token(rec):
+    """{T, S, W, C, X, O, k} of a split run's decode, ms per generated token (k: stages per pass)."""
+    s = rec.get("split") if rec and "error" not in rec else None
+    if not s or not rec.get("tg"):
+        return None
+    gen, d = rec["gen"], s["decode"]
+    t = 1000 / rec["tg"]
+    c, w, sh = d["coordinator_ms"] / gen, d["wait_ms"] / gen, d["shard_ms"] / gen
+    return {"T": t, "S": c, "W": w, "C": sh, "X": w - sh, "O": t - c - w, "k": d["stages"] / max(1, gen - 1)}
+
+
+def project(runs, engine):
+    """Amdahl projection from one engine's runs {n: record} (see the module doc); None without data."""
+    split = {n: per_token(r) for n, r in runs.items() if n > 1 and per_token(r)}
+    if not split:
+        return None
+    n = max(split)
+    m = split[n]
+    p = n * m["C"]
+    serial = m["S"] + m["O"] + m["X"]
+    t1 = 1000 / get(runs.get(1), "tg") if get(runs.get(1), "tg") else serial + p
+    return {"engine": engine, "n": n, "t1": t1, "P": p, "X": m["X"], "k": m["k"], "serial": serial,
+            "fraction": serial / (serial + p), "proj": {k: (t1 / (serial + p / k), 1000 / (serial + p / k)) for k in PROJECT}}
+
+
+def main():
+    meta, rows = load(sys.argv[1])
+    out = []
+    p = out.append
+    p(f"Machine: {meta.get('cores')} cores, {meta.get('cpu')}; Node {meta.get('node')}; {meta.get('chromium') or 'Chromium ?'}; "
+      f"load average {meta.get('load_start', 0):.1f} at start, {meta.get('load_end', 0):.1f} at end. "
+      f"Prompt {meta.get('prompt')} tokens, {meta.get('gen')} decoded tokens (greedy, EOS ignored), one run each"
+      f"{' (quick mode)' if meta.get('quick') else ''}. Native: {meta.get('llama_bench') or '—'}.")
+    p("")
+    counts = sorted({n for f in rows.values() for (_, n) in f})
+    # ---- tokens/s
+    p("### Tokens/s (prompt / decode)")
+    p("")
+    p("| file | workers / threads | " + " | ".join(LABEL[e] for e in ENGINES) + " |")
+    p("|---|---|" + "---|" * len(ENGINES))
+    for f, runs in rows.items():
+        for n in counts:
+            if not any((e, n) in runs for e in ENGINES):
+                continue
+            cells = []
+            for e in ENGINES:
+                r = runs.get((e, n))
+                cells.append("—" if r is None else f"failed: {r['error'][:80]}" if "error" in r else f"{fmt(r.get('pp'))} / {fmt(r.get('tg'))}")
+            p(f"| {f} | {n} | " + " | ".join(cells) + " |")
+    p("")
+    # ---- ratios
+    p("### Ratios (prompt / decode)")
+    p("")
+    p("| file | N | Node / native N threads | Chromium / native | Chromium / wllama N threads | Node N / Node 1 | Chromium N / Chromium 1 |")
+    p("|---|---|---|---|---|---|---|")
+    for f, runs in rows.items():
+        for n in counts:
+            g = lambda e, m, k: get(runs.get((e, m)), k)  # noqa: E731
+            cells = [
+                f"{ratio(g('node', n, 'pp'), g('native', n, 'pp'))} / {ratio(g('node', n, 'tg'), g('native', n, 'tg'))}",
+                f"{ratio(g('chromium', n, 'pp'), g('native', n, 'pp'))} / {ratio(g('chromium', n, 'tg'), g('native', n, 'tg'))}",
+                f"{ratio(g('chromium', n, 'pp'), g('wllama', n, 'pp'))} / {ratio(g('chromium', n, 'tg'), g('wllama', n, 'tg'))}",
+                f"{ratio(g('node', n, 'pp'), g('node', 1, 'pp'))} / {ratio(g('node', n, 'tg'), g('node', 1, 'tg'))}" if n > 1 else "—",
+                f"{ratio(g('chromium', n, 'pp'), g('chromium', 1, 'pp'))} / {ratio(g('chromium', n, 'tg'), g('chromium', 1, 'tg'))}" if n > 1 else "—",
+            ]
+            if any(c not in ("— / —", "—") for c in cells):
+                p(f"| {f} | {n} | " + " | ".join(cells) + " |")
+    p("")
+    # ---- coordinator share
+    p("### Where a decoded token's time goes (ours, split across N workers)")
+    p("")
+    p("T = ms per generated token; S = the coordinator's work between stages; W = waiting for the shards, of which C = the slowest "
+      "shard's compute and X = W − C the exchanges + imbalance; O = the rest (sampling, detokenizing, yields, token messages). "
+      "Prompt: S share of the prompt time.")
+    p("")
+    p("| file | engine | N | T ms | S ms (share) | W ms (share) | C ms (share) | X ms (share, µs / stage) | O ms (share) | stages / token | prompt: S share |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|")
+    for f, runs in rows.items():
+        for e in ("node", "chromium"):
+            for n in counts:
+                r = runs.get((e, n))
+                pt = per_token(r)
+                if not pt:
+                    continue
+                t = pt["T"]
+                share = lambda x: f"{x:.2f} ({100 * x / t:.1f} %)"  # noqa: E731
+                sp = r["split"]["prompt"]
+                prompt_ms = r.get("prompt_ms") or (r["prompt_tokens"] * 1000 / r["pp"] if r.get("pp") else None)
+                ps = f"{100 * sp['coordinator_ms'] / prompt_ms:.1f} %" if prompt_ms else "—"
+                p(f"| {f} | {LABEL[e]} | {n} | {t:.1f} | {share(pt['S'])} | {share(pt['W'])} | {share(pt['C'])} | "
+                  f"{pt['X']:.2f} ({100 * pt['X'] / t:.1f} %, {1000 * pt['X'] / pt['k']:.0f}) | {share(pt['O'])} | {pt['k']:.0f} | {ps} |")
+    p("")
+    # ---- projection
+    p("### Projection for more workers (Amdahl; see tools/bench_tp_report.py)")
+    p("")
+    p("From the run with the most workers N: P = N × C (the parallel compute per token), serial = S + O + X per token; "
+      "speed-up over the measured one-worker time T(1), projected decode tokens/s. An upper bound (S and X grow with the workers).")
+    p("")
+    p("| file | engine | from N | T(1) ms | P ms | serial ms | X ms (µs / stage) | serial fraction | " +
+      " | ".join(f"{n} workers" for n in PROJECT) + " |")
+    p("|---|---|---|---|---|---|---|---|" + "---|" * len(PROJECT))
+    for f, runs in rows.items():
+        for e in ("node", "chromium"):
+            pr = project({n: r for (eng, n), r in runs.items() if eng == e}, e)
+            if not pr:
+                continue
+            per_stage = 1000 * pr["X"] / pr["k"] if pr["k"] else float("nan")
+            p(f"| {f} | {LABEL[e]} | {pr['n']} | {pr['t1']:.1f} | {pr['P']:.1f} | {pr['serial']:.2f} | {pr['X']:.2f} ({per_stage:.0f}) | "
+              f"{100 * pr['fraction']:.1f} % | " + " | ".join(f"{s:.2f}× ({tps:.2f} tok/s)" for s, tps in pr["proj"].values()) + " |")
+    errors = [(f, k, r["error"]) for f, runs in rows.items() for k, r in runs.items() if "error" in r]
+    if errors:
+        p("")
+        p("Failures:")
+        for f, (e, n), msg in errors:
+            p(f"- {f}, {e} {n}: {msg}")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
