@@ -406,7 +406,8 @@ test('a model larger than the tab can hold fails fast, naming a smaller quant, b
     const r = await b.page.evaluate(async (hub) => {
       const t = performance.now();
       try {
-        await ClefEngine.load('test-org/huge-GGUF:F32', { hubUrl: hub });
+        // One worker: too large for its 4 GiB (split across workers, see split.test.mjs, it would fit).
+        await ClefEngine.load('test-org/huge-GGUF:F32', { hubUrl: hub, workers: 1 });
         return { ok: true };
       } catch (e) {
         return { code: e.code, message: e.message, ms: performance.now() - t };
@@ -422,7 +423,7 @@ test('a model larger than the tab can hold fails fast, naming a smaller quant, b
     // The same with a real file and a small memory limit (e.g. a phone).
     const r2 = await b.page.evaluate(async (hub) => {
       try {
-        await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl: hub, memoryLimit: 35e6, cache: false });
+        await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl: hub, memoryLimit: 35e6, cache: false, workers: 1 });
         return 'loaded';
       } catch (e) {
         return `${e.code}: ${e.message}`;
@@ -520,8 +521,9 @@ test('a 1.1 GB model: peak JS heap of the worker stays far below the model size;
   const hub = await startHubServer({ repos: { 'test-org/big-GGUF': { 'big-F32.gguf': big } } });
   const b = await launch(hub.url);
   try {
+    // One worker: every byte goes straight into wasm memory.
     const s1 = await heapSampler(b.ctx, b.page, 50);
-    const r = await load(b.page, hub.url, { model: 'test-org/big-GGUF:F32' });
+    const r = await load(b.page, hub.url, { model: 'test-org/big-GGUF:F32', workers: 1 });
     const h1 = await s1.stop();
     assert.equal(r.info.verified, true);
     expectFixture(await greedy(b.page));
@@ -539,6 +541,17 @@ test('a 1.1 GB model: peak JS heap of the worker stays far below the model size;
     expectFixture(await greedy(b.page));
     report(`same model from OPFS: ${mb(r2.info.stats.cacheBytesPerSecond)}/s read into wasm memory + checksums (${(r2.ms / 1000).toFixed(1)} s); ` +
       `worker peak V8 heap ${mb(h2.peakUsed)}, backing stores ${mb(h2.peakBacking)}`);
+    // Split across 2 workers, from OPFS: chunks are staged in JS, then scattered (a few chunks of 16 MiB at a time).
+    await b.page.evaluate(() => window.engine.unload());
+    await open(b.page, hub.url + '/test/page.html');
+    const s3 = await heapSampler(b.ctx, b.page, 50);
+    const r3 = await load(b.page, hub.url, { model: 'test-org/big-GGUF:F32', workers: 2 });
+    const h3 = await s3.stop();
+    assert.equal(r3.info.source, 'cache');
+    assert.equal(r3.info.workers, 2);
+    expectFixture(await greedy(b.page));
+    report(`same model from OPFS, split across 2 workers: ${(r3.ms / 1000).toFixed(1)} s; engine worker peak V8 heap ${mb(h3.peakUsed)}, backing stores outside wasm memory ${mb(h3.peakBacking)}`);
+    assert.ok(h3.peakUsed + h3.peakBacking < 12 * 16 * MiB, `split: peak JS memory ${h3.peakUsed + h3.peakBacking} stays within a few staged chunks`);
   } finally {
     await b.close();
     await hub.close();

@@ -28,7 +28,7 @@ import { type HeaderInfo, checkSupported, readHeader } from './load/header.js';
 import { cachedHeader, probe, sameFile, startCache } from './load/cached.js';
 import { type RetryEvents, withRetry } from './load/fetch.js';
 import { type Placement, ShardPlacement, SplitPlacement, localDestination } from './load/placement.js';
-import { chooseWorkers, coreCount, partsFit } from './load/workers.js';
+import { chooseWorkers, coreCount, deviceRam, partsFit } from './load/workers.js';
 import { ShardError, type ShardPool } from './shards.js';
 import { chunkIndexes } from './load/plan.js';
 import { Progress, emptyStats, jsHeap } from './load/progress.js';
@@ -162,7 +162,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     (n === 1 ? [info] : (splitInfo(headerBytes, size, n) as MemoryShape[])).map((p) => ({ ...p, nVocab: info.nVocab, kvBytesPerToken: p.kvBytesPerToken * kvScale }));
   const smallest = Math.min(params.contextLength ?? MIN_AUTO_CONTEXT, info.contextLength || MIN_AUTO_CONTEXT);
   const choice = ctx.startShards
-    ? chooseWorkers({ requested: params.workers, cores: coreCount(), weightBytes: info.weightBytes, fits: (n) => partsFit(shapes(n), smallest, available) })
+    ? chooseWorkers({ requested: params.workers, cores: coreCount(), weightBytes: info.weightBytes, fits: (n) => partsFit(shapes(n), smallest, available, deviceRam()) })
     : { workers: 1, reason: 'one worker (this host cannot start shard workers)' };
   const workers = choice.workers;
   const parts = shapes(workers);
@@ -170,6 +170,11 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   const subject: FitSubject = {
     name: params.model ?? ctx.name, quant: params.quant, fileType: info.fileType, repo: ctx.repo, contextRequested: !!params.contextLength,
   };
+  const total = parts.reduce((a, p) => a + memoryNeeded(p, nCtx), 0);
+  if (total > deviceRam()) {
+    throw new LoadError('out_of_memory', `${subject.name} needs about ${(total / 1e9).toFixed(1)} GB of memory in all, ` +
+      `more than this device's ${(deviceRam() / 1e9).toFixed(0)} GB: use a smaller quant or a shorter contextLength.`);
+  }
   parts.forEach((p, i) => {
     if (memoryNeeded(p, nCtx) > available(i)) {
       const why = workers > 1 ? `split across ${workers} workers, ${i === 0 ? 'the coordinator' : `shard worker ${i}`} needs this much; more workers would help` : '';

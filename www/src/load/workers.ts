@@ -14,6 +14,8 @@ import { memoryNeeded, type MemoryShape } from './fit.js';
 
 export const SPLIT_MIN_BYTES = 256 * (1 << 20);
 export const MAX_AUTO_WORKERS = 8;
+/** The most workers the default adds for a model to fit (more is a caller's explicit choice). */
+export const MAX_FIT_WORKERS = 16;
 
 export interface WorkerChoice {
   workers: number;
@@ -37,7 +39,7 @@ export function chooseWorkers(opts: {
   fits: (n: number) => boolean;
   max?: number;
 }): WorkerChoice {
-  const max = opts.max ?? 64;
+  const max = opts.max ?? MAX_FIT_WORKERS;
   if (opts.requested) return { workers: opts.requested, reason: 'requested' };
   if (opts.weightBytes < SPLIT_MIN_BYTES && opts.fits(1)) return { workers: 1, reason: `small model (${(opts.weightBytes / 1e6).toFixed(0)} MB): one worker` };
   let n = Math.max(1, Math.min(opts.cores, MAX_AUTO_WORKERS));
@@ -53,7 +55,17 @@ export function chooseWorkers(opts: {
   return { workers: n, reason };
 }
 
-/** Does every part fit in its memory with a context of nCtx tokens? */
-export function partsFit(parts: MemoryShape[], nCtx: number, available: (i: number) => number): boolean {
-  return parts.every((p, i) => memoryNeeded(p, nCtx) <= available(i));
+/**
+ * The machine's RAM when the platform says it is small (navigator.deviceMemory, GB, rounded down
+ * and capped at 8 by Chromium: 8 means "8 or more", so no limit is known then); Infinity otherwise.
+ */
+export function deviceRam(): number {
+  const gb = (globalThis as { navigator?: { deviceMemory?: number } }).navigator?.deviceMemory;
+  return gb && gb > 0 && gb < 8 ? gb * 2 ** 30 : Infinity;
+}
+
+/** Does every part fit in its memory with a context of nCtx tokens, and all of them in `ram`? */
+export function partsFit(parts: MemoryShape[], nCtx: number, available: (i: number) => number, ram = Infinity): boolean {
+  const need = parts.map((p) => memoryNeeded(p, nCtx));
+  return need.every((b, i) => b <= available(i)) && need.reduce((a, b) => a + b, 0) <= ram;
 }
