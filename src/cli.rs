@@ -350,7 +350,7 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     let n_ctx: usize = a.num("ctx", prompt.len() + max_tokens + 1)?;
     let mut engine = Engine::new(model, tok.ok(), n_ctx).map_err(|e| e.to_string())?;
     engine.precision = prec;
-    let gp = GenParams { sampler: params, max_tokens, stop: Vec::new(), ignore_eos: a.flag("ignore-eos") };
+    let gp = GenParams { sampler: params, max_tokens, stop: Vec::new(), ignore_eos: a.flag("ignore-eos"), logprobs: None };
     let json_out = a.flag("json");
     let mut text = String::new();
     let mut out_ids = Vec::new();

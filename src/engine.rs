@@ -21,7 +21,7 @@ use crate::model::{Logits, Model, Pass, Role, Snapshot, State};
 use crate::shard::StateOp;
 
 use crate::ops::Precision;
-use crate::sampler::{Sampler, SamplerParams};
+use crate::sampler::{Distribution, Sampler, SamplerParams, TokenLogprobs};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 
 /// How many snapshots to keep (each is ~50 MB for the 9B: the recurrent state).
@@ -34,11 +34,14 @@ pub struct GenParams {
     /// Extra stop strings (the end-of-generation tokens always stop).
     pub stop: Vec<String>,
     pub ignore_eos: bool,
+    /// Report each token's log-probability and this many alternatives (≤ `MAX_TOP_LOGPROBS`);
+    /// `None`: no log-probabilities. See `sampler::Distribution` for which distribution.
+    pub logprobs: Option<usize>,
 }
 
 impl Default for GenParams {
     fn default() -> Self {
-        GenParams { sampler: SamplerParams::default(), max_tokens: 512, stop: Vec::new(), ignore_eos: false }
+        GenParams { sampler: SamplerParams::default(), max_tokens: 512, stop: Vec::new(), ignore_eos: false, logprobs: None }
     }
 }
 
@@ -66,6 +69,8 @@ impl FinishReason {
 pub struct Piece {
     pub token: u32,
     pub text: String,
+    /// When asked for (`GenParams::logprobs`).
+    pub logprobs: Option<TokenLogprobs>,
 }
 
 /// Usage of the current / last request.
@@ -262,7 +267,10 @@ impl Engine {
             gen.finished = Some(FinishReason::Length);
             return Ok(None);
         }
+        // The model's distribution is read before the sampler biases, penalises or masks the logits.
+        let dist = gen.params.logprobs.map(|n| (Distribution::of(&gen.logits, n), gen.logits.clone()));
         let tok = gen.sampler.sample(&mut gen.logits);
+        let logprobs = dist.map(|(d, raw)| d.token(raw[tok as usize]));
         if !gen.params.ignore_eos && eog.contains(&tok) {
             gen.finished = Some(FinishReason::Stop);
             return Ok(None);
@@ -279,7 +287,7 @@ impl Engine {
             if let Some(pos) = gen.params.stop.iter().filter_map(|s| gen.held.find(s.as_str())).min() {
                 text = gen.held[..pos].to_string();
                 gen.held.clear();
-                let piece = Piece { token: tok, text };
+                let piece = Piece { token: tok, text, logprobs };
                 gen.finished = Some(FinishReason::Stop);
                 return Ok(Some(piece));
             }
@@ -295,7 +303,7 @@ impl Engine {
         } else {
             self.start_pass(Inflight::Step { token: tok }, Logits::Last)?;
         }
-        Ok(Some(Piece { token: tok, text }))
+        Ok(Some(Piece { token: tok, text, logprobs }))
     }
 
     fn start_pass(&mut self, what: Inflight, want: Logits) -> Result<(), EngineError> {

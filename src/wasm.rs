@@ -81,7 +81,7 @@ use crate::gguf::{GgufError, Header};
 use crate::model::{Config, Model, ModelError, Role, Stage};
 use crate::shard::{ShardEngine, StateOp};
 use crate::split::ShardId;
-use crate::sampler::SamplerParams;
+use crate::sampler::{SamplerParams, MAX_TOP_LOGPROBS};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{StoreError, WeightStore};
 use js_sys::{Array, Object, Reflect};
@@ -429,7 +429,8 @@ impl WasmEngine {
 
     /// Starts a request; returns how many prompt tokens were reused from the previous state.
     /// `params`: {max_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
-    /// presence_penalty, frequency_penalty, seed, stop: string[], logit_bias: {id: bias}, ignore_eos}.
+    /// presence_penalty, frequency_penalty, seed, stop: string[], logit_bias: {id: bias}, ignore_eos,
+    /// logprobs: number of alternatives per token (0 … 20; absent: no log-probabilities)}.
     pub fn begin(&mut self, prompt: &[u32], params: JsValue) -> Result<usize, JsValue> {
         let d = SamplerParams::default();
         let f = |k: &str, def: f32| get_f64(&params, k).map(|v| v as f32).unwrap_or(def);
@@ -464,6 +465,11 @@ impl WasmEngine {
             max_tokens: get_f64(&params, "max_tokens").map(|v| v as usize).unwrap_or(512),
             stop,
             ignore_eos: get(&params, "ignore_eos").and_then(|v| v.as_bool()).unwrap_or(false),
+            logprobs: match get_f64(&params, "logprobs") {
+                None => None,
+                Some(n) if n >= 0.0 && n <= MAX_TOP_LOGPROBS as f64 && n.fract() == 0.0 => Some(n as usize),
+                Some(n) => return Err(err("bad_request", format!("logprobs asks for {n} alternatives; 0 to {MAX_TOP_LOGPROBS} are possible"))),
+            },
         };
         self.engine.begin(prompt, gp).map_err(engine_err)
     }
@@ -473,9 +479,11 @@ impl WasmEngine {
         self.engine.prefill(max).map_err(engine_err)
     }
 
-    /// Generates one token: `{token, text}`, or `null` when finished (see `finishReason`).
+    /// Generates one token: `{token, text}` (with `logprobs` asked for, also `logprob`, `bytes` (the
+    /// token's bytes) and `top`: `[{id, bytes, logprob}]`), or `null` when finished (see `finishReason`).
     pub fn step(&mut self) -> Result<JsValue, JsValue> {
-        piece_value(self.engine.step().map_err(engine_err)?)
+        let p = self.engine.step().map_err(engine_err)?;
+        piece_value(p, self.engine.tokenizer.as_ref())
     }
 
     // ---- a model split across shard workers (the coordinator's side; see src/engine.rs) -----
@@ -486,10 +494,11 @@ impl WasmEngine {
         self.engine.prefill_start(max).map_err(engine_err)
     }
 
-    /// Samples one token and starts its pass: `{token, text}`, or `null` when finished.
+    /// Samples one token and starts its pass: a piece as `step` gives it, or `null` when finished.
     #[wasm_bindgen(js_name = stepStart)]
     pub fn step_start(&mut self) -> Result<JsValue, JsValue> {
-        piece_value(self.engine.step_start().map_err(engine_err)?)
+        let p = self.engine.step_start().map_err(engine_err)?;
+        piece_value(p, self.engine.tokenizer.as_ref())
     }
 
     /// The stage the shards must run: `[kind, layer, pos]` (kind 0 mixer, 1 FFN, 2 LM head), or
@@ -590,13 +599,27 @@ impl WasmEngine {
     }
 }
 
-fn piece_value(p: Option<crate::engine::Piece>) -> Result<JsValue, JsValue> {
+fn piece_value(p: Option<crate::engine::Piece>, tok: Option<&Tokenizer>) -> Result<JsValue, JsValue> {
+    let bytes = |id: u32| js_sys::Uint8Array::from(tok.map(|t| t.token_bytes(id)).unwrap_or_default());
     Ok(match p {
         None => JsValue::NULL,
         Some(p) => {
             let o = Object::new();
             set(&o, "token", p.token);
             set(&o, "text", p.text);
+            if let Some(lp) = p.logprobs {
+                set(&o, "logprob", lp.logprob);
+                set(&o, "bytes", bytes(p.token));
+                let top = Array::new();
+                for (id, logprob) in lp.top {
+                    let t = Object::new();
+                    set(&t, "id", id);
+                    set(&t, "bytes", bytes(id));
+                    set(&t, "logprob", logprob);
+                    top.push(&t);
+                }
+                set(&o, "top", top);
+            }
             o.into()
         }
     })
