@@ -21,6 +21,7 @@ use crate::model::{Logits, Model, Pass, Role, Snapshot, State};
 use crate::shard::StateOp;
 
 use crate::ops::Precision;
+use crate::grammar::{Constraint, GrammarError};
 use crate::sampler::{Distribution, Sampler, SamplerParams, TokenLogprobs};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 
@@ -92,6 +93,8 @@ struct Generation {
     /// Text produced but not yet returned (could be the beginning of a stop string).
     held: String,
     finished: Option<FinishReason>,
+    /// The grammar the answer must follow (structured output, forced tool calls).
+    constraint: Option<Constraint>,
 }
 
 /// The forward pass in flight and what to do with its result.
@@ -127,6 +130,8 @@ pub enum EngineError {
     ContextFull { needed: usize, n_ctx: usize },
     Model(String),
     Input(String),
+    /// The output grammar failed during generation.
+    Grammar(GrammarError),
 }
 
 impl std::fmt::Display for EngineError {
@@ -137,6 +142,7 @@ impl std::fmt::Display for EngineError {
                 write!(f, "the prompt needs {needed} tokens but the context holds {n_ctx}")
             }
             EngineError::Model(s) | EngineError::Input(s) => f.write_str(s),
+            EngineError::Grammar(e) => e.fmt(f),
         }
     }
 }
@@ -214,8 +220,20 @@ impl Engine {
             decoder: StreamDecoder::new(false),
             held: String::new(),
             finished: None,
+            constraint: None,
         });
         Ok(start)
+    }
+
+    /// Makes the request's answer follow a grammar (see `grammar.rs`): every token is sampled
+    /// under its mask. Call after `begin`, before the first token.
+    pub fn constrain(&mut self, c: Constraint) -> Result<(), EngineError> {
+        let gen = self.gen.as_mut().ok_or(EngineError::Idle)?;
+        if self.usage.completion_tokens > 0 {
+            return Err(EngineError::Input("a constraint must be set before the first token".into()));
+        }
+        gen.constraint = Some(c);
+        Ok(())
     }
 
     /// Runs up to `max` queued prompt tokens. Returns the number still queued (0 = ready).
@@ -269,11 +287,18 @@ impl Engine {
         }
         // The model's distribution is read before the sampler biases, penalises or masks the logits.
         let dist = gen.params.logprobs.map(|n| (Distribution::of(&gen.logits, n), gen.logits.clone()));
+        if let Some(c) = gen.constraint.as_mut() {
+            c.mask(&mut gen.logits).map_err(EngineError::Grammar)?;
+        }
         let tok = gen.sampler.sample(&mut gen.logits);
         let logprobs = dist.map(|(d, raw)| d.token(raw[tok as usize]));
-        if !gen.params.ignore_eos && eog.contains(&tok) {
+        // (Under a grammar, an end-of-generation token is drawn only where the grammar may end.)
+        if (!gen.params.ignore_eos || gen.constraint.is_some()) && eog.contains(&tok) {
             gen.finished = Some(FinishReason::Stop);
             return Ok(None);
+        }
+        if let Some(c) = gen.constraint.as_mut() {
+            c.commit(tok).map_err(EngineError::Grammar)?;
         }
         gen.sampler.accept(tok);
         self.usage.completion_tokens += 1;

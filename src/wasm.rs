@@ -110,6 +110,7 @@ fn engine_err(e: EngineError) -> JsValue {
         EngineError::ContextFull { .. } => "context_full",
         EngineError::Input(_) | EngineError::Idle => "bad_request",
         EngineError::Model(_) => "internal",
+        EngineError::Grammar(ref g) => g.code(),
     };
     err(code, e)
 }
@@ -321,7 +322,7 @@ impl ModelLoader {
         let tokenizer = Tokenizer::from_gguf(&self.header).map_err(|e| err("bad_gguf", e))?;
         let template = ChatTemplate::new(self.header.get_str("tokenizer.chat_template")).map_err(|e| err(e.code(), e))?;
         let engine = Engine::new(model, Some(tokenizer), n_ctx).map_err(|e| err("out_of_memory", e))?;
-        Ok(WasmEngine { engine, template })
+        Ok(WasmEngine { engine, template, grammar_vocab: None })
     }
 }
 
@@ -399,6 +400,8 @@ impl WasmShard {
 pub struct WasmEngine {
     engine: Engine,
     template: ChatTemplate,
+    /// The vocabulary's token trie for constrained decoding, built at the first constrained request.
+    grammar_vocab: Option<crate::grammar::GrammarVocab>,
 }
 
 #[wasm_bindgen]
@@ -472,6 +475,21 @@ impl WasmEngine {
             },
         };
         self.engine.begin(prompt, gp).map_err(engine_err)
+    }
+
+    /// Makes the current request's answer follow a grammar, given as JSON text (see
+    /// `grammar::OutputSpec::from_json`: `{"type": "json_object"}`, `{"type": "json_schema",
+    /// "schema"}`, `{"type": "tool_calls", "tools", "name"?, "parallel"?}`). Call after `begin`.
+    /// A schema that cannot be compiled throws a `bad_schema` error.
+    pub fn constrain(&mut self, spec_json: &str) -> Result<(), JsValue> {
+        use crate::grammar::{GrammarError, GrammarVocab, OutputSpec};
+        let spec = OutputSpec::from_json(spec_json).map_err(|e| err(e.code(), e))?;
+        if self.grammar_vocab.is_none() {
+            let tok = self.engine.tokenizer.as_ref().ok_or(GrammarError::NoTokenizer).map_err(|e| err(e.code(), e))?;
+            self.grammar_vocab = Some(GrammarVocab::new(tok).map_err(|e| err(e.code(), e))?);
+        }
+        let c = self.grammar_vocab.as_ref().unwrap().compile(&spec).map_err(|e| err(e.code(), e))?;
+        self.engine.constrain(c).map_err(engine_err)
     }
 
     /// Runs up to `max` prompt tokens; returns how many are still queued.
