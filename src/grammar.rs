@@ -246,8 +246,10 @@ fn value_rule(rule: &str, schema: &Value, rules: &mut String) -> String {
             rules.push_str(&format!("{rule}_text[lazy]: /(?s:.{len})\\n<\\/parameter>\\n/\n"));
             format!("{rule}_text")
         }
-        (["integer"], true) => format!("/-?(0|[1-9][0-9]*)/ {close}"),
-        (["number"], true) => format!("/-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][-+]?[0-9]+)?/ {close}"),
+        // Up to 16 digits and a two-digit exponent: always a finite double (an unbounded exponent
+        // would let a model write 9e7564, which reads back as Infinity).
+        (["integer"], true) => format!("/-?(0|[1-9][0-9]{{0,15}})/ {close}"),
+        (["number"], true) => format!("/-?(0|[1-9][0-9]{{0,15}})(\\.[0-9]{{1,16}})?([eE][-+]?[0-9]{{1,2}})?/ {close}"),
         // The template writes Python's True / False; JSON's spelling is read back as well.
         (["boolean"], true) => format!("(\"true\" | \"false\" | \"True\" | \"False\") {close}"),
         (["null"], true) => format!("\"null\" {close}"),

@@ -141,7 +141,7 @@ fn tools() -> Value {
                      "required": ["hourly"], "additionalProperties": false}},
             "required": ["city", "days", "opts"]}}},
         {"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {
-            "q": {"type": "string", "maxLength": 10}, "limit": {"type": "integer"}, "exact": {"type": "boolean"}},
+            "q": {"type": "string", "maxLength": 10}, "limit": {"type": "number"}, "exact": {"type": "boolean"}},
             "required": ["q"]}}}
     ])
 }

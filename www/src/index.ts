@@ -320,7 +320,7 @@ function outputSpec(body: ChatCompletionCreateParams, tools: ToolSetup): OutputS
       const schema = js.schema ?? {};
       if (typeof schema !== 'boolean' && (typeof schema !== 'object' || schema === null || Array.isArray(schema))) throw bad('json_schema.schema must be a JSON schema object');
       json = { type: 'json_schema', schema: schema as Record<string, unknown> | boolean };
-    } else if (rf.type !== 'text') throw bad(`response_format type '${rf.type}' is not one of 'text', 'json_object', 'json_schema'`);
+    } else if (rf.type !== 'text') throw bad(`response_format type '${(rf as { type: string }).type}' is not one of 'text', 'json_object', 'json_schema'`);
   }
   if (tools.forced) {
     // A forced call is the whole answer: response_format (for text answers) does not apply.
