@@ -351,9 +351,14 @@ fn decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
             DecisionModel::from_safetensors(&h, &model, src.as_mut(), &cfg, file_name(model_path)).map_err(typed)?
         }
     };
+    // The engine's context: the prompt's length (known before any backbone work).
+    let req = crate::clef::parse_request(&body).map_err(typed)?;
     let mut d = Decider::new();
-    d.precision = prec;
-    let (req, resp) = d.decide(&model, &tok, &dm, &body).map_err(typed)?;
+    let n = d.prompt(&tok, &dm, &req).map_err(typed)?.tokens.len();
+    let n_ctx = crate::clef::decide::context_for(&model, n);
+    let mut engine = Engine::new(model, Some(tok), n_ctx).map_err(|e| format!("out_of_memory: {e}"))?;
+    engine.precision = prec;
+    let (req, resp) = d.decide(&mut engine, &dm, &body).map_err(typed)?;
     host.out(&resp.to_json(&req));
     host.out("\n");
     Ok(())

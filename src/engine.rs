@@ -16,6 +16,11 @@
 //! (`Role::Coordinator`), a driver calls `prefill_start` / `step_start`, has the shards run each
 //! stage of [`Engine::pass`], and calls [`Engine::advance_pass`] until it is done; state changes
 //! the shards must mirror (snapshot, restore, clear) queue up in [`Engine::take_shard_ops`].
+//!
+//! A prompt can also run for its final-norm hidden states instead of a generation
+//! ([`Engine::begin_hidden`], then the same `prefill` / `prefill_start` steps, rows collected with
+//! [`Engine::take_hidden`]): what a head on the backbone reads (Clef's decisions, `crate::clef`).
+//! It uses the same state and snapshots as chat, so a decision costs no second state.
 
 use crate::model::{Logits, Model, Pass, Role, Snapshot, State};
 use crate::shard::StateOp;
@@ -95,6 +100,16 @@ struct Generation {
     finished: Option<FinishReason>,
     /// The grammar the answer must follow (structured output, forced tool calls).
     constraint: Option<Constraint>,
+    /// A prompt run for its hidden states (no generation): see [`Engine::begin_hidden`].
+    hidden: Option<HiddenRun>,
+}
+
+/// What a hidden-state run keeps: the rows of the passes done since the last `take_hidden`, and
+/// the position where a snapshot is taken for a later prompt with the same prefix.
+struct HiddenRun {
+    /// Rows × n_embd.
+    rows: Vec<f32>,
+    save_at: usize,
 }
 
 /// The forward pass in flight and what to do with its result.
@@ -174,12 +189,33 @@ impl Engine {
 
     /// Starts a request. Returns how many prompt tokens were reused from a snapshot.
     pub fn begin(&mut self, prompt: &[u32], params: GenParams) -> Result<usize, EngineError> {
+        self.start(prompt, params, usize::MAX, None)
+    }
+
+    /// Starts running `prompt` for its final-norm hidden states (`n_embd` per token) instead of a
+    /// generation: each `prefill` / pass of it yields its rows ([`Engine::take_hidden`]). At most
+    /// `max_reuse` tokens come from a snapshot (the caller holds what it derived from the rows of
+    /// that many); the chunks stop at `save_at`, where a snapshot is kept for the next prompt
+    /// that starts the same way. Returns how many prompt tokens were reused.
+    pub fn begin_hidden(&mut self, prompt: &[u32], max_reuse: usize, save_at: usize) -> Result<usize, EngineError> {
+        let run = HiddenRun { rows: Vec::new(), save_at };
+        self.start(prompt, GenParams { max_tokens: 0, ..GenParams::default() }, max_reuse, Some(run))
+    }
+
+    /// The hidden rows of the passes completed since the last call (hidden runs only).
+    pub fn take_hidden(&mut self) -> Vec<f32> {
+        self.gen.as_mut().and_then(|g| g.hidden.as_mut()).map(|h| std::mem::take(&mut h.rows)).unwrap_or_default()
+    }
+
+    fn start(&mut self, prompt: &[u32], params: GenParams, max_reuse: usize, hidden: Option<HiddenRun>) -> Result<usize, EngineError> {
         if prompt.is_empty() {
             return Err(EngineError::Input("the prompt is empty".into()));
         }
         let n_ctx = self.state.n_ctx;
-        if prompt.len() + 1 > n_ctx {
-            return Err(EngineError::ContextFull { needed: prompt.len() + 1, n_ctx });
+        // A generation needs room for one token after the prompt; a hidden run does not.
+        let needed = prompt.len() + usize::from(hidden.is_none());
+        if needed > n_ctx {
+            return Err(EngineError::ContextFull { needed, n_ctx });
         }
         if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= self.model.config.n_vocab) {
             return Err(EngineError::Input(format!("token id {bad} is out of range")));
@@ -190,7 +226,7 @@ impl Engine {
             return Err(EngineError::Input("a forward pass is still running".into()));
         }
         let common = self.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-        let limit = common.min(prompt.len() - 1);
+        let limit = common.min(prompt.len() - 1).min(max_reuse);
         let dropped: Vec<usize> = self.snapshots.iter().map(|s| s.n_past).filter(|&n| n > common).collect();
         for n in dropped {
             self.shard_op(StateOp::Forget(n));
@@ -221,6 +257,7 @@ impl Engine {
             held: String::new(),
             finished: None,
             constraint: None,
+            hidden,
         });
         Ok(start)
     }
@@ -250,11 +287,19 @@ impl Engine {
         if gen.queue.is_empty() {
             return Ok(0);
         }
-        let n = max.max(1).min(gen.queue.len());
+        let mut n = max.max(1).min(gen.queue.len());
+        let pos = self.state.n_past;
+        if let Some(h) = gen.hidden.as_ref().filter(|h| pos < h.save_at) {
+            n = n.min(h.save_at - pos);
+        }
         let chunk: Vec<u32> = gen.queue.drain(..n).collect();
         let last = gen.queue.is_empty();
         let left = gen.queue.len();
-        let want = if last { Logits::Last } else { Logits::None };
+        let want = match (&gen.hidden, last) {
+            (Some(_), _) => Logits::Hidden,
+            (None, true) => Logits::Last,
+            (None, false) => Logits::None,
+        };
         self.start_pass(Inflight::Prefill { tokens: chunk, last }, want)?;
         Ok(left)
     }
@@ -277,6 +322,9 @@ impl Engine {
         let gen = self.gen.as_mut().ok_or(EngineError::Idle)?;
         if self.inflight.is_some() || !gen.queue.is_empty() {
             return Err(EngineError::Input("the prompt has not been run yet".into()));
+        }
+        if gen.hidden.is_some() {
+            return Err(EngineError::Input("a hidden-state run generates nothing".into()));
         }
         if gen.finished.is_some() {
             return Ok(None);
@@ -376,7 +424,12 @@ impl Engine {
         match self.inflight.take() {
             Some(Inflight::Prefill { tokens, last }) => {
                 self.tokens.extend_from_slice(&tokens);
-                if last {
+                if let Some(h) = self.gen.as_mut().and_then(|g| g.hidden.as_mut()) {
+                    h.rows.extend_from_slice(&out);
+                    if self.state.n_past == h.save_at && !last {
+                        self.push_snapshot();
+                    }
+                } else if last {
                     if let Some(g) = self.gen.as_mut() {
                         g.logits = out;
                     }
@@ -431,7 +484,8 @@ impl Engine {
         if self.inflight.is_some() {
             self.cancel_pass();
         }
-        if self.gen.take().is_some() && self.state.n_past > 0 {
+        // A hidden run keeps only its `save_at` snapshot: its end is not a conversation to continue.
+        if self.gen.take().is_some_and(|g| g.hidden.is_none()) && self.state.n_past > 0 {
             self.push_snapshot();
         }
     }

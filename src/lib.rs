@@ -13,6 +13,7 @@ pub mod model;
 pub mod ops;
 pub mod weights;
 pub mod split;
+pub mod kv;
 pub mod cluster;
 pub mod shard;
 pub mod cli;

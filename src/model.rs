@@ -12,6 +12,7 @@
 
 use crate::gguf::{self, GgufError, Header};
 use crate::ops::{self, l2norm, matmul, rmsnorm, sigmoid, silu, softplus, Linear, MatmulScratch, Precision};
+use crate::kv::{KvCache, KvType};
 use crate::split::{self, Cut, ShardId, ShardPlan};
 use crate::weights::{Layout, StoreError, TensorView, WeightStore};
 use std::fmt;
@@ -278,6 +279,8 @@ pub struct Model {
     pub config: Config,
     pub role: Role,
     pub store: WeightStore,
+    /// How the states made by [`Model::try_new_state`] store the KV cache (default f32).
+    pub kv_type: KvType,
     trunk: Option<Trunk>,
     part: Option<Part>,
 }
@@ -312,8 +315,8 @@ enum LayerState {
     None,
     /// conv: (K−1) × conv_dim' pre-conv inputs, oldest first; ssm: Hv' × Ds(v) × Ds(k).
     DeltaNet { conv: Vec<f32>, ssm: Vec<f32> },
-    /// k, v: n_past × (Hkv'·Dh), f32.
-    Attention { k: Vec<f32>, v: Vec<f32> },
+    /// k, v: n_past × (Hkv'·Dh), f32 or f16 (`kv.rs`).
+    Attention { k: KvCache, v: KvCache },
 }
 
 /// The recurrent part of a [`State`] at position `n_past`.
@@ -342,7 +345,7 @@ impl State {
             .map(|l| match l {
                 LayerState::None => 0,
                 LayerState::DeltaNet { conv, ssm } => 4 * (conv.len() + ssm.len()),
-                LayerState::Attention { k, v } => 4 * (k.capacity() + v.capacity()),
+                LayerState::Attention { k, v } => k.bytes() + v.bytes(),
             })
             .sum()
     }
@@ -392,8 +395,8 @@ impl State {
                     ssm.fill(0.0);
                 }
                 LayerState::Attention { k, v } => {
-                    k.clear();
-                    v.clear();
+                    k.truncate(0);
+                    v.truncate(0);
                 }
             }
         }
@@ -649,7 +652,7 @@ impl Model {
                 Some(Part { plan, layers, output })
             }
         };
-        Ok(Model { config, role, store, trunk, part })
+        Ok(Model { config, role, store, kv_type: KvType::F32, trunk, part })
     }
 
     /// Parses, allocates, copies and builds a model (or `role`'s part of it) from a complete GGUF file in memory.
@@ -704,9 +707,8 @@ impl Model {
                 },
                 Some(Mixer::Attention(w)) => {
                     let kv_len = n_ctx * w.n_kv * c.head_dim;
-                    let (mut k, mut v) = (Vec::new(), Vec::new());
-                    k.try_reserve_exact(kv_len).map_err(|_| oom())?;
-                    v.try_reserve_exact(kv_len).map_err(|_| oom())?;
+                    let k = KvCache::with_capacity(self.kv_type, kv_len).ok_or_else(oom)?;
+                    let v = KvCache::with_capacity(self.kv_type, kv_len).ok_or_else(oom)?;
                     LayerState::Attention { k, v }
                 }
             });
@@ -980,8 +982,8 @@ impl Model {
         w: &Attention,
         x: &[f32],       // T × D
         out: &mut [f32], // T × D
-        k_cache: &mut Vec<f32>,
-        v_cache: &mut Vec<f32>,
+        k_cache: &mut KvCache,
+        v_cache: &mut KvCache,
         n_past: usize,
         prec: Precision,
         s: &mut MatmulScratch,
@@ -1012,8 +1014,9 @@ impl Model {
         }
         k_cache.truncate(n_past * kv_dim);
         v_cache.truncate(n_past * kv_dim);
-        k_cache.extend_from_slice(&k);
-        v_cache.extend_from_slice(&v);
+        k_cache.append(&k);
+        v_cache.append(&v);
+        let mut row = vec![0.0f32; dh]; // an f16 cache's row, as f32
 
         let mut o = vec![0.0f32; t_n * h * dh]; // T × H'·Dh
         let mut scores = Vec::new();
@@ -1025,7 +1028,7 @@ impl Model {
                 scores.clear();
                 let mut max = f32::NEG_INFINITY;
                 for p in 0..n_kv {
-                    let kp = &k_cache[p * kv_dim + kvh * dh..][..dh];
+                    let kp = k_cache.row(p * kv_dim + kvh * dh, dh, &mut row);
                     let sc = crate::quant::float::dot_f32(q, kp) * c.attn_scale;
                     max = max.max(sc);
                     scores.push(sc);
@@ -1038,7 +1041,7 @@ impl Model {
                 let oh = &mut o[(t * h + hi) * dh..][..dh];
                 for (p, &sc) in scores.iter().enumerate() {
                     let wgt = sc / sum;
-                    let vp = &v_cache[p * kv_dim + kvh * dh..][..dh];
+                    let vp = v_cache.row(p * kv_dim + kvh * dh, dh, &mut row);
                     for (oi, &vi) in oh.iter_mut().zip(vp) {
                         *oi += wgt * vi;
                     }

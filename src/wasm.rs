@@ -76,6 +76,11 @@ pub fn run_cli(args: Vec<String>, host: CliHost) -> Result<(), JsValue> {
 // out_of_memory, context_full, bad_request, template, internal.
 
 use crate::chat::ChatTemplate;
+use crate::clef::answer::Calibration;
+use crate::clef::head::{Head, HeadConfig};
+use crate::clef::request::Template;
+use crate::clef::safetensors::{self, HeadFile};
+use crate::clef::{Decider, Decision, DecisionError, DecisionModel};
 use crate::engine::{Engine, EngineError, GenParams};
 use crate::gguf::{GgufError, Header};
 use crate::model::{Config, Model, ModelError, Role, Stage};
@@ -243,6 +248,7 @@ pub struct ModelLoader {
     config: Config,
     role: Role,
     store: Option<WeightStore>,
+    kv_type: crate::kv::KvType,
 }
 
 #[wasm_bindgen]
@@ -261,7 +267,7 @@ impl ModelLoader {
         let role = parse_role(role, index, count)?;
         let header = crate::gguf::parse_header(prefix, Some(file_size as u64)).map_err(|e| model_err(&ModelError::Gguf(e)))?;
         let (config, store) = Model::allocate_role(&header, role).map_err(|e| model_err(&e))?;
-        Ok(ModelLoader { header, config, role, store: Some(store) })
+        Ok(ModelLoader { header, config, role, store: Some(store), kv_type: Default::default() })
     }
 
     pub fn info(&self) -> JsValue {
@@ -291,6 +297,13 @@ impl ModelLoader {
             .collect()
     }
 
+    /// How the KV cache stores values: "f32" (default) or "f16" (half the memory).
+    #[wasm_bindgen(js_name = setKvCache)]
+    pub fn set_kv_cache(&mut self, ty: &str) -> Result<(), JsValue> {
+        self.kv_type = crate::kv::KvType::parse(ty).ok_or_else(|| err("bad_request", format!("kvCache must be 'f32' or 'f16', not '{ty}'")))?;
+        Ok(())
+    }
+
     /// Number of weight shards (allocations).
     #[wasm_bindgen(js_name = shardCount)]
     pub fn shard_count(&self) -> usize {
@@ -318,11 +331,13 @@ impl ModelLoader {
             return Err(err("bad_request", "a shard's loader finishes with finishShard"));
         }
         let store = self.store.take().ok_or_else(|| err("bad_request", "loader already finished"))?;
-        let model = Model::from_store_role(self.config.clone(), store, self.role).map_err(|e| model_err(&e))?;
+        let mut model = Model::from_store_role(self.config.clone(), store, self.role).map_err(|e| model_err(&e))?;
+        model.kv_type = self.kv_type;
         let tokenizer = Tokenizer::from_gguf(&self.header).map_err(|e| err("bad_gguf", e))?;
         let template = ChatTemplate::new(self.header.get_str("tokenizer.chat_template")).map_err(|e| err(e.code(), e))?;
+        let decisions = DecisionSetup::new(&self.header, &model);
         let engine = Engine::new(model, Some(tokenizer), n_ctx).map_err(|e| err("out_of_memory", e))?;
-        Ok(WasmEngine { engine, template, grammar_vocab: None })
+        Ok(WasmEngine { engine, template, decisions, decider: Decider::new(), deciding: None, grammar_vocab: None })
     }
 }
 
@@ -335,7 +350,8 @@ impl ModelLoader {
             return Err(err("bad_request", "only a shard's loader finishes with finishShard"));
         }
         let store = self.store.take().ok_or_else(|| err("bad_request", "loader already finished"))?;
-        let model = Model::from_store_role(self.config.clone(), store, self.role).map_err(|e| model_err(&e))?;
+        let mut model = Model::from_store_role(self.config.clone(), store, self.role).map_err(|e| model_err(&e))?;
+        model.kv_type = self.kv_type;
         let shard = ShardEngine::new(model, n_ctx.clamp(1, self.config.context_length.max(1))).map_err(|e| model_err(&e))?;
         Ok(WasmShard { shard })
     }
@@ -400,10 +416,92 @@ impl WasmShard {
 pub struct WasmEngine {
     engine: Engine,
     template: ChatTemplate,
+    decisions: DecisionSetup,
+    decider: Decider,
+    /// The decision in flight (between `decideBegin` and `decideFinish` / `decideCancel`).
+    deciding: Option<Decision>,
     /// The vocabulary's token trie for constrained decoding, built at the first constrained request.
     grammar_vocab: Option<crate::grammar::GrammarVocab>,
 }
 
+/// A decision error as a JS `Error` with its `code` (see `DecisionError::code`) and HTTP `status`.
+fn decision_err(e: &DecisionError) -> JsValue {
+    let v = err(e.code(), e);
+    let _ = Reflect::set(&v, &"status".into(), &JsValue::from(e.status()));
+    v
+}
+
+/// What decisions need from the model's file, kept after the header is dropped: the head (a
+/// `clef` GGUF's, or one attached later from `joint_head.safetensors`), or why there is none;
+/// the file's `systemone` template and calibration keys for a head attached later.
+struct DecisionSetup {
+    model: Result<DecisionModel, DecisionError>,
+    systemone: Option<String>,
+    calibration: Result<Calibration, DecisionError>,
+    /// "gguf" or "safetensors" once a head is there.
+    form: &'static str,
+}
+
+impl DecisionSetup {
+    fn new(h: &Header, model: &Model) -> DecisionSetup {
+        let name = h.get_str("general.name").unwrap_or("model");
+        let dm = if model.role != Role::Whole {
+            Err(DecisionError::NotSupported(
+                "decisions need the whole model in one worker; this one is split across shard workers (load it with workers: 1)".into(),
+            ))
+        } else {
+            DecisionModel::from_gguf(h, model, name)
+        };
+        DecisionSetup {
+            form: if dm.is_ok() { "gguf" } else { "" },
+            model: dm,
+            systemone: h.get_str("tokenizer.chat_template.systemone").map(str::to_string),
+            calibration: Calibration::from_header(h),
+        }
+    }
+}
+
+/// Loads `joint_head.safetensors` (+ its config) for a head-less model: the page reads the file's
+/// first `HeadLoader.prefixLength` bytes, makes the loader (allocates the head's weights once),
+/// writes the data section `[dataOffset, dataOffset + dataLength)` at `ptr()` in wasm memory, and
+/// hands the loader to `WasmEngine.attachHead`.
+#[wasm_bindgen]
+pub struct HeadLoader {
+    config: HeadConfig,
+    file: Option<HeadFile>,
+}
+
+#[wasm_bindgen]
+impl HeadLoader {
+    /// The bytes before the data section, from the file's first 8 (throws `bad_head`).
+    #[wasm_bindgen(js_name = prefixLength)]
+    pub fn prefix_length(first8: &[u8], size: f64) -> Result<f64, JsValue> {
+        safetensors::prefix_len(first8, size as u64).map(|n| n as f64).map_err(|e| decision_err(&e))
+    }
+
+    /// `config_json`: `joint_head_config.json`; `prefix`: the file's first `prefixLength` bytes.
+    #[wasm_bindgen(constructor)]
+    pub fn new(config_json: &str, prefix: &[u8], size: f64) -> Result<HeadLoader, JsValue> {
+        let config = safetensors::parse_config(config_json).map_err(|e| decision_err(&e))?;
+        let file = safetensors::prepare(prefix, size as u64, &config).map_err(|e| decision_err(&e))?;
+        Ok(HeadLoader { config, file: Some(file) })
+    }
+
+    #[wasm_bindgen(js_name = dataOffset)]
+    pub fn data_offset(&self) -> f64 {
+        self.file.as_ref().map_or(0.0, |f| f.data_offset as f64)
+    }
+
+    #[wasm_bindgen(js_name = dataLength)]
+    pub fn data_length(&self) -> f64 {
+        self.file.as_ref().map_or(0.0, |f| f.data_len as f64)
+    }
+
+    /// Where the data section goes in wasm memory.
+    pub fn ptr(&mut self) -> u32 {
+        self.file.as_mut().map_or(0, |f| f.store.shard_mut(0).as_mut_ptr() as u32)
+    }
+}
 #[wasm_bindgen]
 impl WasmEngine {
     #[wasm_bindgen(js_name = nCtx)]
@@ -607,6 +705,107 @@ impl WasmEngine {
     /// Forgets the conversation state.
     pub fn reset(&mut self) {
         self.engine.reset();
+    }
+
+    // ---- decisions (Clef's SystemOne API; see src/clef/) -------------------------------------
+
+    /// `{available, form, code?, message?}`: whether this engine can answer decisions, with the
+    /// head from the GGUF (`form` "gguf") or from `attachHead` ("safetensors"), or why not.
+    #[wasm_bindgen(js_name = decisionInfo)]
+    pub fn decision_info(&self) -> JsValue {
+        let o = Object::new();
+        set(&o, "available", self.decisions.model.is_ok());
+        set(&o, "form", self.decisions.form);
+        if let Err(e) = &self.decisions.model {
+            set(&o, "code", e.code());
+            set(&o, "message", e.message());
+        }
+        o.into()
+    }
+
+    /// The model name decision responses report.
+    #[wasm_bindgen(js_name = setModelName)]
+    pub fn set_model_name(&mut self, name: &str) {
+        if let Ok(dm) = &mut self.decisions.model {
+            dm.name = name.to_string();
+        }
+    }
+
+    /// Attaches a head loaded from `joint_head.safetensors` (see `HeadLoader`), replacing none or
+    /// a previous safetensors head. Throws `bad_head` (the loader is used up either way), or
+    /// `not_supported` on a split model.
+    #[wasm_bindgen(js_name = attachHead)]
+    pub fn attach_head(&mut self, loader: &mut HeadLoader) -> Result<(), JsValue> {
+        let file = loader.file.take().ok_or_else(|| err("bad_request", "this head loader was already used"))?;
+        if let Err(e @ DecisionError::NotSupported(_)) = &self.decisions.model {
+            return Err(decision_err(e));
+        }
+        if self.decisions.form == "gguf" {
+            return Err(decision_err(&DecisionError::BadHead("the model file has its own decision head".into())));
+        }
+        let calibration = self.decisions.calibration.clone().map_err(|e| decision_err(&e))?;
+        let name = self.decisions.model.as_ref().map_or("model".to_string(), |dm| dm.name.clone());
+        let head = Head::new(loader.config.clone(), &self.engine.model, Some(file.finish())).map_err(|e| decision_err(&e))?;
+        let template = Template::new(self.decisions.systemone.as_deref()).map_err(|e| decision_err(&e))?;
+        self.decisions.model = Ok(DecisionModel { head, template, calibration, name });
+        self.decisions.form = "safetensors";
+        self.decider = Decider::new();
+        Ok(())
+    }
+
+    /// Starts a SystemOne request (`body`: its JSON text): validates, renders and tokenizes it and
+    /// restores the state prefix. Returns `{promptTokens, cachedTokens}`. Errors are typed
+    /// (`code`: malformed_request, invalid_decision, request_too_large, not_a_decision_model,
+    /// not_supported, …; `status`: the HTTP status of the class).
+    #[wasm_bindgen(js_name = decideBegin)]
+    pub fn decide_begin(&mut self, body: &str) -> Result<JsValue, JsValue> {
+        if self.deciding.is_some() {
+            return Err(err("bad_request", "a decision is already running"));
+        }
+        let dm = self.decisions.model.as_ref().map_err(decision_err)?;
+        let d = self.decider.start(&mut self.engine, dm, body).map_err(|e| decision_err(&e))?;
+        let o = Object::new();
+        set(&o, "promptTokens", d.tokens.len() as f64);
+        set(&o, "cachedTokens", self.decider.last.cached_tokens as f64);
+        self.deciding = Some(d);
+        Ok(o.into())
+    }
+
+    /// Runs up to `max` more prompt tokens through the backbone into the head; returns how many
+    /// are left (0: ready for `decideFinish`).
+    #[wasm_bindgen(js_name = decidePrefill)]
+    pub fn decide_prefill(&mut self, max: usize) -> Result<usize, JsValue> {
+        let (Some(d), Ok(dm)) = (self.deciding.as_mut(), self.decisions.model.as_ref()) else {
+            return Err(err("bad_request", "no decision is running"));
+        };
+        match self.engine.prefill(max) {
+            Ok(left) => {
+                self.decider.absorb(&mut self.engine, dm, d);
+                Ok(left)
+            }
+            Err(e) => {
+                self.deciding = None;
+                self.decider.cancel(&mut self.engine);
+                Err(engine_err(e))
+            }
+        }
+    }
+
+    /// The answers: the SystemOne response as JSON text (key order as llama-server writes it).
+    #[wasm_bindgen(js_name = decideFinish)]
+    pub fn decide_finish(&mut self) -> Result<String, JsValue> {
+        let d = self.deciding.take().ok_or_else(|| err("bad_request", "no decision is running"))?;
+        let dm = self.decisions.model.as_ref().map_err(decision_err)?;
+        let resp = self.decider.finish(&mut self.engine, dm, &d).map_err(|e| decision_err(&e))?;
+        Ok(resp.to_json(d.request.as_ref().expect("a request")))
+    }
+
+    /// Gives up the decision in flight (abort); the engine is idle again.
+    #[wasm_bindgen(js_name = decideCancel)]
+    pub fn decide_cancel(&mut self) {
+        if self.deciding.take().is_some() {
+            self.decider.cancel(&mut self.engine);
+        }
     }
 
     /// `fast` (int8 activations, default) or `exact` (f32).

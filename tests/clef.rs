@@ -21,6 +21,8 @@ use clef_web::clef::answer::{probabilities, Answer};
 use clef_web::clef::json::{self, NumberValue, Value};
 use clef_web::clef::request::{self, QuestionType};
 use clef_web::clef::{Decider, DecisionModel, Response};
+use clef_web::engine::{Engine, GenParams};
+use clef_web::sampler::SamplerParams;
 use clef_web::gguf::{self, Header};
 use clef_web::loader::SliceSource;
 use clef_web::model::Model;
@@ -51,10 +53,24 @@ fn generated() -> &'static Path {
     })
 }
 
+/// A model in an engine (decisions run on the engine's state) and its decision head.
 struct Loaded {
-    model: Model,
-    tok: Tokenizer,
+    engine: Engine,
     dm: DecisionModel,
+}
+
+impl Loaded {
+    fn model(&self) -> &Model {
+        &self.engine.model
+    }
+    fn tok(&self) -> &Tokenizer {
+        self.engine.tokenizer.as_ref().unwrap()
+    }
+}
+
+fn engine(model: Model, tok: Tokenizer) -> Engine {
+    let n_ctx = model.config.context_length.min(4096);
+    Engine::new(model, Some(tok), n_ctx).unwrap()
 }
 
 fn load_gguf(path: &Path) -> (Header, Model, Tokenizer) {
@@ -69,7 +85,7 @@ fn load_clef(path: &Path) -> Loaded {
     let (header, model, tok) = load_gguf(path);
     let name = path.file_name().unwrap().to_str().unwrap();
     let dm = DecisionModel::from_gguf(&header, &model, name).unwrap();
-    Loaded { model, tok, dm }
+    Loaded { engine: engine(model, tok), dm }
 }
 
 /// A head-less qwen35 backbone + `joint_head.safetensors` from `head_dir`.
@@ -78,7 +94,7 @@ fn load_split(backbone: &Path, head_dir: &Path) -> Loaded {
     let st = std::fs::read(head_dir.join("joint_head.safetensors")).unwrap();
     let cfg = std::fs::read_to_string(head_dir.join("joint_head_config.json")).unwrap();
     let dm = DecisionModel::from_safetensors(&header, &model, &mut SliceSource(&st), &cfg, "split").unwrap();
-    Loaded { model, tok, dm }
+    Loaded { engine: engine(model, tok), dm }
 }
 
 fn fixture_a() -> Value {
@@ -173,7 +189,7 @@ fn a_prompts_tokens_and_tags_are_exact() {
             "{}: rendered prompt",
             id(&case)
         );
-        let p = d.prompt(&a.tok, &a.dm, &req).unwrap();
+        let p = d.prompt(a.tok(), &a.dm, &req).unwrap();
         let Value::Array(pieces) = field(&case, "rendered_pieces") else {
             panic!()
         };
@@ -230,14 +246,14 @@ fn head_on_rows(
     tags: &[u8],
     chunk: usize,
 ) -> Result<Vec<f32>, clef_web::clef::DecisionError> {
-    let h = a.model.config.n_embd;
+    let h = a.model().config.n_embd;
     let head = &a.dm.head;
     let mut input = head.begin(tags)?;
     let mut mm = MatmulScratch::default();
     for rows in hidden.chunks(chunk * h) {
-        head.push_rows(&a.model, &mut input, rows, Precision::Fast, &mut mm);
+        head.push_rows(a.model(), &mut input, rows, Precision::Fast, &mut mm);
     }
-    Ok(head.scores(&a.model, &input, tokens, Precision::Fast, &mut mm))
+    Ok(head.scores(a.model(), &input, tokens, Precision::Fast, &mut mm))
 }
 
 #[test]
@@ -252,7 +268,7 @@ fn a_head_alone_on_recorded_hidden_rows() {
         );
         let tokens: Vec<u32> = nums(field(&case, "token_ids")).iter().map(|&t| t as u32).collect();
         let tags: Vec<u8> = nums(field(&case, "order_tags")).iter().map(|&t| t as u8).collect();
-        assert_eq!(hidden.len(), tokens.len() * a.model.config.n_embd);
+        assert_eq!(hidden.len(), tokens.len() * a.model().config.n_embd);
         let want = nums(field(&case, "raw_option_scores"));
         // All rows at once, and streamed in odd chunks: the same scores.
         let all = head_on_rows(&a, &hidden, &tokens, &tags, tokens.len()).unwrap();
@@ -274,11 +290,11 @@ fn a_head_alone_on_recorded_hidden_rows() {
 
 #[test]
 fn a_end_to_end_matches_llama_cpp() {
-    let a = load_clef(&generated().join("clef-A-F32.gguf"));
+    let mut a = load_clef(&generated().join("clef-A-F32.gguf"));
     let mut d = Decider::new();
     let (mut worst_score, mut worst_answer) = (0.0f64, 0.0f64);
     for case in cases(&fixture_a(), "cases") {
-        let (req, resp) = d.decide(&a.model, &a.tok, &a.dm, &body(&case)).unwrap();
+        let (req, resp) = d.decide(&mut a.engine, &a.dm, &body(&case)).unwrap();
         let ours = json::parse(&resp.to_json(&req)).unwrap();
         let mut max = 0.0;
         compare_responses(&ours, field(&case, "response"), id(&case), &mut max);
@@ -294,7 +310,7 @@ fn a_end_to_end_matches_llama_cpp() {
 
 #[test]
 fn a_raw_tag_cases() {
-    let a = load_clef(&generated().join("clef-A-F32.gguf"));
+    let mut a = load_clef(&generated().join("clef-A-F32.gguf"));
     let root = fixture_a();
     let a1 = cases(&root, "cases")
         .into_iter()
@@ -308,7 +324,7 @@ fn a_raw_tag_cases() {
         let want = nums(field(&case, "raw_option_scores"));
         let nan = want.iter().all(|w| w.is_nan());
         let head_only = head_on_rows(&a, &hidden, &tokens, &tags, 64);
-        let e2e = d.scores(&a.model, &a.dm.head, &tokens, &tags);
+        let e2e = d.scores(&mut a.engine, &a.dm, &tokens, &tags);
         if nan {
             for r in [head_only, e2e] {
                 assert_eq!(
@@ -328,16 +344,16 @@ fn a_raw_tag_cases() {
         }
     }
     // The engine keeps working after an evaluation error.
-    let (_, resp) = d.decide(&a.model, &a.tok, &a.dm, &body(&a1)).unwrap();
+    let (_, resp) = d.decide(&mut a.engine, &a.dm, &body(&a1)).unwrap();
     assert_eq!(resp.input_tokens, tokens.len());
 }
 
 #[test]
 fn a_error_cases() {
-    let a = load_clef(&generated().join("clef-A-F32.gguf"));
+    let mut a = load_clef(&generated().join("clef-A-F32.gguf"));
     let mut d = Decider::new();
     for case in cases(&fixture_a(), "error_cases") {
-        let err = d.decide(&a.model, &a.tok, &a.dm, &body(&case)).unwrap_err();
+        let err = d.decide(&mut a.engine, &a.dm, &body(&case)).unwrap_err();
         let recorded = field(&case, "error").as_str().unwrap();
         // Every recorded refusal is a request error (422 class in the newer server). The older
         // server's message for empty instructions comes from tokenization; we refuse earlier, as
@@ -357,12 +373,12 @@ fn a_error_cases() {
         .into_iter()
         .find(|c| id(c) == "A4-single-noul")
         .unwrap();
-    assert!(d.decide(&a.model, &a.tok, &a.dm, &body(&a4)).is_ok());
+    assert!(d.decide(&mut a.engine, &a.dm, &body(&a4)).is_ok());
 }
 
 #[test]
 fn invalid_requests_give_typed_errors_and_the_decider_keeps_working() {
-    let a = load_clef(&generated().join("clef-A-F32.gguf"));
+    let mut a = load_clef(&generated().join("clef-A-F32.gguf"));
     let mut d = Decider::new();
     let q = |criteria: &str, ty: &str| {
         format!(r#"{{"state":"s","questions":{{"q":{{"type":"{ty}","instructions":"x","criteria":{criteria}}}}}}}"#)
@@ -384,13 +400,13 @@ fn invalid_requests_give_typed_errors_and_the_decider_keeps_working() {
         ("not json".to_string(), "malformed_request"),
     ];
     for (body, code) in &cases {
-        let e = d.decide(&a.model, &a.tok, &a.dm, body).unwrap_err();
+        let e = d.decide(&mut a.engine, &a.dm, body).unwrap_err();
         assert_eq!(e.code(), *code, "{e}");
     }
     // 255 options is a valid request (its prompt is longer than this tiny model's context);
     // 150 options answer.
     assert!(request::parse_request(&q(&many(255), "choice")).is_ok());
-    let (_, r) = d.decide(&a.model, &a.tok, &a.dm, &q(&many(150), "choice")).unwrap();
+    let (_, r) = d.decide(&mut a.engine, &a.dm, &q(&many(150), "choice")).unwrap();
     let Answer::Choice { probabilities, .. } = &r.answers[0] else {
         panic!()
     };
@@ -399,17 +415,17 @@ fn invalid_requests_give_typed_errors_and_the_decider_keeps_working() {
     // A prompt longer than the context: too large.
     let long = format!(
         r#"{{"state":"{}","questions":{{"q":{{"type":"noul","instructions":"x"}}}}}}"#,
-        "word ".repeat(a.model.config.context_length)
+        "word ".repeat(a.model().config.context_length)
     );
     assert_eq!(
-        d.decide(&a.model, &a.tok, &a.dm, &long).unwrap_err().code(),
+        d.decide(&mut a.engine, &a.dm, &long).unwrap_err().code(),
         "request_too_large"
     );
 }
 
 #[test]
 fn a_state_prefix_is_reused() {
-    let a = load_clef(&generated().join("clef-A-F32.gguf"));
+    let mut a = load_clef(&generated().join("clef-A-F32.gguf"));
     let root = fixture_a();
     let a1 = cases(&root, "cases")
         .into_iter()
@@ -418,15 +434,15 @@ fn a_state_prefix_is_reused() {
     let other = r#"{"state":"Customer message: I was charged twice for my order last week and nobody has replied.","questions":{"refund":{"type":"noul","instructions":"Should we refund?"}}}"#;
     let mut warm = Decider::new();
     warm.chunk = 50;
-    let (_, first) = warm.decide(&a.model, &a.tok, &a.dm, &body(&a1)).unwrap();
+    let (_, first) = warm.decide(&mut a.engine, &a.dm, &body(&a1)).unwrap();
     assert_eq!(warm.last.cached_tokens, 0);
-    let (req, second) = warm.decide(&a.model, &a.tok, &a.dm, other).unwrap();
+    let (req, second) = warm.decide(&mut a.engine, &a.dm, other).unwrap();
     // System text + state + "SCHEMA FIELDS" pieces: 43 + 23 + 10 tokens (A1's piece counts).
     assert_eq!(warm.last.cached_tokens, 76);
-    let (_, again) = warm.decide(&a.model, &a.tok, &a.dm, &body(&a1)).unwrap();
+    let (_, again) = warm.decide(&mut a.engine, &a.dm, &body(&a1)).unwrap();
     assert_eq!(warm.last.cached_tokens, 76);
     let mut cold = Decider::new();
-    let (_, fresh) = cold.decide(&a.model, &a.tok, &a.dm, other).unwrap();
+    let (_, fresh) = cold.decide(&mut a.engine, &a.dm, other).unwrap();
     assert_eq!(
         second.to_json(&req),
         fresh.to_json(&req),
@@ -437,8 +453,8 @@ fn a_state_prefix_is_reused() {
 
 #[test]
 fn split_form_gives_identical_answers() {
-    let clef = load_clef(&generated().join("clef-A-F32.gguf"));
-    let split = load_split(
+    let mut clef = load_clef(&generated().join("clef-A-F32.gguf"));
+    let mut split = load_split(
         Path::new("../shared/fixtures/qwen35-tiny/A-F32.gguf"),
         &generated().join("A-head"),
     );
@@ -449,8 +465,8 @@ fn split_form_gives_identical_answers() {
     assert_eq!(split.dm.head.scales(), clef.dm.head.scales());
     let (mut d1, mut d2) = (Decider::new(), Decider::new());
     for case in cases(&fixture_a(), "cases") {
-        let (req, r1) = d1.decide(&clef.model, &clef.tok, &clef.dm, &body(&case)).unwrap();
-        let (_, mut r2) = d2.decide(&split.model, &split.tok, &split.dm, &body(&case)).unwrap();
+        let (req, r1) = d1.decide(&mut clef.engine, &clef.dm, &body(&case)).unwrap();
+        let (_, mut r2) = d2.decide(&mut split.engine, &split.dm, &body(&case)).unwrap();
         r2.model = r1.model.clone();
         assert_eq!(r1.to_json(&req), r2.to_json(&req), "{}", id(&case));
     }
@@ -470,7 +486,7 @@ const B_REQUESTS: &[&str] = &[
 
 #[test]
 fn b_runs_end_to_end_with_calibration() {
-    let b = load_clef(&shared().join("B/clef-B-Q8_0.gguf"));
+    let mut b = load_clef(&shared().join("B/clef-B-Q8_0.gguf"));
     assert_eq!(b.dm.head.config.width, 96);
     assert_eq!(b.dm.head.config.joint_blocks, 2);
     let tau = |ty: QuestionType, n: usize| b.dm.calibration.temperature(ty, n);
@@ -479,19 +495,22 @@ fn b_runs_end_to_end_with_calibration() {
     assert_eq!(tau(QuestionType::Choice, 6), 0.8);
     assert_eq!(tau(QuestionType::Noul, 2), 1.25);
     assert_eq!(tau(QuestionType::Score, 3), 1.0);
-    let split = load_split(
+    let mut split = load_split(
         Path::new("../shared/fixtures/qwen35-tiny/A-Q8_0.gguf"),
         &generated().join("B-head"),
     );
+    // Exact (f32 activations) engines of the same files: an engine's precision is fixed while
+    // it holds snapshots (a restored prefix was computed at that precision).
+    let mut b_exact = load_clef(&shared().join("B/clef-B-Q8_0.gguf"));
+    b_exact.engine.precision = Precision::Exact;
+    split.engine.precision = Precision::Exact;
     let mut d = Decider::new();
     let mut exact = Decider::new();
-    exact.precision = Precision::Exact;
     let mut exact_split = Decider::new();
-    exact_split.precision = Precision::Exact;
     for body in B_REQUESTS {
-        let (req, resp) = d.decide(&b.model, &b.tok, &b.dm, body).unwrap();
+        let (req, resp) = d.decide(&mut b.engine, &b.dm, body).unwrap();
         let scores = &resp.scores;
-        assert_eq!(resp.input_tokens, d.prompt(&b.tok, &b.dm, &req).unwrap().tokens.len());
+        assert_eq!(resp.input_tokens, d.prompt(b.tok(), &b.dm, &req).unwrap().tokens.len());
         // Each answer is the calibrated softmax of its own scores.
         let mut at = 0;
         for (q, ans) in req.questions.iter().zip(&resp.answers) {
@@ -522,8 +541,8 @@ fn b_runs_end_to_end_with_calibration() {
         // The head with f32 activations on the Q8_0/BF16 head vs the same head dequantized to
         // f32 in safetensors beside the head-less backbone: the same scores up to summation order.
         // (Answers differ: the temperatures are keys of the clef GGUF, the head-less file has none.)
-        let (_, e1) = exact.decide(&b.model, &b.tok, &b.dm, body).unwrap();
-        let (_, e2) = exact_split.decide(&split.model, &split.tok, &split.dm, body).unwrap();
+        let (_, e1) = exact.decide(&mut b_exact.engine, &b_exact.dm, body).unwrap();
+        let (_, e2) = exact_split.decide(&mut split.engine, &split.dm, body).unwrap();
         let max = e1
             .scores
             .iter()
@@ -574,4 +593,46 @@ fn not_a_decision_model() {
     let e = DecisionModel::from_gguf(&h, &model, "A").err().unwrap();
     assert_eq!(e.code(), "not_a_decision_model");
     assert_eq!(e.status(), 501);
+}
+
+/// Greedy tokens of a prompt on `engine` (the chat path of every front end).
+fn generate(engine: &mut Engine, prompt: &[u32], n: usize) -> Vec<u32> {
+    let params = GenParams {
+        sampler: SamplerParams { temperature: 0.0, ..Default::default() },
+        max_tokens: n,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    engine.begin(prompt, params).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = engine.step().unwrap() {
+        out.push(p.token);
+    }
+    engine.end_request();
+    out
+}
+
+#[test]
+fn decisions_share_the_engine_state_with_generation() {
+    let mut a = load_clef(&generated().join("clef-A-F32.gguf"));
+    let mut fresh = load_clef(&generated().join("clef-A-F32.gguf"));
+    let a1 = cases(&fixture_a(), "cases").into_iter().find(|c| id(c) == "A1-readme").unwrap();
+    let prompt = a.tok().encode("<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n", true);
+    let want = generate(&mut fresh.engine, &prompt, 8);
+    let mut d = Decider::new();
+    let (req, first) = d.decide(&mut a.engine, &a.dm, &body(&a1)).unwrap();
+    // Generation after a decision, a decision after generation, and a follow-up chat turn that
+    // reuses the chat's snapshot: nothing of one leaks into the other.
+    assert_eq!(generate(&mut a.engine, &prompt, 8), want);
+    let (_, second) = d.decide(&mut a.engine, &a.dm, &body(&a1)).unwrap();
+    assert_eq!(first.to_json(&req), second.to_json(&req));
+    // One state: the chat turn overwrote the KV cache the decision's prefix snapshot needs, so
+    // the prefix ran again; a decision right after a decision reuses it.
+    assert_eq!(d.last.cached_tokens, 0);
+    d.decide(&mut a.engine, &a.dm, &body(&a1)).unwrap();
+    assert_eq!(d.last.cached_tokens, 76);
+    assert_eq!(generate(&mut a.engine, &prompt, 8), want);
+    // A failed decision leaves the engine idle and usable.
+    assert!(d.decide(&mut a.engine, &a.dm, "{").is_err());
+    assert_eq!(generate(&mut a.engine, &prompt, 8), want);
 }

@@ -300,3 +300,25 @@ fn split_f32_greedy_matches_llama_cpp() {
         }
     }
 }
+
+/// An f16 KV cache (llama.cpp's default; half the memory): the logits of every fixture prompt
+/// within 1e-3 relative of the f32 cache's (f16 keeps 11 significant bits: ~5e-4 per value), and
+/// llama.cpp's greedy tokens on the F32 file where its top-2 margin is clear.
+#[test]
+fn f16_kv_cache_stays_close_to_f32() {
+    let dir = fixture_dir();
+    let mut m = Model::from_bytes(&std::fs::read(dir.join("A-F32.gguf")).unwrap()).unwrap();
+    let llama = json(&dir.join("A-F32.llama.json"));
+    for (ci, case) in llama["cases"].as_array().unwrap().iter().enumerate() {
+        let prompt = ids(&case["prompt_ids"]);
+        m.kv_type = clef_web::kv::KvType::F32;
+        let (want, _) = run(&m, &prompt, Precision::Exact, 0);
+        m.kv_type = clef_web::kv::KvType::F16;
+        let (got, toks) = run(&m, &prompt, Precision::Exact, 16);
+        let err = rel_l2(&got, &want);
+        println!("prompt {ci}: f16 KV rel L2 {err:.2e}");
+        assert!(err < 1e-3, "prompt {ci}: f16 KV rel L2 {err:e}");
+        let n = greedy_agreement(&toks, case).unwrap_or_else(|e| panic!("prompt {ci}: {e}"));
+        assert!(n >= 8, "prompt {ci}: greedy agrees for only {n} steps");
+    }
+}

@@ -4,7 +4,7 @@
 // Runs the relaxed-SIMD build where Node validates it (Node 20/22: `node --experimental-wasm-relaxed-simd
 // www/cli.mjs …`), else the SIMD128 build; CLEF_WASM=simd128 or CLEF_WASM=relaxed-simd forces one
 // (see www/src/simd.ts; `bench-kernels` prints which one ran).
-//   node www/cli.mjs serve --model F [--port P] [--workers N]   OpenAI's API over HTTP (www/serve.mjs; needs www/dist)
+//   node www/cli.mjs serve --model F [--head H] [--port P] [--workers N]   OpenAI's and SystemOne's APIs over HTTP (www/serve.mjs; needs www/dist)
 //   node www/cli.mjs generate … --workers N                     the model split across N worker_threads
 import { closeSync, fstatSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { initSync, runCli } from './pkg/clef_web.js';
@@ -87,7 +87,7 @@ async function generateSplit(args) {
     const u = r.usage;
     if (flag('json')) {
       host.write(JSON.stringify({
-        tokens: c.token_ids, text, finish_reason: c.finish_reason, workers: engine.info.workers,
+        tokens: c.token_ids, text, finish_reason: c.finish_reason, workers: engine.info.workers, split: u.split,
         timings: {
           prompt_tokens: u.prompt_tokens, prompt_ms: u.prompt_ms, prompt_tokens_per_s: u.prompt_tokens_per_second,
           decode_ms: u.completion_ms, decode_tokens_per_s: u.completion_tokens_per_second,

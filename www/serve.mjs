@@ -1,22 +1,25 @@
-// `node www/cli.mjs serve --model F [--port P] [--host H] [--ctx N] [--workers N]`: OpenAI's API over HTTP from a
-// local GGUF, for apps and tools that speak it (as they use llama-server):
+// `node www/cli.mjs serve --model F [--head joint_head.safetensors [--head-config C]] [--port P] [--host H] [--ctx N] [--workers N]`:
+// OpenAI's API and Clef's SystemOne API over HTTP from a local GGUF, for apps and tools that speak
+// them (as they use llama-server):
 //   POST /v1/chat/completions, POST /v1/completions (Server-Sent Events with "stream": true),
-//   GET /v1/models.
+//   POST /v1/systemone (decisions: a `clef` GGUF, or --head beside a head-less one),
+//   GET /v1/models (OpenAI's and TypeSafe's shapes in one).
 // The engine is the package's (www/dist/clef.js, in-process under Node); the routes are
-// createOpenAIFetch's (www/src/openai-fetch.ts), so HTTP and the in-page fetch answer alike. A
-// client that disconnects aborts its generation. CORS is open (a local server for local pages).
+// createSystemOneFetch's and createOpenAIFetch's (www/src/systemone-fetch.ts, openai-fetch.ts), so
+// HTTP and the in-page fetch answer alike. A client that disconnects aborts its generation or
+// decision. CORS is open (a local server for local pages).
 import { createServer } from 'node:http';
-import { basename } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 
-const USAGE = 'usage: node www/cli.mjs serve --model F.gguf [--port 8080] [--host 127.0.0.1] [--ctx N] [--workers N]';
+const USAGE = 'usage: node www/cli.mjs serve --model F.gguf [--head joint_head.safetensors [--head-config joint_head_config.json]] [--port 8080] [--host 127.0.0.1] [--ctx N] [--workers N]';
 
 function parseArgs(argv) {
   const o = { port: 8080, host: '127.0.0.1' };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = argv[i + 1];
-    if (!['--model', '--port', '--host', '--ctx', '--workers'].includes(k) || v === undefined) throw new Error(`unknown or incomplete option '${k}'\n${USAGE}`);
+    if (!['--model', '--head', '--head-config', '--port', '--host', '--ctx', '--workers'].includes(k) || v === undefined) throw new Error(`unknown or incomplete option '${k}'\n${USAGE}`);
     o[k.slice(2)] = v;
     i++;
   }
@@ -25,6 +28,7 @@ function parseArgs(argv) {
   if (!Number.isInteger(o.port) || o.port < 0 || o.port > 65535) throw new Error('--port must be 0…65535');
   if (o.ctx !== undefined) o.ctx = Number(o.ctx);
   if (o.workers !== undefined) o.workers = Number(o.workers);
+  if (o['head-config'] && !o.head) throw new Error(`--head-config needs --head\n${USAGE}`);
   return o;
 }
 
@@ -37,9 +41,12 @@ const CORS = {
 /** Starts the server; resolves with {server, url, engine, close()}. */
 export async function serve(argv, { log = (m) => process.stderr.write(`${m}\n`) } = {}) {
   const opts = parseArgs(argv);
-  const { ClefEngine, createOpenAIFetch } = await import(new URL('./dist/clef.js', import.meta.url).href);
-  const engine = await ClefEngine.load(opts.model, { contextLength: opts.ctx, workers: opts.workers });
-  const handle = createOpenAIFetch(engine, { modelId: basename(opts.model).replace(/\.gguf$/i, '') });
+  const { ClefEngine, createOpenAIFetch, createSystemOneFetch } = await import(new URL('./dist/clef.js', import.meta.url).href);
+  // The head's config defaults to joint_head_config.json beside the head (as the clef command line's).
+  const head = opts.head ? { safetensors: opts.head, config: opts['head-config'] ?? join(dirname(opts.head), 'joint_head_config.json') } : undefined;
+  const engine = await ClefEngine.load(opts.model, { contextLength: opts.ctx, workers: opts.workers, head });
+  const modelId = basename(opts.model).replace(/\.gguf$/i, '');
+  const handle = createSystemOneFetch(engine, { modelId, fetch: createOpenAIFetch(engine, { modelId }) });
   const server = createServer(async (req, res) => {
     if (req.method === 'OPTIONS') {
       res.writeHead(204, CORS).end();
@@ -68,7 +75,8 @@ export async function serve(argv, { log = (m) => process.stderr.write(`${m}\n`) 
   await new Promise((ok, fail) => server.once('error', fail).listen(opts.port, opts.host, ok));
   const { port } = server.address();
   const url = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}/v1`;
-  log(`clef: serving ${engine.info.name} (context ${engine.info.contextLength}) at ${url}`);
+  const decisions = engine.decisions.available ? `decisions: ${engine.decisions.form} head` : 'no decisions';
+  log(`clef: serving ${engine.info.name} (context ${engine.info.contextLength}, ${decisions}) at ${url}`);
   return {
     server, url, engine,
     close: async () => {

@@ -10,7 +10,7 @@
 //! request JSON ─request::parse_request─► Request (validated; typed errors, DecisionError)
 //!   ─Template::render (systemone, from the GGUF or built in)─► text with <<clef:sep>> pieces
 //!   ─request::tokenize_prompt─► tokens + per-token order tags (0 none, 1/2/3 question, 4 option)
-//!   ─Decider: backbone in chunks, Logits::Hidden ─► per chunk: head::HeadInput::push_rows
+//!   ─Decider on the Engine's state: backbone in chunks, Logits::Hidden ─► per chunk: head::HeadInput::push_rows
 //!        (LayerNorm → memory rows M = Hn·Wmem, span sums, last row; the T×H hidden rows are dropped)
 //!   ─Head::scores─► one score per option ─answer::answer (softmax with calibration τ)─► Response JSON
 //! ```
@@ -32,7 +32,7 @@ pub mod request;
 pub mod safetensors;
 
 pub use answer::{Answer, Calibration, Response};
-pub use decide::{Decider, DecisionModel};
+pub use decide::{Decider, Decision, DecisionModel};
 pub use head::{Head, HeadConfig};
 pub use request::{parse_request, Request};
 
@@ -55,8 +55,10 @@ pub enum DecisionError {
     NotDecisionModel(String),
     /// The head's weights, configuration or template are unusable (load time).
     BadHead(String),
-    /// The backbone failed (out of memory, …).
+    /// The backbone failed (a bug: the engine was not idle, …).
     Model(String),
+    /// This engine cannot run decisions as it is set up (a model split across shard workers) (501).
+    NotSupported(String),
     /// The head produced no finite scores (invalid spans: llama.cpp's NaN status) (500).
     Evaluation(String),
 }
@@ -69,7 +71,8 @@ impl DecisionError {
             DecisionError::TooLarge(_) => "request_too_large",
             DecisionError::NotDecisionModel(_) => "not_a_decision_model",
             DecisionError::BadHead(_) => "bad_head",
-            DecisionError::Model(_) => "model",
+            DecisionError::Model(_) => "internal",
+            DecisionError::NotSupported(_) => "not_supported",
             DecisionError::Evaluation(_) => "evaluation_failed",
         }
     }
@@ -80,7 +83,7 @@ impl DecisionError {
             DecisionError::Malformed(_) => 400,
             DecisionError::Semantic(_) => 422,
             DecisionError::TooLarge(_) => 413,
-            DecisionError::NotDecisionModel(_) => 501,
+            DecisionError::NotDecisionModel(_) | DecisionError::NotSupported(_) => 501,
             DecisionError::BadHead(_) | DecisionError::Model(_) | DecisionError::Evaluation(_) => 500,
         }
     }
@@ -93,6 +96,7 @@ impl DecisionError {
             | DecisionError::NotDecisionModel(s)
             | DecisionError::BadHead(s)
             | DecisionError::Model(s)
+            | DecisionError::NotSupported(s)
             | DecisionError::Evaluation(s) => s,
         }
     }

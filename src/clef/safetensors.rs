@@ -222,25 +222,43 @@ fn in_proj_target(torch: &str, routing: usize) -> Option<(String, &'static str)>
     Some((format!("dec.blk.{}.{attn}", i + offset), suffix))
 }
 
-/// Loads `joint_head.safetensors` into its own weight store with GGUF names.
-pub fn load(src: &mut dyn ByteSource, config: &HeadConfig) -> Result<WeightStore, DecisionError> {
-    let io = |e: String| bad(format!("joint_head.safetensors: {e}"));
-    let size = src.size().map_err(io)?;
-    let mut len8 = [0u8; 8];
-    if size < 8 {
+/// A head file being loaded: its weight store is allocated, and the file's data section
+/// (`data_offset..data_offset + data_len`) goes to the start of its one shard (straight from
+/// the source: a file, HTTP Range bodies, …); [`HeadFile::finish`] then completes it.
+pub struct HeadFile {
+    pub store: WeightStore,
+    /// Where the data section starts in the file (8 + header length).
+    pub data_offset: u64,
+    pub data_len: u64,
+    /// prior_logit_scale, joint_logit_scale, residual_gate.
+    scalars: [Entry; 3],
+    scales_at: usize,
+}
+
+/// The bytes of a safetensors file before its data section, from its first 8 (`None`: too short
+/// or not a plausible header length for a `size`-byte file).
+pub fn prefix_len(first8: &[u8], size: u64) -> Result<u64, DecisionError> {
+    if size < 8 || first8.len() < 8 {
         return Err(bad("joint_head.safetensors is too short".into()));
     }
-    src.read_at(0, &mut len8).map_err(io)?;
-    let n = u64::from_le_bytes(len8);
+    let n = u64::from_le_bytes(first8[..8].try_into().expect("8 bytes"));
     if n > MAX_HEADER || 8 + n > size {
         return Err(bad(format!(
             "joint_head.safetensors: header length {n} does not fit the {size}-byte file"
         )));
     }
-    let mut head = vec![0u8; n as usize];
-    src.read_at(8, &mut head).map_err(io)?;
-    let text = std::str::from_utf8(&head).map_err(|_| bad("safetensors header is not UTF-8".into()))?;
-    let data_offset = 8 + n;
+    Ok(8 + n)
+}
+
+/// Parses the header (`prefix`: the file's first [`prefix_len`] bytes) of a `size`-byte
+/// `joint_head.safetensors` and allocates the head's store with GGUF names.
+pub fn prepare(prefix: &[u8], size: u64, config: &HeadConfig) -> Result<HeadFile, DecisionError> {
+    let data_offset = prefix_len(prefix, size)?;
+    if (prefix.len() as u64) < data_offset {
+        return Err(bad("joint_head.safetensors: the header is incomplete".into()));
+    }
+    let head = &prefix[8..data_offset as usize];
+    let text = std::str::from_utf8(head).map_err(|_| bad("safetensors header is not UTF-8".into()))?;
     let data_len = size - data_offset;
     let entries = parse_header(text, data_len)?;
     let strip = |s: &str| s.strip_prefix("joint_head.").unwrap_or(s).to_string();
@@ -297,10 +315,9 @@ pub fn load(src: &mut dyn ByteSource, config: &HeadConfig) -> Result<WeightStore
             size: e.end - e.begin,
         });
     }
-    for (i, s) in scalars.iter().enumerate() {
-        if s.is_none() {
-            return Err(bad(format!("joint_head.safetensors has no {}", SCALARS[i])));
-        }
+    let mut found = Vec::with_capacity(3);
+    for (i, s) in scalars.into_iter().enumerate() {
+        found.push(s.ok_or_else(|| bad(format!("joint_head.safetensors has no {}", SCALARS[i])))?);
     }
     let scales_at = (data_len as usize).next_multiple_of(8);
     views.push(TensorView {
@@ -312,13 +329,20 @@ pub fn load(src: &mut dyn ByteSource, config: &HeadConfig) -> Result<WeightStore
         size: 12,
     });
 
-    let mut store = WeightStore::single_shard(scales_at as u64 + 12, views).map_err(|e| bad(e.to_string()))?;
-    {
-        let shard = store.shard_mut(0);
-        const CHUNK: usize = 16 << 20;
-        for (i, chunk) in shard[..data_len as usize].chunks_mut(CHUNK).enumerate() {
-            src.read_at(data_offset + (i * CHUNK) as u64, chunk).map_err(io)?;
-        }
+    let store = WeightStore::single_shard(scales_at as u64 + 12, views).map_err(|e| bad(e.to_string()))?;
+    Ok(HeadFile {
+        store,
+        data_offset,
+        data_len,
+        scalars: found.try_into().unwrap_or_else(|_| unreachable!("three scalars")),
+        scales_at,
+    })
+}
+
+impl HeadFile {
+    /// The data section is in place: writes `decision.scales` and returns the filled store.
+    pub fn finish(mut self) -> WeightStore {
+        let shard = self.store.shard_mut(0);
         let value = |e: &Entry| -> f64 {
             let b = &shard[e.begin..e.end];
             match e.dtype.as_str() {
@@ -328,14 +352,34 @@ pub fn load(src: &mut dyn ByteSource, config: &HeadConfig) -> Result<WeightStore
                 _ => f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16) as f64,
             }
         };
-        let raw: Vec<f64> = scalars.iter().map(|s| value(s.as_ref().unwrap())).collect();
+        let raw: Vec<f64> = self.scalars.iter().map(value).collect();
         let scales = scales_from_raw(raw[0], raw[1], raw[2]);
+        let at = self.scales_at;
         for (i, s) in scales.iter().enumerate() {
-            shard[scales_at + 4 * i..scales_at + 4 * i + 4].copy_from_slice(&s.to_le_bytes());
+            shard[at + 4 * i..at + 4 * i + 4].copy_from_slice(&s.to_le_bytes());
         }
+        self.store.mark_filled(0);
+        self.store
     }
-    store.mark_filled(0);
-    Ok(store)
+}
+
+/// Loads `joint_head.safetensors` into its own weight store with GGUF names.
+pub fn load(src: &mut dyn ByteSource, config: &HeadConfig) -> Result<WeightStore, DecisionError> {
+    let io = |e: String| bad(format!("joint_head.safetensors: {e}"));
+    let size = src.size().map_err(io)?;
+    let mut first8 = [0u8; 8];
+    if size >= 8 {
+        src.read_at(0, &mut first8).map_err(io)?;
+    }
+    let mut prefix = vec![0u8; prefix_len(&first8, size)? as usize];
+    src.read_at(0, &mut prefix).map_err(io)?;
+    let mut file = prepare(&prefix, size, config)?;
+    let (at, len) = (file.data_offset, file.data_len as usize);
+    const CHUNK: usize = 16 << 20;
+    for (i, chunk) in file.store.shard_mut(0)[..len].chunks_mut(CHUNK).enumerate() {
+        src.read_at(at + (i * CHUNK) as u64, chunk).map_err(io)?;
+    }
+    Ok(file.finish())
 }
 
 /// The converter's transform of the three raw scalars (spec §5.3), in f64 then f32.

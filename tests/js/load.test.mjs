@@ -11,7 +11,7 @@ import { importTs, initWasm, root } from './bundle.mjs';
 
 const L = await importTs(
   'www/src/load/retry.ts', 'www/src/load/fetch.ts', 'www/src/load/plan.ts', 'www/src/load/placement.ts', 'www/src/load/header.ts',
-  'www/src/load/fit.ts', 'www/src/load/verify.ts', 'www/src/load/errors.ts', 'www/src/app/models.ts', 'www/src/validate.ts',
+  'www/src/load/fit.ts', 'www/src/load/verify.ts', 'www/src/load/errors.ts', 'www/src/load/workers.ts', 'www/src/app/models.ts', 'www/src/validate.ts',
 );
 await initWasm();
 const fixture = readFileSync(join(root, '..', 'shared', 'fixtures', 'qwen35-tiny', 'A-F32.gguf'));
@@ -255,11 +255,12 @@ test('one memory formula: the loader\'s and the chat page\'s estimates agree; th
   assert.equal(L.WASM_LIMIT, L.WASM_MAX_MEMORY);
 });
 
-test('pickContext: the caller\'s (clipped), else 8192 halved until it fits (not below 512)', () => {
+test('pickContext: the caller\'s (clipped), else 32768 halved until it fits (not below 512)', () => {
   const shape = { weightBytes: 1e9, stateBytes: 1e6, kvBytesPerToken: 1e5, nVocab: 1000 };
   assert.equal(L.pickContext(shape, 4096, 100_000, 1e12), 4096);
   assert.equal(L.pickContext(shape, 32768, 1000, 0), 1000);
-  assert.equal(L.pickContext(shape, 32768, undefined, 1e12), 8192);
+  assert.equal(L.pickContext(shape, 65536, undefined, 1e12), 32768);
+  assert.equal(L.pickContext(shape, 16384, undefined, 1e12), 16384);
   const avail = L.memoryNeeded(shape, 2048);
   assert.equal(L.pickContext(shape, 32768, undefined, avail), 2048);
   assert.equal(L.pickContext(shape, 32768, undefined, 0), 512);
@@ -270,6 +271,33 @@ test('out_of_memory names what is needed and a smaller quant of the same reposit
   const e = L.outOfMemory({ name: 'o/r:Q2_K', quant: 'Q2_K', fileType: 10, repo: 'o/r', contextRequested: false }, shape, 8192, 3.5e9, 4 * 2 ** 30);
   assert.equal(e.code, 'out_of_memory');
   assert.match(e.message, /^o\/r:Q2_K does not fit in this tab: it needs about 4\.\d\d GB .* Use a smaller quant, e\.g\. 'o\/r:(IQ|Q)[0-9A-Z_]+'\.$/);
+});
+
+test('the page\'s estimate with workers: files over 4 GiB split, contexts grow with the split (one core, two, eight)', () => {
+  const GiB = 2 ** 30;
+  const one = L.estimateMemory(3.36 * GiB, 1);
+  assert.equal(one.workers, 1);
+  assert.ok(one.context >= 2048 && one.context <= 4096, `IQ2_M in one worker: what is left of 4 GiB (got ${one.context})`);
+  const two = L.estimateMemory(3.36 * GiB, 2);
+  assert.equal(two.workers, 2);
+  assert.ok(two.context >= 32768, `IQ2_M over 2 workers gets a 32k context (got ${two.context})`);
+  assert.ok(two.perWorker <= 4 * GiB && two.bytes < 16e9 * 0.5, 'fits a 16 GB machine');
+  const q4 = L.estimateMemory(5.24 * GiB, 1);
+  assert.ok(q4.workers >= 2 && q4.context > 0, `Q4_K_M needs ≥ 2 workers even on one core (got ${q4.workers})`);
+  const q8 = L.estimateMemory(8.87 * GiB, 2);
+  assert.ok(q8.workers >= 3 && q8.context > 0, `Q8_0 over ≥ 3 workers (got ${q8.workers})`);
+  assert.equal(L.estimateMemory(3.36 * GiB, 8).workers, 8);
+  assert.equal(L.estimateMemory(3.36 * GiB, 32).workers, 8, 'at most 8 by default');
+});
+
+test('chooseWorkers: requested as given; small models in one; one per core up to 8; more to fit', () => {
+  const fitsFrom = (k) => (n) => n >= k;
+  assert.deepEqual(L.chooseWorkers({ requested: 3, cores: 1, weightBytes: 1, fits: fitsFrom(1) }), { workers: 3, reason: 'requested' });
+  assert.equal(L.chooseWorkers({ cores: 8, weightBytes: 1e6, fits: fitsFrom(1) }).workers, 1);
+  assert.equal(L.chooseWorkers({ cores: 4, weightBytes: 3e9, fits: fitsFrom(1) }).workers, 4);
+  const r = L.chooseWorkers({ cores: 2, weightBytes: 9e9, fits: fitsFrom(3) });
+  assert.equal(r.workers, 3);
+  assert.match(r.reason, /3 workers for the weights to fit/);
 });
 
 // ---- verify.ts -------------------------------------------------------------------------------

@@ -10,24 +10,31 @@
 
 import type {
   ErrorCode, ErrorInfo, Event, GenerateParams, GenerateResult, ModelInfo, PromptSpec, Request, RequestBody, RequestType, Response,
-  OutputSpec, Results, SourceSpec, TokenLogprob, WorkerStats,
+  OutputSpec, Results, SourceSpec, SplitStats, TokenLogprob, WorkerStats,
 } from './protocol.js';
 import type {
   ChatChoiceLogprobs, ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParams, ChatCompletionTokenLogprob, ChatCompletionTool,
-  ChatFinishReason, ChatStream, Completion, CompletionCreateParams, CompletionLogprobs, CompletionUsage, LoadOptions, SamplingParams,
+  ChatFinishReason, ChatStream, Completion, CompletionCreateParams, CompletionLogprobs, CompletionUsage, DecideOptions, HeadRef,
+  LoadHeadOptions, LoadOptions, SamplingParams, SystemOneRequest, SystemOneResponse,
 } from './types.js';
+import type { HeadInfo, HeadSpec } from './protocol.js';
 import { resolveModel, type ModelRef } from './resolve.js';
 import { clearCache, deleteCached, listCached, persistCache, type CachedModel } from './cache.js';
-import { BadRequest, chatLogprobs, checkMessages, completionLogprobs, loadParams, samplingParams } from './validate.js';
+import { BadRequest, chatLogprobs, checkMessages, checkNumber, completionLogprobs, loadParams, samplingParams } from './validate.js';
 import { ToolCallParser, type ToolCall, type ToolDefinition } from './toolcalls.js';
 
 export type * from './types.js';
-export type { ErrorCode, ErrorInfo, OutputSpec, TokenLogprob, LoadPhase, LoadProgress, LoadRetry, ModelInfo, LoadStats, WorkerStats, FinishReason } from './protocol.js';
+export type {
+  ErrorCode, ErrorInfo, OutputSpec, TokenLogprob, LoadPhase, LoadProgress, LoadRetry, ModelInfo, LoadStats, WorkerStats, FinishReason, DecisionInfo,
+  HeadInfo,
+} from './protocol.js';
+export { DECISION_STATUS } from './protocol.js';
 export type { CachedModel } from './cache.js';
 export type { ModelRef } from './resolve.js';
 export { resolveModel } from './resolve.js';
 export { ToolCallParser, parseToolCalls, typedValue } from './toolcalls.js';
 export { createOpenAIFetch, type OpenAIFetchOptions } from './openai-fetch.js';
+export { createSystemOneFetch, type SystemOneFetchOptions } from './systemone-fetch.js';
 export type { ToolCall, ToolCallEvent, ToolDefinition } from './toolcalls.js';
 
 /** Every error of the API: `code` says what went wrong (see ErrorCode). */
@@ -475,6 +482,11 @@ function makeUsage(r: GenerateResult, reasoningTokens?: number): CompletionUsage
     completion_tokens_per_second: r.generationMs > 0 ? Math.round((r.usage.completion_tokens * 1000 * 10) / r.generationMs) / 10 : 0,
   };
   if (reasoningTokens !== undefined) u.completion_tokens_details = { reasoning_tokens: reasoningTokens };
+  if (r.split) {
+    const ms = (x: number) => Math.round(x * 10) / 10;
+    const part = (p: SplitStats) => ({ stages: p.stages, wait_ms: ms(p.waitMs), shard_ms: ms(p.shardMs), coordinator_ms: ms(p.coordinatorMs) });
+    u.split = { workers: r.split.decode.workers, prompt: part(r.split.prompt), completion: part(r.split.decode) };
+  }
   return u;
 }
 
@@ -512,6 +524,8 @@ export class ClefEngine {
   };
 
   private closed = false;
+  /** The Hub the model came from (a head from the Hub is looked up there too). */
+  private hubUrl: string | undefined;
 
   private constructor(private rpc: Rpc, info: ModelInfo, model: string) {
     this.info = info;
@@ -602,7 +616,14 @@ export class ClefEngine {
           loadId = id;
         },
       );
-      return new ClefEngine(rpc, info, name);
+      const engine = new ClefEngine(rpc, info, name);
+      engine.hubUrl = options.hubUrl;
+      if (options.head) {
+        await engine.loadHead(options.head, {
+          onProgress: options.onProgress, onWarning: options.onWarning, signal: options.signal, cache: options.cache, hubUrl: options.hubUrl,
+        } as LoadHeadOptions);
+      }
+      return engine;
     } catch (e) {
       rpc.terminate();
       if (e instanceof ClefError) throw e;
@@ -665,6 +686,103 @@ export class ClefEngine {
     });
   }
 
+  /** Whether `decide` can run here, and with which head (`info.decisions`, kept current by `loadHead`). */
+  get decisions(): ModelInfo['decisions'] {
+    return this.info.decisions;
+  }
+
+  /**
+   * Answers a SystemOne decision (Clef's API: a state and typed questions → a probability for every
+   * option, in one pass through the joint schema head), as llama-server's `/v1/systemone` does.
+   * `request` may be the JSON text (keeps integer-like question ids in your order). Typed errors:
+   * malformed_request, invalid_decision, request_too_large, not_a_decision_model, not_supported,
+   * evaluation_failed, aborted.
+   */
+  async decide(request: SystemOneRequest | string, options: DecideOptions = {}): Promise<SystemOneResponse> {
+    this.check();
+    const r = await this.decideJson(request, options);
+    const out = JSON.parse(r.json) as SystemOneResponse;
+    out.timings = {
+      prompt_tokens: r.promptTokens, cached_tokens: r.cachedTokens,
+      prompt_ms: Math.round(r.promptMs * 10) / 10, total_ms: Math.round(r.totalMs * 10) / 10,
+    };
+    return out;
+  }
+
+  /** `decide` with the response as the engine's JSON text (for HTTP front ends: the key order is llama-server's). */
+  async decideJson(request: SystemOneRequest | string, options: DecideOptions = {}): Promise<import('./protocol.js').DecideResult> {
+    this.check();
+    let body: string;
+    if (typeof request === 'string') body = request;
+    else {
+      if (!request || typeof request !== 'object' || Array.isArray(request)) {
+        throw new ClefError({ code: 'malformed_request', message: 'a decision request must be an object {state, questions} or its JSON text' });
+      }
+      try {
+        body = JSON.stringify(request);
+      } catch (e) {
+        throw new ClefError({ code: 'malformed_request', message: `the request cannot be written as JSON: ${(e as Error).message}` });
+      }
+    }
+    const signal = options.signal ?? undefined;
+    if (signal?.aborted) throw new ClefError({ code: 'aborted', message: 'aborted' });
+    let id = -1;
+    const onAbort = () => {
+      if (id >= 0) this.rpc.call({ type: 'abort', target: id }).catch(() => {});
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const params = options.prefillChunk !== undefined ? { prefill_chunk: checked(() => checkNumber('prefillChunk', options.prefillChunk, { min: 1, max: 4096, integer: true })) } : {};
+      return await this.rpc.call<'decide'>(
+        { type: 'decide', body, params },
+        (e) => {
+          if (e.type === 'decideProgress') options.onProgress?.({ done: e.done, total: e.total, cachedTokens: e.cachedTokens });
+        },
+        (x) => {
+          id = x;
+        },
+      );
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * Attaches Clef's joint schema head to a head-less model (a `qwen35` GGUF of Clef-Flash):
+   * `joint_head.safetensors` + `joint_head_config.json` from the Hub (default repo
+   * `Cloudflare/clef-flash`), from URLs or from files — with the model's Range streaming, OPFS
+   * cache, sha256 check and progress.
+   */
+  async loadHead(head: HeadRef = {}, options: LoadHeadOptions & { hubUrl?: string } = {}): Promise<HeadInfo> {
+    this.check();
+    const spec = await headSpec(head, options.hubUrl ?? this.hubUrl);
+    const node = isNode();
+    const cache = node ? false : (options.cache ?? spec.safetensors.kind === 'url');
+    const signal = options.signal;
+    if (signal?.aborted) throw new ClefError({ code: 'aborted', message: 'aborted' });
+    let id = -1;
+    const onAbort = () => {
+      if (id >= 0) this.rpc.call({ type: 'abort', target: id }).catch(() => {});
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const r = await this.rpc.call<'loadHead'>(
+        { type: 'loadHead', head: spec, params: { cache, sha256: options.sha256 } },
+        (e) => {
+          if (e.type === 'progress') options.onProgress?.(e.progress);
+          else if (e.type === 'warning') (options.onWarning ?? ((m: string) => console.warn(`clef: ${m}`)))(e.message);
+        },
+        (x) => {
+          id = x;
+        },
+      );
+      (this.info as { decisions: ModelInfo['decisions'] }).decisions = { available: true, form: 'safetensors' };
+      return r;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
   /** Aborts every running or queued request of this engine. */
   abort(): void {
     if (this.closed) return;
@@ -681,6 +799,16 @@ export class ClefEngine {
   async stats(): Promise<WorkerStats> {
     this.check();
     return this.rpc.call<'stats'>({ type: 'stats' });
+  }
+
+  /**
+   * Fault injection for tests: stops shard worker `killShard` of a split model as if it had
+   * crashed (the next request fails with a fatal `worker_crashed`; load the model again).
+   * @internal
+   */
+  async injectFault(f: { killShard: number }): Promise<void> {
+    this.check();
+    await this.rpc.call<'fault'>({ type: 'fault', killShard: f.killShard });
   }
 
   /** Stops the worker and frees all memory. */
@@ -967,6 +1095,48 @@ function anySignal(signals: AbortSignal[]): AbortSignal {
     else s.addEventListener('abort', () => c.abort(s.reason), { once: true });
   }
   return c.signal;
+}
+
+/** The Hub repository holding Clef-Flash's joint schema head (the safetensors form). */
+export const DEFAULT_HEAD_REPO = 'Cloudflare/clef-flash';
+
+/** A HeadRef → where the worker reads the head and its config. */
+async function headSpec(head: HeadRef, hubUrl?: string): Promise<HeadSpec> {
+  const base = typeof location !== 'undefined' ? location.href : undefined;
+  const source = (x: string | URL | Blob, what: string): import('./protocol.js').SourceSpec => {
+    if (typeof Blob !== 'undefined' && x instanceof Blob) {
+      const name = (x as File).name || what;
+      return { kind: 'blob', blob: x, name, cacheKey: `blob:${name}:${x.size}:${(x as File).lastModified ?? 0}` };
+    }
+    const s = x instanceof URL ? x.href : String(x);
+    if (isNode() && !/^https?:\/\//i.test(s)) return { kind: 'path', path: s };
+    try {
+      const r = resolveModel(s, { baseUrl: base });
+      return { kind: 'url', url: r.url, cacheKey: r.cacheKey };
+    } catch (e) {
+      throw new ClefError({ code: 'bad_request', message: (e as Error).message });
+    }
+  };
+  if (!head || typeof head !== 'object') throw new ClefError({ code: 'bad_request', message: 'a head is {repo?, revision?} or {safetensors, config}' });
+  if ('safetensors' in head) {
+    const c = head.config;
+    let config: string | import('./protocol.js').SourceSpec;
+    if (typeof c === 'string' && c.trimStart().startsWith('{')) config = c;
+    else if (c && typeof c === 'object' && !(c instanceof URL) && !(typeof Blob !== 'undefined' && c instanceof Blob)) config = JSON.stringify(c);
+    else if (c !== undefined && c !== null) config = source(c as string | URL | Blob, 'joint_head_config.json');
+    else throw new ClefError({ code: 'bad_request', message: 'a head file needs its config (joint_head_config.json)' });
+    return { safetensors: source(head.safetensors, 'joint_head.safetensors'), config };
+  }
+  const ref = head as Exclude<HeadRef, { safetensors: unknown }>;
+  const hub = (file: string) => {
+    try {
+      const r = resolveModel({ repo: ref.repo ?? DEFAULT_HEAD_REPO, file, revision: ref.revision }, { hubUrl: ref.hubUrl ?? hubUrl, baseUrl: base });
+      return { kind: 'url' as const, url: r.url, cacheKey: r.cacheKey, hub: r.hub };
+    } catch (e) {
+      throw new ClefError({ code: 'bad_request', message: (e as Error).message });
+    }
+  };
+  return { safetensors: hub(ref.file ?? 'joint_head.safetensors'), config: hub(ref.configFile ?? 'joint_head_config.json') };
 }
 
 export default ClefEngine;

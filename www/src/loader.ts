@@ -19,7 +19,7 @@
 // runs the steps in order with one explicit state (`Run`); the steps live in load/.
 
 import { ModelLoader, splitInfo, wasmMemory } from '../pkg/clef_web.js';
-import type { CopyOp, ErrorCode, LoadParams, LoadProgress } from './protocol.js';
+import type { CopyOp, ErrorCode, LoadParams, LoadProgress, LoadStats } from './protocol.js';
 import { type Manifest, type ModelCache, CacheError, PIECE_BYTES } from './cache.js';
 import { type ResolvedLoadParams, resolveLoadParams } from './validate.js';
 import { LoadError, errCode } from './load/errors.js';
@@ -60,7 +60,7 @@ export interface LoadOutcome {
   sha256: string | null;
   verified: boolean;
   etag: string | null;
-  stats: import('./protocol.js').LoadStats;
+  stats: LoadStats;
 }
 
 export interface LoadContext {
@@ -156,8 +156,10 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   const available = (i: number) => (i === 0 ? here : limit - FRESH_INSTANCE_BYTES);
   const headerBytes = head.header.subarray(0, info.dataOffset);
   // Each instance's memory shape with n workers: the whole model, or the coordinator then each shard.
+  // An f16 KV cache stores half the bytes per token of the figures (which are f32).
+  const kvScale = params.kvCache === 'f16' ? 0.5 : 1;
   const shapes = (n: number): MemoryShape[] =>
-    n === 1 ? [info] : (splitInfo(headerBytes, size, n) as MemoryShape[]).map((p) => ({ ...p, nVocab: info.nVocab }));
+    (n === 1 ? [info] : (splitInfo(headerBytes, size, n) as MemoryShape[])).map((p) => ({ ...p, nVocab: info.nVocab, kvBytesPerToken: p.kvBytesPerToken * kvScale }));
   const smallest = Math.min(params.contextLength ?? MIN_AUTO_CONTEXT, info.contextLength || MIN_AUTO_CONTEXT);
   const choice = ctx.startShards
     ? chooseWorkers({ requested: params.workers, cores: coreCount(), weightBytes: info.weightBytes, fits: (n) => partsFit(shapes(n), smallest, available) })

@@ -26,7 +26,26 @@ export type ErrorCode =
   | 'template' // the chat template failed to render
   | 'bad_schema' // a response_format schema or tool definitions that constrained decoding cannot compile
   | 'worker_crashed' // the worker died (script error, wasm trap): load the model again
+  // Decisions (SystemOne; src/clef/mod.rs DecisionError — the HTTP status of each is DECISION_STATUS):
+  | 'malformed_request' // the decision body is not JSON, not an object, or has duplicate keys (400)
+  | 'invalid_decision' // valid JSON that is not a valid decision: unknown type, 0 or 256 options, 1 score level, … (422)
+  | 'request_too_large' // too many questions, too much text, or a prompt longer than the context (413)
+  | 'not_a_decision_model' // the model has no decision head and none was attached (501)
+  | 'not_supported' // this engine cannot run decisions as set up (a model split across workers) (501)
+  | 'bad_head' // the decision head's weights, configuration or template are unusable
+  | 'evaluation_failed' // the head produced no finite scores (500)
   | 'internal'; // a bug: please report
+
+/** The HTTP status of each decision error class (llama-server's newer /v1/systemone; spec §3.5). */
+export const DECISION_STATUS: Partial<Record<ErrorCode, number>> = {
+  malformed_request: 400,
+  invalid_decision: 422,
+  request_too_large: 413,
+  not_a_decision_model: 501,
+  not_supported: 501,
+  bad_head: 500,
+  evaluation_failed: 500,
+};
 
 export interface ErrorInfo {
   code: ErrorCode;
@@ -80,6 +99,8 @@ export interface LoadParams {
    * from the cores (navigator.hardwareConcurrency) and the model's size — see load/workers.ts.
    */
   workers?: number;
+  /** KV cache values: 'f32' (default, exact) or 'f16' (half the memory per token: longer contexts). */
+  kvCache?: 'f32' | 'f16';
   /** Expected sha256 of the whole file (else: the Hub's LFS oid when it gives one). */
   sha256?: string;
   /** The quant named by the caller (for "try a smaller quant" messages). */
@@ -158,11 +179,60 @@ export interface ModelInfo {
   verified: boolean;
   etag: string | null;
   hasChatTemplate: boolean;
+  /** Whether `decide` can run (the joint schema head: in the GGUF, or attached with `loadHead`). */
+  decisions: DecisionInfo;
   /** Shard workers the weights are split across (1: all in the engine worker). */
   workers: number;
   /** Why that many ("requested", or how the default was chosen). */
   workersReason: string;
   stats: LoadStats;
+}
+
+/** Whether an engine answers decisions, and with which head. */
+export interface DecisionInfo {
+  available: boolean;
+  /** 'gguf': the head inside a `clef` GGUF; 'safetensors': attached from joint_head.safetensors; '': none. */
+  form: 'gguf' | 'safetensors' | '';
+  /** Why not, when not available (not_a_decision_model, not_supported, bad_head). */
+  code?: ErrorCode;
+  message?: string;
+}
+
+/** A decision head for a head-less model: `joint_head.safetensors` and its `joint_head_config.json`. */
+export interface HeadSpec {
+  safetensors: SourceSpec;
+  /** The config's JSON text, or where to read it. */
+  config: string | SourceSpec;
+}
+
+export interface HeadInfo {
+  form: 'safetensors';
+  /** Bytes of head weights held (the file's data section). */
+  bytes: number;
+  /** sha256 of joint_head.safetensors when it was verified (else null). */
+  sha256: string | null;
+  verified: boolean;
+  seconds: number;
+}
+
+// --------------------------------------------------------------------------------------------
+// Decisions
+
+export interface DecideParams {
+  /** Prompt tokens run per slice between two looks at the message queue (default 64). */
+  prefill_chunk?: number;
+}
+
+export interface DecideResult {
+  /** The SystemOne response as JSON text, keys in llama-server's order. */
+  json: string;
+  promptTokens: number;
+  /** Prompt tokens served from the cached state prefix. */
+  cachedTokens: number;
+  /** Time to run the prompt through the backbone (and feed the head), ms. */
+  promptMs: number;
+  /** Time of the whole decision (validation, prompt, head, answers), ms. */
+  totalMs: number;
 }
 
 // --------------------------------------------------------------------------------------------
@@ -255,6 +325,24 @@ export interface GenerateResult {
   generationMs: number;
   /** The prompt's token ids (for `return_token_ids`). */
   promptIds: number[];
+  /** A model split across shard workers: where the time of the prompt and of the generation went. */
+  split?: { prompt: SplitStats; decode: SplitStats };
+}
+
+/**
+ * Where a split model's time goes, summed over the passes of one request: every stage is one
+ * exchange (the coordinator posts the stage input to each shard and waits for all results).
+ */
+export interface SplitStats {
+  workers: number;
+  /** Stages run (two per layer and pass, plus the LM head). */
+  stages: number;
+  /** Waiting for the shards' results (their compute + the exchange), ms. */
+  waitMs: number;
+  /** The slowest shard's compute per stage, summed, ms (waitMs − shardMs: the exchanges and imbalance). */
+  shardMs: number;
+  /** The coordinator's own work between stages (norms, residuals, sampling, copies), ms. */
+  coordinatorMs: number;
 }
 
 export interface WorkerStats {
@@ -273,6 +361,10 @@ export interface WorkerStats {
 export type Request =
   | { type: 'load'; id: number; source: SourceSpec; params: LoadParams }
   | { type: 'generate'; id: number; prompt: PromptSpec; params: GenerateParams }
+  /** A SystemOne decision: `body` is the request's JSON text (its key order is the question order). */
+  | { type: 'decide'; id: number; body: string; params: DecideParams }
+  /** Attaches a decision head to a head-less model. */
+  | { type: 'loadHead'; id: number; head: HeadSpec; params: Pick<LoadParams, 'cache' | 'sha256' | 'chunkSize' | 'maxRetries' | 'retryDelayMs' | 'timeoutMs' | 'idleTimeoutMs' | 'retryBudgetMs' | 'maxRetryAfterMs'> }
   /** Aborts request `target`, or every running and queued request when absent. */
   | { type: 'abort'; id: number; target?: number }
   | { type: 'tokenize'; id: number; text: string; special: boolean }
@@ -283,6 +375,8 @@ export type Request =
     }
   | { type: 'reset'; id: number }
   | { type: 'stats'; id: number }
+  /** Fault injection for tests: stops shard worker `killShard` as if it had crashed. */
+  | { type: 'fault'; id: number; killShard: number }
   | { type: 'unload'; id: number };
 
 export type RequestType = Request['type'];
@@ -291,12 +385,15 @@ export type RequestType = Request['type'];
 export interface Results {
   load: ModelInfo;
   generate: GenerateResult;
+  decide: DecideResult;
+  loadHead: HeadInfo;
   abort: null;
   tokenize: number[];
   detokenize: string;
   render: string;
   reset: null;
   stats: WorkerStats;
+  fault: null;
   unload: null;
 }
 
@@ -308,7 +405,9 @@ export type Event =
   /** Generation: the prompt was accepted. `thinking`: the prompt leaves a `<think>` block open. */
   | { type: 'started'; id: number; promptTokens: number; cachedTokens: number; thinking: boolean }
   /** Generation: one token and the text it completes (may be empty); `logprobs` when asked for. */
-  | { type: 'token'; id: number; token: number; text: string; logprobs?: TokenLogprob };
+  | { type: 'token'; id: number; token: number; text: string; logprobs?: TokenLogprob }
+  /** Decision: prompt tokens whose hidden rows the head has (`done` of `total`; cached ones included). */
+  | { type: 'decideProgress'; id: number; done: number; total: number; cachedTokens: number };
 
 export type Failure = { type: 'error'; id: number; error: ErrorInfo };
 
@@ -335,7 +434,7 @@ export type ShardRequest =
   /** Copy `bytes` into the weights: quads (shard, dstOffset, offset in bytes, len). No answer unless it fails. */
   | { type: 'write'; id: number; pieces: Float64Array; bytes: Uint8Array }
   /** Build the shard's engine with state for `nCtx` tokens. */
-  | { type: 'finish'; id: number; nCtx: number; precision: string }
+  | { type: 'finish'; id: number; nCtx: number; precision: string; kvCache: 'f32' | 'f16' }
   /** The coordinator's state changes (pairs: code, position). No answer unless it fails. */
   | { type: 'ops'; id: number; ops: Uint32Array }
   /** Run a stage (kind 0 mixer, 1 FFN, 2 LM head; see src/wasm.rs WasmShard.run). */
@@ -349,7 +448,8 @@ export interface ShardResults {
   write: null;
   finish: { vocab: [number, number]; stateBytes: number; wasmMemoryBytes: number };
   ops: null;
-  run: Float32Array;
+  /** The shard's result and the time it computed (ms). */
+  run: { out: Float32Array; ms: number };
   sync: { wasmMemoryBytes: number };
 }
 

@@ -65,6 +65,7 @@ export function createShardHost(post: Post) {
         case 'finish': {
           if (!loader) throw Object.assign(new Error('finish before alloc'), { code: 'internal' });
           for (let i = 0; i < loader.shardCount(); i++) loader.markFilled(i);
+          loader.setKvCache(req.kvCache);
           try {
             shard = loader.finishShard(req.nCtx);
           } finally {
@@ -82,8 +83,9 @@ export function createShardHost(post: Post) {
           return;
         case 'run': {
           if (!shard) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
+          const t = performance.now();
           const out = shard.run(req.kind, req.layer, req.pos, req.x);
-          ok(req.id, 'run', out, [out.buffer]);
+          ok(req.id, 'run', { out, ms: performance.now() - t }, [out.buffer]);
           return;
         }
         case 'sync':

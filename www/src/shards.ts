@@ -13,7 +13,7 @@
 // reports it as fatal, and loading the model again starts a new pool.
 
 import type { WasmEngine } from '../pkg/clef_web.js';
-import type { CopyOp, ErrorInfo, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
+import type { CopyOp, ErrorInfo, ShardRequest, ShardResponse, ShardResults, SplitStats } from './protocol.js';
 import type { Destination } from './load/placement.js';
 
 /** A Node built-in, imported at run time (not bundled; never reached in browsers). */
@@ -134,8 +134,8 @@ export class ShardPool {
   }
 
   /** Builds every shard's engine (state for `nCtx` tokens); returns their wasm memory sizes. */
-  async finish(nCtx: number, precision = 'fast'): Promise<number[]> {
-    const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'finish', { nCtx, precision })));
+  async finish(nCtx: number, kvCache: 'f32' | 'f16' = 'f32', precision = 'fast'): Promise<number[]> {
+    const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'finish', { nCtx, precision, kvCache })));
     this.vocab = r.map((x) => x.vocab);
     return r.map((x) => x.wasmMemoryBytes);
   }
@@ -146,14 +146,20 @@ export class ShardPool {
     this.ports.forEach((_, i) => this.send(i, 'ops', { ops: i + 1 < this.size ? ops.slice() : ops }, []));
   }
 
-  /** Runs one stage on every shard; their results in shard order. */
-  run(kind: number, layer: number, pos: number, x: Float32Array): Promise<Float32Array[]> {
+  /** Runs one stage on every shard; their results (and compute times) in shard order. */
+  run(kind: number, layer: number, pos: number, x: Float32Array): Promise<Array<ShardResults['run']>> {
     return Promise.all(
       this.ports.map((_, i) => {
         const xi = i + 1 < this.size ? x.slice() : x; // each worker gets its own (transferred) copy
         return this.request(i, 'run', { kind, layer, pos, x: xi }, [xi.buffer as ArrayBuffer]);
       }),
     );
+  }
+
+  /** Fault injection for tests: stops shard worker `i` as a crash would. */
+  kill(i: number): void {
+    this.ports[i].terminate();
+    this.ports[i].onfail('it was stopped (fault injection)');
   }
 
   terminate(): void {
@@ -164,11 +170,17 @@ export class ShardPool {
 
 /** Runs the coordinator engine's passes on the pool (see src/engine.rs). */
 export class SplitDriver {
-  /** Time spent waiting for the shards vs running the coordinator's own work, ms (since the last reset). */
-  waitMs = 0;
-  coordinatorMs = 0;
+  /** Where the time went since the last `resetStats` (protocol.ts SplitStats). */
+  stats: SplitStats;
 
-  constructor(private eng: WasmEngine, private pool: ShardPool) {}
+  constructor(private eng: WasmEngine, private pool: ShardPool) {
+    this.stats = this.resetStats();
+  }
+
+  resetStats(): SplitStats {
+    this.stats = { workers: this.pool.size, stages: 0, waitMs: 0, shardMs: 0, coordinatorMs: 0 };
+    return this.stats;
+  }
 
   /** `eng.prefill(max)`, with the shards. */
   async prefill(max: number): Promise<number> {
@@ -197,17 +209,20 @@ export class SplitDriver {
         if (!st) return;
         const [kind, layer, pos] = st;
         const x = eng.passInput();
-        this.coordinatorMs += performance.now() - t;
+        const s = this.stats;
+        s.coordinatorMs += performance.now() - t;
         t = performance.now();
         const outs = await pool.run(kind, layer, pos, x);
         const t2 = performance.now();
-        this.waitMs += t2 - t;
+        s.waitMs += t2 - t;
+        s.stages++;
+        s.shardMs += Math.max(...outs.map((o) => o.ms));
         outs.forEach((o, i) => {
-          if (kind === 2) eng.passPutLogits(pool.vocab[i][0], pool.vocab[i][1], o);
-          else eng.passAddPartial(o);
+          if (kind === 2) eng.passPutLogits(pool.vocab[i][0], pool.vocab[i][1], o.out);
+          else eng.passAddPartial(o.out);
         });
         const more = eng.passAdvance();
-        this.coordinatorMs += performance.now() - t2;
+        s.coordinatorMs += performance.now() - t2;
         if (!more) return;
       }
     } catch (e) {

@@ -137,6 +137,17 @@ export interface CompletionLogprobs {
   text_offset: number[];
 }
 
+/** Where a split model's time went (ms): stages = exchanges with the shard workers. */
+export interface SplitTimes {
+  stages: number;
+  /** Waiting for the shards (their compute + the exchanges). */
+  wait_ms: number;
+  /** The slowest shard's compute per stage, summed. */
+  shard_ms: number;
+  /** The coordinator's own work (norms, residuals, sampling, copies). */
+  coordinator_ms: number;
+}
+
 /** OpenAI usage + timings. */
 export interface CompletionUsage {
   prompt_tokens: number;
@@ -152,6 +163,11 @@ export interface CompletionUsage {
   prompt_tokens_per_second: number;
   /** Generated tokens per second. */
   completion_tokens_per_second: number;
+  /**
+   * A model split across shard workers: the request's stages (exchanges), the time waiting for the
+   * shards, the slowest shard's compute per stage summed, and the coordinator's own work (ms).
+   */
+  split?: { workers: number; prompt: SplitTimes; completion: SplitTimes };
 }
 
 export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';
@@ -263,9 +279,96 @@ export interface LoadOptions {
    * the model needs them to fit, 1 for small models; the choice is in `engine.info.workers`.
    */
   workers?: number;
+  /** KV cache values: 'f32' (default, exact) or 'f16' (llama.cpp's default: half the memory per token, longer contexts). */
+  kvCache?: 'f32' | 'f16';
+  /**
+   * A decision head to attach once the model is loaded (a head-less `qwen35` file: see
+   * `engine.loadHead`). A `clef` GGUF has its head inside and needs none.
+   */
+  head?: HeadRef;
   /** URL of clef-worker.js (default: beside clef.js). */
   workerUrl?: string | URL;
   /** URL of the wasm build to run (default: beside clef-worker.js, clef_web_relaxed_bg.wasm where the
    *  browser supports relaxed SIMD, else clef_web_bg.wasm). */
   wasmUrl?: string | URL;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Decisions: Clef's SystemOne API (llama-server /v1/systemone; spec clef-head.md §3)
+
+/** noul: yes/no (`criteria` optional {true?, false?}); choice: one of `criteria`'s keys; score: a level 0…n−1 of `criteria`. */
+export type SystemOneQuestion =
+  | { type: 'noul'; instructions: unknown; criteria?: { true?: unknown; false?: unknown } | null }
+  | { type: 'choice'; instructions: unknown; criteria: Record<string, unknown> }
+  | { type: 'score'; instructions: unknown; criteria: unknown[] };
+
+/**
+ * A decision request: a state (text or any JSON) and typed questions, answered jointly. Question
+ * order is the object's key order — JavaScript puts integer-like keys ("1", "2") first, so pass
+ * the JSON text instead to keep such ids in your order.
+ */
+export interface SystemOneRequest {
+  state: unknown;
+  questions: Record<string, SystemOneQuestion>;
+  /** Ignored (the response names the loaded model). */
+  model?: string;
+}
+
+export type SystemOneAnswer =
+  | { type: 'noul'; noul: number }
+  | { type: 'choice'; choice: string; probabilities: Record<string, number>; confidence: number }
+  | { type: 'score'; score: number; legend: Record<string, unknown>; probabilities: Record<string, number>; confidence: number };
+
+export interface SystemOneResponse {
+  model: string;
+  /** Question ids in request order. */
+  answers: Record<string, SystemOneAnswer>;
+  usage: { input_tokens: number; output_tokens: number };
+  /** Present (true) when the answers come from the label-token readout of a model without a head. */
+  approximate?: boolean;
+  /** This engine's timings (not part of llama-server's response). */
+  timings?: DecisionTimings;
+}
+
+export interface DecisionTimings {
+  prompt_tokens: number;
+  /** Prompt tokens served from the cached state prefix. */
+  cached_tokens: number;
+  /** Backbone + head streaming over the prompt (ms). */
+  prompt_ms: number;
+  /** The whole decision (ms). */
+  total_ms: number;
+}
+
+/** Progress of a decision: prompt tokens whose hidden rows the head has (cached ones included). */
+export interface DecideProgress {
+  done: number;
+  total: number;
+  cachedTokens: number;
+}
+
+export interface DecideOptions {
+  signal?: AbortSignal | null;
+  onProgress?: (p: DecideProgress) => void;
+  /** Prompt tokens per slice between looks at `abort` (default 64). */
+  prefillChunk?: number;
+}
+
+/**
+ * Where a decision head for a head-less model comes from: a Hub repository holding
+ * `joint_head.safetensors` and `joint_head_config.json` (default repo `Cloudflare/clef-flash`),
+ * URLs, or files (File/Blob; Node: paths). `config` may also be the config object itself.
+ */
+export type HeadRef =
+  | { repo?: string; revision?: string; file?: string; configFile?: string; hubUrl?: string }
+  | { safetensors: string | URL | Blob; config: string | URL | Blob | Record<string, unknown> };
+
+export interface LoadHeadOptions {
+  onProgress?: (p: import('./protocol.js').LoadProgress) => void;
+  onWarning?: (message: string) => void;
+  signal?: AbortSignal;
+  /** Use the OPFS cache (browser). Default true for URLs, false for File/Blob. */
+  cache?: boolean;
+  /** Expected sha256 of joint_head.safetensors (else the Hub's LFS oid). */
+  sha256?: string;
 }

@@ -200,11 +200,15 @@ export function checkMessages(messages: unknown): ChatMessageInput[] {
 const LOAD_KEYS = Object.keys(LOAD) as LoadKey[];
 
 /** The load options the worker needs (numbers checked against LOAD, sha256 against its shape). */
-export function loadParams(o: LoadOptions): Partial<Pick<LoadParams, LoadKey | 'sha256'>> {
-  const out: Partial<Pick<LoadParams, LoadKey | 'sha256'>> = {};
+export function loadParams(o: LoadOptions): Partial<Pick<LoadParams, LoadKey | 'sha256' | 'kvCache'>> {
+  const out: Partial<Pick<LoadParams, LoadKey | 'sha256' | 'kvCache'>> = {};
   for (const k of LOAD_KEYS) {
     const v = (o as Record<string, unknown>)[k];
     if (given(v)) out[k] = checkNumber(k, v, LOAD[k]);
+  }
+  if (given(o.kvCache)) {
+    if (o.kvCache !== 'f32' && o.kvCache !== 'f16') throw new BadRequest(`kvCache must be 'f32' or 'f16' (got ${shown(o.kvCache)})`);
+    out.kvCache = o.kvCache;
   }
   if (given(o.sha256)) {
     if (typeof o.sha256 !== 'string' || !/^[0-9a-f]{64}$/i.test(o.sha256)) throw new BadRequest(`sha256 must be 64 hexadecimal digits (got ${shown(o.sha256)})`);

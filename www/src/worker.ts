@@ -6,13 +6,20 @@
 // macrotask yield between them, so an `abort` message is handled within one token. Every error
 // is caught and answered as a typed error; the worker stays usable, except after a wasm trap
 // (`fatal`: load again).
+//
+// Decisions (`decide`) run in the same queue as generations, on the same state: prefill slices of
+// the request's prompt feed the joint schema head (WasmEngine.decideBegin / decidePrefill /
+// decideFinish), with a progress event and a look at `abort` between slices. A head-less model
+// gets its head with `loadHead` (load/head.ts: the model's streaming, cache and sha256).
 
 import init, { initSync, simdLevel, WasmEngine, wasmMemory } from '../pkg/clef_web.js';
 import { detectSimd, wasmFile } from './simd.js';
 import type {
-  ChatMessageInput, ErrorCode, ErrorInfo, GenerateParams, GenerateResult, ModelInfo, PromptSpec, Request, Response, Results,
-  SourceSpec, TokenLogprob, WorkerStats,
+  ChatMessageInput, DecideParams, DecideResult, DecisionInfo, ErrorCode, ErrorInfo, GenerateParams, GenerateResult, HeadInfo, HeadSpec,
+  ModelInfo, PromptSpec, Request, Response, Results, SourceSpec, TokenLogprob, WorkerStats,
 } from './protocol.js';
+import { loadHead } from './load/head.js';
+import { resolveLoadParams } from './validate.js';
 import { BlobSource, HttpSource, LoadError, SyncFileSource, loadModel, macrotask, type ByteSource } from './loader.js';
 import { CacheError, ModelCache, deleteCached, opfsAvailable } from './cache.js';
 import { ShardError, ShardPool, SplitDriver, browserShard, nodeShard, type ShardPort } from './shards.js';
@@ -48,7 +55,11 @@ export function toErrorInfo(e: unknown): ErrorInfo {
   const code = (e as { code?: unknown })?.code;
   const message = (e as Error)?.message ?? String(e);
   if (typeof code === 'string') {
-    const known: ErrorCode[] = ['bad_request', 'bad_schema', 'context_full', 'out_of_memory', 'bad_gguf', 'wrong_architecture', 'unsupported_type', 'template', 'internal', 'network', 'not_found', 'quota', 'offline', 'integrity', 'cache'];
+    const known: ErrorCode[] = [
+      'bad_request', 'bad_schema', 'context_full', 'out_of_memory', 'bad_gguf', 'wrong_architecture', 'unsupported_type', 'template', 'internal', 'network',
+      'not_found', 'quota', 'offline', 'integrity', 'cache', 'not_loaded',
+      'malformed_request', 'invalid_decision', 'request_too_large', 'not_a_decision_model', 'not_supported', 'bad_head', 'evaluation_failed',
+    ];
     if (code === 'need_more') return { code: 'bad_gguf', message };
     if ((known as string[]).includes(code)) return { code: code as ErrorCode, message };
   }
@@ -169,6 +180,7 @@ export function createCore(post: Post, env: CoreEnv) {
           });
           let eng: WasmEngine;
           try {
+            out.loader.setKvCache(params.kvCache ?? 'f32');
             eng = out.loader.finish(out.nCtx);
           } catch (e) {
             out.pool?.terminate();
@@ -179,7 +191,7 @@ export function createCore(post: Post, env: CoreEnv) {
           let memory = (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
           if (out.pool) {
             try {
-              memory += (await out.pool.finish(out.nCtx)).reduce((a, b) => a + b, 0);
+              memory += (await out.pool.finish(out.nCtx, params.kvCache ?? 'f32')).reduce((a, b) => a + b, 0);
             } catch (e) {
               eng.free();
               out.pool.terminate();
@@ -189,11 +201,13 @@ export function createCore(post: Post, env: CoreEnv) {
             driver = new SplitDriver(eng, out.pool);
           }
           const h = out.info;
+          eng.setModelName(name);
           engine = eng;
           info = {
             name: h.name || name, architecture: h.architecture, fileSize: h.fileSize, weightBytes: h.weightBytes,
             contextLength: eng.nCtx(), trainedContextLength: h.contextLength, nVocab: h.nVocab, nLayer: h.nLayer, nEmbd: h.nEmbd,
             source: out.source, sha256: out.sha256, verified: out.verified, etag: out.etag, hasChatTemplate: !!h.chatTemplate,
+            decisions: eng.decisionInfo() as DecisionInfo,
             workers: out.workers, workersReason: out.workersReason,
             stats: { ...out.stats, wasmMemoryBytes: memory, simd: simdLevel() },
           };
@@ -251,6 +265,7 @@ export function createCore(post: Post, env: CoreEnv) {
       const t0 = performance.now();
       let stop = false;
       const d = driver;
+      d?.resetStats();
       while ((d ? await d.prefill(chunk) : eng.prefill(chunk)) > 0) {
         await macrotask();
         if (aborted.has(id)) {
@@ -259,6 +274,8 @@ export function createCore(post: Post, env: CoreEnv) {
         }
       }
       const promptMs = performance.now() - t0;
+      const promptSplit = d ? { ...d.stats } : null;
+      d?.resetStats();
       const t1 = performance.now();
       if (!stop && !aborted.has(id)) {
         for (;;) {
@@ -279,7 +296,7 @@ export function createCore(post: Post, env: CoreEnv) {
       const usage = eng.usage() as GenerateResult['usage'];
       eng.endRequest();
       began = false;
-      return { finishReason, usage, promptMs, generationMs, promptIds: Array.from(ids) };
+      return { finishReason, usage, promptMs, generationMs, promptIds: Array.from(ids), ...(d && promptSplit ? { split: { prompt: promptSplit, decode: { ...d.stats } } } : {}) };
     } finally {
       if (began && engine === eng) {
         try {
@@ -288,6 +305,83 @@ export function createCore(post: Post, env: CoreEnv) {
           /* broken instance: reported by the caller */
         }
       }
+    }
+  }
+
+  /** A byte source for a head file (the same kinds as a model's). */
+  async function openSource(src: SourceSpec): Promise<{ source: ByteSource; close?: () => void; name: string; url: string; local: boolean }> {
+    if (src.kind === 'url') return { source: new HttpSource(src.url, src.hub), name: src.hub?.file ?? src.url, url: src.url, local: false };
+    if (src.kind === 'blob') return { source: new BlobSource(src.blob, src.name), name: src.name, url: '', local: true };
+    if (!env.openPath) throw new LoadError('bad_request', 'loading from a path works only in Node');
+    const f = await env.openPath(src.path);
+    return { source: f.source, close: f.close, name: src.path, url: '', local: true };
+  }
+
+  async function doLoadHead(id: number, spec: HeadSpec, params: Extract<Request, { type: 'loadHead' }>['params']): Promise<HeadInfo> {
+    const eng = need();
+    const ac = new AbortController();
+    loading = { id, ac };
+    try {
+      const src = spec.safetensors;
+      const cfg = typeof spec.config === 'string' ? null : await openSource(spec.config);
+      const { source, close, name, url, local } = await openSource(src);
+      const cacheKey = src.kind === 'path' ? '' : src.cacheKey;
+      let cache: ModelCache | null = null;
+      if (params.cache && cacheKey && opfsAvailable()) {
+        try {
+          cache = await ModelCache.open(cacheKey);
+        } catch (e) {
+          post({ type: 'warning', id, message: `not caching: ${(e as Error).message}` });
+        }
+      }
+      try {
+        const config = cfg ? { source: cfg.source, name: cfg.name } : (spec.config as string);
+        const out = await loadHead({
+          source, config, cache, cacheKey, url, name, local, params: resolveLoadParams({ ...params, cache: !!cache }), signal: ac.signal,
+          onProgress: (progress) => post({ type: 'progress', id, progress }),
+          onWarning: (message) => post({ type: 'warning', id, message }),
+        });
+        try {
+          eng.attachHead(out.loader);
+        } finally {
+          out.loader.free();
+        }
+        if (info) info.decisions = eng.decisionInfo() as DecisionInfo;
+        return { form: 'safetensors', bytes: out.bytes, sha256: out.sha256, verified: out.verified, seconds: out.seconds };
+      } finally {
+        cache?.close();
+        close?.();
+        cfg?.close?.();
+      }
+    } finally {
+      loading = null;
+    }
+  }
+
+  async function doDecide(id: number, body: string, params: DecideParams): Promise<DecideResult> {
+    const eng = need();
+    if (typeof body !== 'string') throw new LoadError('bad_request', 'a decision body must be JSON text');
+    const chunk = Math.max(1, Math.min(4096, Math.floor(params.prefill_chunk ?? 64)));
+    const t0 = performance.now();
+    const begun = eng.decideBegin(body) as { promptTokens: number; cachedTokens: number };
+    const total = begun.promptTokens;
+    let done = begun.cachedTokens;
+    try {
+      post({ type: 'decideProgress', id, done, total, cachedTokens: begun.cachedTokens });
+      const t1 = performance.now();
+      while (done < total) {
+        await macrotask();
+        if (aborted.has(id)) throw new Aborted();
+        const left = eng.decidePrefill(chunk);
+        done = total - left;
+        post({ type: 'decideProgress', id, done, total, cachedTokens: begun.cachedTokens });
+      }
+      const promptMs = performance.now() - t1;
+      const json = eng.decideFinish();
+      return { json, promptTokens: total, cachedTokens: begun.cachedTokens, promptMs, totalMs: performance.now() - t0 };
+    } catch (e) {
+      if (engine === eng) eng.decideCancel();
+      throw e;
     }
   }
 
@@ -319,6 +413,12 @@ export function createCore(post: Post, env: CoreEnv) {
         case 'generate':
           enqueue(id, async () => result(id, 'generate', await doGenerate(id, req.prompt, req.params)));
           return;
+        case 'decide':
+          enqueue(id, async () => result(id, 'decide', await doDecide(id, req.body, req.params ?? {})));
+          return;
+        case 'loadHead':
+          enqueue(id, async () => result(id, 'loadHead', await doLoadHead(id, req.head, req.params)));
+          return;
         case 'abort': {
           if (req.target === undefined) {
             for (const t of pending) aborted.add(t);
@@ -344,6 +444,13 @@ export function createCore(post: Post, env: CoreEnv) {
             need().reset();
             result(id, 'reset', null);
           });
+          return;
+        case 'fault':
+          if (!pool || !Number.isInteger(req.killShard) || req.killShard < 0 || req.killShard >= pool.size) {
+            throw new LoadError('bad_request', `no shard worker ${req.killShard} (the model is in ${pool?.size ?? 0} shard workers)`);
+          }
+          pool.kill(req.killShard);
+          result(id, 'fault', null);
           return;
         case 'stats': {
           let mem = 0;

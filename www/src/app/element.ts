@@ -191,9 +191,12 @@ export class ClefChatElement extends HTMLElement {
     this.error = null;
     this.render();
     try {
+      const w = this.getAttribute('workers');
       const e = await ClefEngine.load(model, {
         hubUrl: this.hubUrl(),
         revision: this.getAttribute('revision') ?? undefined,
+        // `workers="4"`: split the model across 4 workers; absent or "auto": the runtime's choice.
+        ...(w && w !== 'auto' ? { workers: Number(w) } : {}),
         signal: ctl.signal,
         onProgress: (p) => {
           if (this.ctl !== ctl) return;

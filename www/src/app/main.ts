@@ -390,6 +390,7 @@ function detailHtml(q: QuantInfo): string {
     <dl class="facts">
       <dt>Download</dt><dd>${c?.complete ? `${fmtBytes(q.bytes)} · saved on this device` : fmtBytes(q.bytes)}</dd>
       <dt>Memory</dt><dd>~${fmtBytes(mem.bytes)}${mem.context ? ` with a ${mem.context.toLocaleString('en')}-token context` : ''}</dd>
+      <dt>Workers</dt><dd>${mem.workers === 1 ? '1 (one core)' : `${mem.workers} (one core each, up to ${fmtBytes(mem.perWorker)} of memory each)`}</dd>
     </dl>
     <div class="fit ${fit.level}"><span class="fit-dot ${fit.level}"></span><span><strong>${fit.level === 'good' ? 'Fits here' : fit.level === 'tight' ? 'Tight on this device' : 'Probably won’t fit here'}</strong> — ${escapeHtml(fit.detail)}.</span></div>
     <div class="row">${button}</div>

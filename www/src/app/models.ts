@@ -1,8 +1,10 @@
-// The models the chat page offers (the small clef-flash quants, from the model card of
-// NANI-Nithin/clef-flash-GGUF), what each needs, and whether it fits on this device.
+// The models the chat page offers (every clef-flash quant of the model card of
+// NANI-Nithin/clef-flash-GGUF), what each needs — memory, workers, context — and whether it fits on
+// this device.
 
 import { fmtBytes } from './format.js';
-import { WASM_MAX_MEMORY, memoryNeeded, pickContext } from '../load/fit.js';
+import { MIN_AUTO_CONTEXT, WASM_MAX_MEMORY, memoryNeeded, pickContext, type MemoryShape } from '../load/fit.js';
+import { chooseWorkers, partsFit } from '../load/workers.js';
 
 export const DEFAULT_REPO = 'NANI-Nithin/clef-flash-GGUF';
 const GiB = 1024 ** 3;
@@ -16,8 +18,28 @@ export interface QuantInfo {
   recommended?: boolean;
 }
 
-/** The small quants, best quality first (model card: sizes and notes). */
+/** Every file of the model card, best quality first (sizes and notes from the card). */
 export const QUANTS: QuantInfo[] = [
+  { quant: 'BF16', bytes: 16.69 * GiB, note: 'Full precision source. Every quant below is cut from this file.' },
+  { quant: 'Q8_0', bytes: 8.87 * GiB, note: 'Effectively lossless. Use when disk and RAM are not the constraint.' },
+  { quant: 'Q6_K', bytes: 6.85 * GiB, note: 'Near-lossless; the last stop before quality becomes measurable.' },
+  { quant: 'Q5_1', bytes: 6.33 * GiB, note: 'Legacy. Prefer Q5_K_M.' },
+  { quant: 'Q5_K_M', bytes: 6.02 * GiB, note: 'Very good quality, noticeably smaller than Q6_K.' },
+  { quant: 'Q5_K_S', bytes: 5.87 * GiB, note: 'Slightly smaller than Q5_K_M for a slight quality cost.' },
+  { quant: 'Q5_0', bytes: 5.87 * GiB, note: 'Legacy. Prefer Q5_K_M.' },
+  { quant: 'Q4_1', bytes: 5.41 * GiB, note: 'Legacy. Prefer Q4_K_M.' },
+  { quant: 'Q4_K_M', bytes: 5.24 * GiB, note: 'The usual default. Best quality-per-byte for most people.' },
+  { quant: 'IQ4_NL', bytes: 5.05 * GiB, note: 'Non-linear 4-bit; good on hardware without fast K-quant kernels.' },
+  { quant: 'Q4_K_S', bytes: 4.98 * GiB, note: 'A little smaller than Q4_K_M, a little worse.' },
+  { quant: 'Q4_0', bytes: 4.95 * GiB, note: 'Legacy round-to-nearest. Prefer Q4_K_M unless a runtime needs this.' },
+  { quant: 'IQ4_XS', bytes: 4.84 * GiB, note: 'Best sub-4.5bpw option; usually beats Q4_K_S at a smaller size.' },
+  { quant: 'Q3_K_L', bytes: 4.59 * GiB, note: 'Small, with real quality loss. Usable when RAM is tight.' },
+  { quant: 'Q3_K_M', bytes: 4.31 * GiB, note: 'Smaller again; noticeable degradation.' },
+  { quant: 'IQ3_M', bytes: 4.11 * GiB, note: 'Strong at ~3.7bpw, clearly better than Q3_K_M.' },
+  { quant: 'IQ3_S', bytes: 4.07 * GiB, note: 'Slightly smaller than IQ3_M.' },
+  { quant: 'Q3_K_S', bytes: 3.97 * GiB, note: 'Aggressive. Prefer IQ3_M at a similar size.' },
+  { quant: 'IQ3_XS', bytes: 3.95 * GiB, note: 'Aggressive but coherent.' },
+  { quant: 'IQ3_XXS', bytes: 3.67 * GiB, note: 'Very aggressive; the last coherent step down.' },
   { quant: 'IQ2_M', bytes: 3.36 * GiB, note: 'The smallest size most people find usable.', recommended: true },
   { quant: 'Q2_K', bytes: 3.56 * GiB, note: 'Very small, heavily degraded. For experimentation.' },
   { quant: 'Q2_K_S', bytes: 3.44 * GiB, note: 'Smaller than Q2_K, at a further quality cost.' },
@@ -57,7 +79,7 @@ export async function fetchRepoSizes(hubUrl: string, repo: string, revision = 'm
 
 // ---- memory ---------------------------------------------------------------------------------------
 
-/** wasm32: one tab's engine can address 4 GiB. */
+/** wasm32: one engine instance (one worker) can address 4 GiB. */
 export const WASM_LIMIT = WASM_MAX_MEMORY;
 /** What the wasm module itself, the page and allocator slack take out of that. */
 const WASM_RESERVE = 16 * MiB;
@@ -66,28 +88,60 @@ const WASM_RESERVE = 16 * MiB;
  * Clef-Flash (Qwen3.5-9B) in the runtime's memory formula (load/fit.ts), before its header is read:
  * 24 DeltaNet layers × (32 heads × 128² + 3 × 8192 conv) f32 of state; 8 attention layers × K+V ×
  * 4 KV heads × 256 f32 per token; a 248,320-token vocabulary; the header (~11 MB) is not weights.
+ * The token embeddings (248,320 × 4096 of 9.4 B parameters) stay with the coordinator when the
+ * model is split; every other matrix is split evenly by heads (src/split.rs).
  */
-const CLEF_FLASH = { stateBytes: 24 * 4 * (32 * 128 * 128 + 3 * 8192), kvBytesPerToken: 8 * 4 * 2 * 4 * 256, nVocab: 248_320, contextLength: 262_144 };
+const CLEF_FLASH = {
+  stateBytes: 24 * 4 * (32 * 128 * 128 + 3 * 8192), kvBytesPerToken: 8 * 4 * 2 * 4 * 256, nVocab: 248_320, contextLength: 262_144,
+  kvHeads: 4, embeddingShare: (248_320 * 4096) / 9.4e9,
+};
 const HEADER_BYTES = 11 * MiB;
 
 export interface MemoryEstimate {
-  /** Bytes of memory for the weights, state and a context of `context` tokens. */
+  /** Bytes of memory for the weights, state and a context of `context` tokens (all workers). */
   bytes: number;
+  /** The largest part one worker holds (each is limited to 4 GiB). */
+  perWorker: number;
+  /** Workers the runtime would split the model across (1: the whole model in one). */
+  workers: number;
   /** The context length the runtime would pick (8192 halved until it fits; 0 = none fits). */
   context: number;
 }
 
-/** Memory the runtime needs for a file of `fileBytes` (Clef-Flash files; small test files roughly). */
-export function estimateMemory(fileBytes: number): MemoryEstimate {
+/** Each instance's memory shape with n workers (the coordinator first): load/fit.ts's formula, before the header. */
+function clefParts(weightBytes: number, n: number): MemoryShape[] {
+  const c = CLEF_FLASH;
+  if (n === 1) return [{ weightBytes, stateBytes: c.stateBytes, kvBytesPerToken: c.kvBytesPerToken, nVocab: c.nVocab }];
+  const embd = weightBytes * c.embeddingShare;
+  // A shard computes the KV heads its query heads read: with more shards than KV heads some are computed twice.
+  const kvShare = Math.ceil(c.kvHeads / n) / c.kvHeads;
+  const shard = { weightBytes: (weightBytes - embd) / n, stateBytes: c.stateBytes / n, kvBytesPerToken: c.kvBytesPerToken * kvShare, nVocab: c.nVocab };
+  return [{ weightBytes: embd, stateBytes: 0, kvBytesPerToken: 0, nVocab: c.nVocab }, ...Array(n).fill(shard)];
+}
+
+/** Cores this page may use (navigator.hardwareConcurrency). */
+export function pageCores(): number {
+  return typeof navigator !== 'undefined' && navigator.hardwareConcurrency > 0 ? navigator.hardwareConcurrency : 1;
+}
+
+/**
+ * Memory the runtime needs for a file of `fileBytes` (Clef-Flash files; small test files roughly),
+ * split across the workers it would choose on a machine with `cores` cores (load/workers.ts).
+ */
+export function estimateMemory(fileBytes: number, cores = pageCores()): MemoryEstimate {
   if (fileBytes < GiB) {
     // Not a 9B file (a test model): weights + a generous allowance.
-    return { bytes: Math.round(fileBytes * 1.25 + 32 * MiB), context: 4096 };
+    const bytes = Math.round(fileBytes * 1.25 + 32 * MiB);
+    return { bytes, perWorker: bytes, workers: 1, context: 4096 };
   }
-  const shape = { ...CLEF_FLASH, weightBytes: fileBytes - HEADER_BYTES };
+  const weightBytes = fileBytes - HEADER_BYTES;
   const available = WASM_LIMIT - WASM_RESERVE;
-  const n = pickContext(shape, shape.contextLength, undefined, available);
-  const bytes = memoryNeeded(shape, n);
-  return { bytes, context: bytes <= available ? n : 0 };
+  const { workers } = chooseWorkers({ cores, weightBytes, fits: (n) => partsFit(clefParts(weightBytes, n), MIN_AUTO_CONTEXT, () => available) });
+  const parts = clefParts(weightBytes, workers);
+  const n = Math.min(...parts.map((p) => pickContext(p, CLEF_FLASH.contextLength, undefined, available)));
+  const sizes = parts.map((p) => memoryNeeded(p, n));
+  const perWorker = Math.max(...sizes);
+  return { bytes: sizes.reduce((a, b) => a + b, 0), perWorker, workers, context: perWorker <= available ? n : 0 };
 }
 
 export type FitLevel = 'good' | 'tight' | 'no';
@@ -129,12 +183,13 @@ export function checkFit(fileBytes: number, device: DeviceInfo, cachedBytes = 0)
   const worse = (l: FitLevel) => {
     if (l === 'no' || (l === 'tight' && level === 'good')) level = l;
   };
+  const split = memory.workers > 1 ? ` split across ${memory.workers} workers` : '';
   if (memory.context === 0) {
     worse('no');
-    reasons.push(`needs ~${fmtBytes(need)} of memory, more than the 4 GB a browser tab can use`);
+    reasons.push(`needs ~${fmtBytes(need)} of memory${split}, more than 4 GB in one worker`);
   } else if (memory.context < 4096) {
     worse('tight');
-    reasons.push(`only a ${memory.context}-token context fits in a tab's 4 GB`);
+    reasons.push(`only a ${memory.context}-token context fits${split || ' in one worker'} (4 GB each)`);
   }
   if (device.ram !== null) {
     // deviceMemory is rounded down to a power of two and capped (8 GB in Chromium).
@@ -151,7 +206,7 @@ export function checkFit(fileBytes: number, device: DeviceInfo, cachedBytes = 0)
   const label = level === 'good' ? 'Fits' : level === 'tight' ? 'Tight' : "Won't fit";
   let detail = reasons.join('; ');
   if (!detail) {
-    const ok = [`within a tab's 4 GB of memory`];
+    const ok = [memory.workers > 1 ? `${memory.workers} workers of up to ${fmtBytes(memory.perWorker)} each` : `within one worker's 4 GB of memory`];
     if (device.ram !== null) ok.push(`this device reports ${device.ram >= 8 * GiB ? '8 GB or more' : `~${fmtBytes(device.ram, 0)}`} of RAM`);
     if (device.storageFree !== null) ok.push(toStore > 0 ? `${fmtBytes(device.storageFree)} of storage free` : 'already saved here');
     detail = ok.join(', ');

@@ -19,8 +19,12 @@ export const WASM_MAX_MEMORY = 4 * GiB;
 export const ENGINE_SNAPSHOTS = 4;
 /** Copies of the recurrent state in memory: the snapshots, the live state and one being saved. */
 export const STATE_COPIES = ENGINE_SNAPSHOTS + 2;
-/** Default context: min(the model's, this), halved (down to MIN_AUTO_CONTEXT) until it fits. */
-export const DEFAULT_MAX_CONTEXT = 8192;
+/**
+ * Default context: min(the model's, this), halved (down to MIN_AUTO_CONTEXT) until it fits. 32k:
+ * split across workers, the KV cache is split too (IQ2_M over 2 workers: ~2.9 GB per worker at 32k);
+ * in one worker a 9B file gets what is left of 4 GiB (IQ2_M: 4k).
+ */
+export const DEFAULT_MAX_CONTEXT = 32768;
 export const MIN_AUTO_CONTEXT = 512;
 /** Tokenizer (vocab + merges), logits and scratch per vocabulary entry. */
 const BYTES_PER_VOCAB_ENTRY = 320;

@@ -183,15 +183,23 @@ export class HttpSource implements ByteSource {
     const cause = String((e as { cause?: { message?: string } })?.cause?.message ?? '');
     if (/redirect/i.test(cause)) return new LoadError('network', `${this.url}: too many redirects (a redirect loop): ${cause}`);
     const why = `${(e as Error)?.message ?? e}${cause ? ` (${cause})` : ''}`;
+    const ac = new AbortController();
+    const onAbort = () => ac.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(() => ac.abort(), this.timeouts.headerTimeoutMs);
     try {
-      const probe = await fetch(this.url, { headers: { Range: 'bytes=0-0' }, redirect: 'manual', signal, cache: 'no-store' });
+      const probe = await fetch(this.url, { headers: { Range: 'bytes=0-0' }, redirect: 'manual', signal: ac.signal, cache: 'no-store' });
       probe.body?.cancel().catch(() => {});
       if (probe.type === 'opaqueredirect' || (probe.status >= 300 && probe.status < 400)) {
         return new HttpError(0, `${this.url}: following its redirect failed (a redirect loop, or the redirect target is unreachable): ${why}`);
       }
     } catch {
-      /* unreachable: a plain network error */
+      /* unreachable (or timed out): a plain network error */
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
     }
+    if (signal.aborted) return signal.reason;
     return new HttpError(0, `network error fetching ${this.url}: ${why}`);
   }
 

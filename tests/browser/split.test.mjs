@@ -1,0 +1,162 @@
+// A model split across shard workers (tensor parallelism, `workers` load option), end to end:
+// in Node (worker_threads, loading from a path) and in headless Chromium (Web Workers, loading from
+// the local Hub emulator over HTTP and then from OPFS, with no COOP/COEP headers: postMessage only).
+// The fixtures through 1, 2 and 3 workers give llama.cpp's greedy tokens (F32) and the one-worker
+// tokens (quantized files); an abort mid-generation and a killed shard worker are handled.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { startHubServer } from './hub-server.mjs';
+import { A, PROMPT_TEXT, fixturesDir, launch, repoRoot, skipReason } from './helpers.mjs';
+
+const dist = join(repoRoot, 'www', 'dist', 'clef.js');
+const skipNode = existsSync(dist) ? false : 'www/dist is not built (./build.sh)';
+const skipBrowser = skipReason();
+const report = (s) => console.log(`# ${s}`);
+
+const greedyChat = (engine, n = 16) =>
+  engine.chat.completions.create({ messages: [{ role: 'user', content: PROMPT_TEXT }], max_tokens: n, temperature: 0, return_token_ids: true });
+const greedyIds = async (engine, ids, n = 16) =>
+  (await engine.completions.create({ prompt: ids, max_tokens: n, temperature: 0, ignore_eos: true, return_token_ids: true })).choices[0].token_ids;
+
+test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one worker; follow-ups reuse the prefix', { skip: skipNode, timeout: 240000 }, async () => {
+  const { ClefEngine } = await import(dist);
+  for (const workers of [1, 2, 3]) {
+    const engine = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers });
+    try {
+      assert.equal(engine.info.workers, workers);
+      assert.equal(engine.info.workersReason, 'requested');
+      const r = await greedyChat(engine);
+      assert.deepEqual(r.prompt_token_ids, A.cases[0].prompt_ids);
+      assert.deepEqual(r.choices[0].token_ids, A.cases[0].greedy_ids, `${workers} workers`);
+      for (const c of A.cases.slice(1)) assert.deepEqual(await greedyIds(engine, c.prompt_ids), c.greedy_ids, `${workers} workers`);
+      // A follow-up turn: the prefix comes from the shards' snapshots, the tokens are unchanged.
+      const follow = [...A.cases[0].prompt_ids, ...A.cases[0].greedy_ids.slice(0, 4), 8002, 198, 8001, 846];
+      const first = await engine.completions.create({ prompt: follow, max_tokens: 8, temperature: 0, ignore_eos: true, return_token_ids: true });
+      const again = await engine.completions.create({ prompt: [...follow, ...first.choices[0].token_ids, 198], max_tokens: 8, temperature: 0, ignore_eos: true, return_token_ids: true });
+      assert.ok(again.usage.prompt_tokens_details.cached_tokens > 0, 'prefix reused');
+      const fresh = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers: 1 });
+      try {
+        assert.deepEqual(await greedyIds(fresh, [...follow, ...first.choices[0].token_ids, 198], 8), again.choices[0].token_ids, `${workers} workers: reused prefix`);
+      } finally {
+        await fresh.unload();
+      }
+    } finally {
+      await engine.unload();
+    }
+  }
+  // Quantized files (every block family): 2 and 3 workers give the one-worker tokens.
+  for (const q of ['Q8_0', 'Q4_K_M', 'IQ2_M', 'Q1_0']) {
+    const path = join(fixturesDir, `A-${q}.gguf`);
+    const runs = [];
+    for (const workers of [1, 2, 3]) {
+      const engine = await ClefEngine.load(path, { workers });
+      try {
+        runs.push(await greedyIds(engine, A.cases[0].prompt_ids, 12));
+      } finally {
+        await engine.unload();
+      }
+    }
+    report(`${q}: 1/2/3 workers ${runs.map((r) => r.join(',')).join(' | ')}`);
+    assert.deepEqual(runs[1], runs[0], `${q}: 2 workers vs 1`);
+    assert.deepEqual(runs[2], runs[0], `${q}: 3 workers vs 1`);
+  }
+});
+
+test('Node: abort mid-generation with 2 workers, then generate again; a killed shard worker is a typed fatal error and the model loads again', { skip: skipNode, timeout: 120000 }, async () => {
+  const { ClefEngine } = await import(dist);
+  const path = join(fixturesDir, 'A-F32.gguf');
+  const engine = await ClefEngine.load(path, { workers: 2 });
+  try {
+    const ac = new AbortController();
+    const s = await engine.chat.completions.create({ messages: [{ role: 'user', content: PROMPT_TEXT }], max_tokens: 400, temperature: 0, stream: true, signal: ac.signal });
+    let n = 0;
+    await assert.rejects(
+      (async () => {
+        for await (const c of s) if (c.choices[0]?.delta?.content !== undefined && ++n === 5) ac.abort();
+      })(),
+      (e) => e.code === 'aborted',
+    );
+    assert.deepEqual((await greedyChat(engine)).choices[0].token_ids, A.cases[0].greedy_ids, 'after an abort');
+
+    await engine.injectFault({ killShard: 1 });
+    await assert.rejects(greedyChat(engine), (e) => e.code === 'worker_crashed' && e.fatal && /shard worker 2 of 2/.test(e.message));
+    await assert.rejects(greedyChat(engine), (e) => e.code === 'worker_crashed' || e.code === 'not_loaded');
+  } finally {
+    await engine.unload();
+  }
+  const again = await ClefEngine.load(path, { workers: 2 });
+  try {
+    assert.deepEqual((await greedyChat(again)).choices[0].token_ids, A.cases[0].greedy_ids, 'loaded again after the crash');
+  } finally {
+    await again.unload();
+  }
+});
+
+test('Node: the default worker count — small models stay in one worker; an invalid count is a typed bad_request', { skip: skipNode, timeout: 60000 }, async () => {
+  const { ClefEngine } = await import(dist);
+  const engine = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'));
+  try {
+    assert.equal(engine.info.workers, 1);
+    assert.match(engine.info.workersReason, /small model/);
+  } finally {
+    await engine.unload();
+  }
+  for (const workers of [0, 1.5, -2, 'two']) {
+    await assert.rejects(ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers }), (e) => e.code === 'bad_request' && /workers/.test(e.message));
+  }
+});
+
+test('Chromium without COOP/COEP: 2 and 3 workers over HTTP, then from OPFS, give llama.cpp\'s tokens; a killed shard worker is fatal, a reload works', { skip: skipBrowser, timeout: 180000 }, async () => {
+  const hub = await startHubServer();
+  const b = await launch(hub.url);
+  try {
+    assert.equal(await b.page.evaluate(() => crossOriginIsolated), false);
+    const run = (opts) =>
+      b.page.evaluate(async ({ hub, opts, text }) => {
+        const engine = await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl: hub, chunkSize: 1 << 20, ...opts });
+        try {
+          const r = await engine.chat.completions.create({ messages: [{ role: 'user', content: text }], max_tokens: 16, temperature: 0, return_token_ids: true });
+          return { info: engine.info, ids: r.choices[0].token_ids, usage: r.usage };
+        } finally {
+          await engine.unload();
+        }
+      }, { hub: hub.url, opts, text: PROMPT_TEXT });
+    const net = await run({ workers: 2 });
+    assert.equal(net.info.workers, 2);
+    assert.equal(net.info.source, 'network');
+    assert.equal(net.info.verified, true);
+    assert.deepEqual(net.ids, A.cases[0].greedy_ids);
+    const f = hub.files.get('test-org/clef-flash-GGUF').get('clef-flash-F32.gguf');
+    assert.equal(hub.bytesServed(), f.size, 'every byte once: the engine worker downloads, the shards get their parts');
+    const cached = await run({ workers: 3 });
+    assert.equal(cached.info.source, 'cache');
+    assert.equal(cached.info.workers, 3);
+    assert.deepEqual(cached.ids, A.cases[0].greedy_ids);
+    report(`Chromium, F32 fixture: 2 workers ${net.usage.completion_tokens_per_second} tok/s, 3 workers ${cached.usage.completion_tokens_per_second} tok/s (tiny model: exchange-bound)`);
+
+    const crash = await b.page.evaluate(async ({ hub, text }) => {
+      const engine = await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl: hub, workers: 2 });
+      await engine.injectFault({ killShard: 0 });
+      let err = null;
+      try {
+        await engine.chat.completions.create({ messages: [{ role: 'user', content: text }], max_tokens: 4 });
+      } catch (e) {
+        err = { code: e.code, fatal: e.fatal, message: e.message };
+      }
+      await engine.unload();
+      const again = await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl: hub, workers: 2 });
+      const r = await again.chat.completions.create({ messages: [{ role: 'user', content: text }], max_tokens: 16, temperature: 0, return_token_ids: true });
+      await again.unload();
+      return { err, ids: r.choices[0].token_ids };
+    }, { hub: hub.url, text: PROMPT_TEXT });
+    assert.equal(crash.err?.code, 'worker_crashed');
+    assert.equal(crash.err?.fatal, true);
+    assert.deepEqual(crash.ids, A.cases[0].greedy_ids);
+  } finally {
+    await b.close();
+    await hub.close();
+  }
+});
