@@ -10,6 +10,7 @@
 //! clef tokenize --model F --text TEXT [--special]
 //! clef decide   --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
 //! clef bench-kernels [--json] [--type T] [--ms MS] [--prefill T]
+//! clef bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
 //! ```
 
 use crate::chat::{simple_messages, ChatInput, ChatTemplate};
@@ -42,6 +43,8 @@ pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench
   decide        --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
                 [--precision fast|exact]   (SystemOne request JSON in, response JSON out)
   bench-kernels [--json] [--type T] [--ms MS] [--prefill TOKENS]
+  bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
+                (constrained decoding over F's vocabulary: build, compile and per-token mask times; JSON)
   self-test     [--rows N]   (fast kernels vs scalar references in this build; JSON, exit 1 on a mismatch)";
 
 /// Parsed `--key value` / `--flag` options.
@@ -50,7 +53,7 @@ struct Args {
     opts: BTreeMap<String, Option<String>>,
 }
 
-const FLAGS: &[&str] = &["all", "chat", "no-think", "json", "special", "ignore-eos"];
+const FLAGS: &[&str] = &["all", "chat", "no-think", "json", "special", "ignore-eos", "json-object"];
 
 impl Args {
     fn parse(args: &[String]) -> Result<Args, String> {
@@ -123,6 +126,7 @@ pub fn run(args: &[String], host: &mut dyn Host) -> Result<(), String> {
         "tokenize" => tokenize(&a, host),
         "decide" => decide(&a, host),
         "bench-kernels" => bench(&a, host),
+        "bench-grammar" => bench_grammar(&a, host),
         "self-test" => self_test(&a, host),
         "help" | "--help" | "-h" => {
             host.out(USAGE);
@@ -252,6 +256,60 @@ fn tokenize(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     Ok(())
 }
 
+/// Times constrained decoding over a model's vocabulary: building the token trie, compiling the
+/// schema, and each step's mask, on random walks (tokens drawn uniformly among those allowed).
+fn bench_grammar(a: &Args, host: &mut dyn Host) -> Result<(), String> {
+    use crate::grammar::{random_walk, GrammarVocab, OutputSpec};
+    a.check_known(&["vocab", "schema", "tools", "json-object", "tokens", "walks", "seed"])?;
+    let h = {
+        let mut src = host.open(a.req("vocab")?)?;
+        loader::read_header(src.as_mut()).map_err(|e| e.to_string())?
+    };
+    let tok = Tokenizer::from_gguf(&h).map_err(|e| e.to_string())?;
+    let spec = match (a.get("schema"), a.get("tools")) {
+        (Some(p), None) => format!(r#"{{"type":"json_schema","schema":{}}}"#, read_text(host, p)?),
+        (None, Some(p)) => format!(r#"{{"type":"tool_calls","tools":{}}}"#, read_text(host, p)?),
+        (None, None) if a.flag("json-object") => r#"{"type":"json_object"}"#.to_string(),
+        _ => return Err("bench-grammar needs one of --schema, --tools or --json-object".into()),
+    };
+    let spec = OutputSpec::from_json(&spec).map_err(|e| format!("{}: {e}", e.code()))?;
+    let num = |k: &str, d: usize| a.get(k).map(|v| v.parse::<usize>().map_err(|_| format!("--{k} must be a number"))).unwrap_or(Ok(d));
+    let (max_tokens, walks, seed) = (num("tokens", 400)?, num("walks", 5)?, num("seed", 1)? as u64);
+    let t0 = crate::bench::now_ms();
+    let vocab = GrammarVocab::new(&tok).map_err(|e| format!("{}: {e}", e.code()))?;
+    let vocab_ms = crate::bench::now_ms() - t0;
+    let (mut compile_ms, mut ms, mut ended, mut sample) = (0.0, Vec::new(), 0, String::new());
+    for w in 0..walks {
+        let t0 = crate::bench::now_ms();
+        let mut c = vocab.compile(&spec).map_err(|e| format!("{}: {e}", e.code()))?;
+        compile_ms += crate::bench::now_ms() - t0;
+        let walk = random_walk(&mut c, tok.n_vocab(), max_tokens, seed + w as u64).map_err(|e| format!("{}: {e}", e.code()))?;
+        ended += walk.ended as usize;
+        ms.extend(walk.mask_ms);
+        if w == 0 {
+            sample = tok.decode(&walk.tokens, true);
+        }
+    }
+    ms.sort_by(f64::total_cmp);
+    let pct = |p: f64| ms.get(((ms.len() as f64 - 1.0) * p) as usize).copied().unwrap_or(0.0);
+    let f = |x: f64| format!("{x:.4}");
+    host.out(&json::object([
+        ("n_vocab", tok.n_vocab().to_string()),
+        ("vocab_ms", f(vocab_ms)),
+        ("compile_ms_mean", f(compile_ms / walks.max(1) as f64)),
+        ("steps", ms.len().to_string()),
+        ("mask_ms_mean", f(ms.iter().sum::<f64>() / ms.len().max(1) as f64)),
+        ("mask_ms_p50", f(pct(0.5))),
+        ("mask_ms_p99", f(pct(0.99))),
+        ("mask_ms_max", f(pct(1.0))),
+        ("walks_ended", ended.to_string()),
+        ("walks", walks.to_string()),
+        ("sample", json::string(&sample)),
+    ]));
+    host.out("\n");
+    Ok(())
+}
+
 /// Reads a whole (small) file through the host.
 fn read_text(host: &mut dyn Host, path: &str) -> Result<String, String> {
     let mut src = host.open(path)?;
@@ -355,7 +413,7 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     let n_ctx: usize = a.num("ctx", prompt.len() + max_tokens + 1)?;
     let mut engine = Engine::new(model, tok.ok(), n_ctx).map_err(|e| e.to_string())?;
     engine.precision = prec;
-    let gp = GenParams { sampler: params, max_tokens, stop: Vec::new(), ignore_eos: a.flag("ignore-eos") };
+    let gp = GenParams { sampler: params, max_tokens, stop: Vec::new(), ignore_eos: a.flag("ignore-eos"), logprobs: None };
     let json_out = a.flag("json");
     let mut text = String::new();
     let mut out_ids = Vec::new();

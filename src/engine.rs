@@ -26,7 +26,8 @@ use crate::model::{Logits, Model, Pass, Role, Snapshot, State};
 use crate::shard::StateOp;
 
 use crate::ops::Precision;
-use crate::sampler::{Sampler, SamplerParams};
+use crate::grammar::{Constraint, GrammarError};
+use crate::sampler::{Distribution, Sampler, SamplerParams, TokenLogprobs};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 
 /// How many snapshots to keep (each is ~50 MB for the 9B: the recurrent state).
@@ -39,11 +40,14 @@ pub struct GenParams {
     /// Extra stop strings (the end-of-generation tokens always stop).
     pub stop: Vec<String>,
     pub ignore_eos: bool,
+    /// Report each token's log-probability and this many alternatives (≤ `MAX_TOP_LOGPROBS`);
+    /// `None`: no log-probabilities. See `sampler::Distribution` for which distribution.
+    pub logprobs: Option<usize>,
 }
 
 impl Default for GenParams {
     fn default() -> Self {
-        GenParams { sampler: SamplerParams::default(), max_tokens: 512, stop: Vec::new(), ignore_eos: false }
+        GenParams { sampler: SamplerParams::default(), max_tokens: 512, stop: Vec::new(), ignore_eos: false, logprobs: None }
     }
 }
 
@@ -71,6 +75,8 @@ impl FinishReason {
 pub struct Piece {
     pub token: u32,
     pub text: String,
+    /// When asked for (`GenParams::logprobs`).
+    pub logprobs: Option<TokenLogprobs>,
 }
 
 /// Usage of the current / last request.
@@ -92,6 +98,8 @@ struct Generation {
     /// Text produced but not yet returned (could be the beginning of a stop string).
     held: String,
     finished: Option<FinishReason>,
+    /// The grammar the answer must follow (structured output, forced tool calls).
+    constraint: Option<Constraint>,
     /// A prompt run for its hidden states (no generation): see [`Engine::begin_hidden`].
     hidden: Option<HiddenRun>,
 }
@@ -137,6 +145,8 @@ pub enum EngineError {
     ContextFull { needed: usize, n_ctx: usize },
     Model(String),
     Input(String),
+    /// The output grammar failed during generation.
+    Grammar(GrammarError),
 }
 
 impl std::fmt::Display for EngineError {
@@ -147,6 +157,7 @@ impl std::fmt::Display for EngineError {
                 write!(f, "the prompt needs {needed} tokens but the context holds {n_ctx}")
             }
             EngineError::Model(s) | EngineError::Input(s) => f.write_str(s),
+            EngineError::Grammar(e) => e.fmt(f),
         }
     }
 }
@@ -245,9 +256,21 @@ impl Engine {
             decoder: StreamDecoder::new(false),
             held: String::new(),
             finished: None,
+            constraint: None,
             hidden,
         });
         Ok(start)
+    }
+
+    /// Makes the request's answer follow a grammar (see `grammar.rs`): every token is sampled
+    /// under its mask. Call after `begin`, before the first token.
+    pub fn constrain(&mut self, c: Constraint) -> Result<(), EngineError> {
+        let gen = self.gen.as_mut().ok_or(EngineError::Idle)?;
+        if self.usage.completion_tokens > 0 {
+            return Err(EngineError::Input("a constraint must be set before the first token".into()));
+        }
+        gen.constraint = Some(c);
+        Ok(())
     }
 
     /// Runs up to `max` queued prompt tokens. Returns the number still queued (0 = ready).
@@ -310,10 +333,20 @@ impl Engine {
             gen.finished = Some(FinishReason::Length);
             return Ok(None);
         }
+        // The model's distribution is read before the sampler biases, penalises or masks the logits.
+        let dist = gen.params.logprobs.map(|n| (Distribution::of(&gen.logits, n), gen.logits.clone()));
+        if let Some(c) = gen.constraint.as_mut() {
+            c.mask(&mut gen.logits).map_err(EngineError::Grammar)?;
+        }
         let tok = gen.sampler.sample(&mut gen.logits);
-        if !gen.params.ignore_eos && eog.contains(&tok) {
+        let logprobs = dist.map(|(d, raw)| d.token(raw[tok as usize]));
+        // (Under a grammar, an end-of-generation token is drawn only where the grammar may end.)
+        if (!gen.params.ignore_eos || gen.constraint.is_some()) && eog.contains(&tok) {
             gen.finished = Some(FinishReason::Stop);
             return Ok(None);
+        }
+        if let Some(c) = gen.constraint.as_mut() {
+            c.commit(tok).map_err(EngineError::Grammar)?;
         }
         gen.sampler.accept(tok);
         self.usage.completion_tokens += 1;
@@ -327,7 +360,7 @@ impl Engine {
             if let Some(pos) = gen.params.stop.iter().filter_map(|s| gen.held.find(s.as_str())).min() {
                 text = gen.held[..pos].to_string();
                 gen.held.clear();
-                let piece = Piece { token: tok, text };
+                let piece = Piece { token: tok, text, logprobs };
                 gen.finished = Some(FinishReason::Stop);
                 return Ok(Some(piece));
             }
@@ -343,7 +376,7 @@ impl Engine {
         } else {
             self.start_pass(Inflight::Step { token: tok }, Logits::Last)?;
         }
-        Ok(Some(Piece { token: tok, text }))
+        Ok(Some(Piece { token: tok, text, logprobs }))
     }
 
     fn start_pass(&mut self, what: Inflight, want: Logits) -> Result<(), EngineError> {

@@ -20,6 +20,7 @@ pub mod cli;
 pub mod json;
 pub mod loader;
 pub mod sampler;
+pub mod grammar;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 pub mod engine;

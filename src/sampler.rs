@@ -1,5 +1,13 @@
 //! Picking the next token from logits: logit bias → penalties → greedy, or top-k → temperature →
 //! softmax → top-p → min-p → a draw from a seeded RNG (the order of llama.cpp's default chain).
+//!
+//! Log-probabilities (OpenAI's `logprobs` / `top_logprobs`) are those of the **model's own
+//! distribution**: the log-softmax of the raw logits over the whole vocabulary, at temperature 1,
+//! before logit bias, penalties, truncation (top-k / top-p / min-p) and any grammar mask — what
+//! OpenAI reports, and what llama.cpp's server reports only with `post_sampling_probs: false`
+//! (by default it reports the probabilities left after its sampling chain). So a token the
+//! sampler was forced to pick (a constraint, a bias) can have a low log-probability: it tells how
+//! much the model itself believed in it. [`Distribution`] is the one place this is computed.
 
 use std::collections::HashMap;
 
@@ -149,6 +157,60 @@ impl Sampler {
     }
 }
 
+/// Most alternatives `top_logprobs` may ask for (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// The model's distribution at one step, as much of it as `logprobs` reports: `log Σ exp(logits)`
+/// (so any token's log-probability is `logit − log_z`) and the `n` most likely tokens.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Distribution {
+    /// log Σ_v exp(logit_v), over the whole vocabulary (accumulated in f64).
+    pub log_z: f64,
+    /// The `n` most likely (id, log-probability), most likely first (lowest id on ties).
+    pub top: Vec<(u32, f32)>,
+}
+
+impl Distribution {
+    /// Reads the raw logits (call it before the sampler changes them). O(vocab) + O(n log n).
+    pub fn of(logits: &[f32], n: usize) -> Distribution {
+        let max = logits.iter().copied().filter(|l| l.is_finite()).fold(f32::NEG_INFINITY, f32::max);
+        let sum: f64 = logits.iter().map(|&l| ((l - max) as f64).exp()).sum();
+        let log_z = max as f64 + sum.ln();
+        let by_logit = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let mut top: Vec<(u32, f32)> = Vec::with_capacity(n + 1);
+        // One pass keeping the best n (n ≤ 20, so a sorted insert is cheapest).
+        for (i, &l) in logits.iter().enumerate() {
+            if n == 0 || !l.is_finite() || (top.len() == n && by_logit(&(i as u32, l), &top[n - 1]) != std::cmp::Ordering::Less) {
+                continue;
+            }
+            let at = top.partition_point(|t| by_logit(t, &(i as u32, l)) == std::cmp::Ordering::Less);
+            top.insert(at, (i as u32, l));
+            top.truncate(n);
+        }
+        let top = top.into_iter().map(|(i, l)| (i, (l as f64 - log_z) as f32)).collect();
+        Distribution { log_z, top }
+    }
+
+    /// The log-probability of a token whose raw logit is `logit`.
+    pub fn logprob(&self, logit: f32) -> f32 {
+        (logit as f64 - self.log_z) as f32
+    }
+
+    /// What a generated token reports: its own log-probability and the alternatives.
+    pub fn token(self, raw_logit: f32) -> TokenLogprobs {
+        TokenLogprobs { logprob: self.logprob(raw_logit), top: self.top }
+    }
+}
+
+/// One generated token's log-probability under the model and the most likely alternatives
+/// (see [`Distribution`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprobs {
+    pub logprob: f32,
+    /// (id, log-probability), most likely first.
+    pub top: Vec<(u32, f32)>,
+}
+
 /// Index of the largest value (lowest index on ties), as the fixtures' greedy decoding does.
 pub fn argmax(v: &[f32]) -> u32 {
     let mut best = 0;
@@ -212,6 +274,22 @@ mod tests {
         assert_eq!(l[0], 0.5);
         let mut s = Sampler::new(SamplerParams { logit_bias: vec![(2, 10.0)], ..SamplerParams::greedy() });
         assert_eq!(s.sample(&mut [2.0, 1.2, -1.0]), 2);
+    }
+
+    #[test]
+    fn distribution_is_the_log_softmax_and_its_top_is_sorted() {
+        let logits = [1.0f32, 3.0, 3.0, -2.0, 0.5, f32::NEG_INFINITY];
+        let d = Distribution::of(&logits, 3);
+        let z: f64 = logits.iter().map(|&l| (l as f64).exp()).sum();
+        assert!((d.log_z - z.ln()).abs() < 1e-12);
+        assert_eq!(d.top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 2, 0]); // ties: lowest id first
+        assert!((d.top[0].1 - (3.0 - z.ln()) as f32).abs() < 1e-6);
+        assert_eq!(d.logprob(-2.0), (-2.0 - z.ln()) as f32);
+        assert_eq!(d.logprob(f32::NEG_INFINITY), f32::NEG_INFINITY);
+        let p: f64 = logits.iter().map(|&l| (d.logprob(l) as f64).exp()).sum();
+        assert!((p - 1.0).abs() < 1e-6);
+        assert!(Distribution::of(&logits, 0).top.is_empty());
+        assert_eq!(Distribution::of(&logits, 10).top.len(), 5, "banned (−inf) tokens are no alternatives");
     }
 
     #[test]

@@ -86,7 +86,7 @@ use crate::gguf::{GgufError, Header};
 use crate::model::{Config, Model, ModelError, Role, Stage};
 use crate::shard::{ShardEngine, StateOp};
 use crate::split::ShardId;
-use crate::sampler::SamplerParams;
+use crate::sampler::{SamplerParams, MAX_TOP_LOGPROBS};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{StoreError, WeightStore};
 use js_sys::{Array, Object, Reflect};
@@ -115,6 +115,7 @@ fn engine_err(e: EngineError) -> JsValue {
         EngineError::ContextFull { .. } => "context_full",
         EngineError::Input(_) | EngineError::Idle => "bad_request",
         EngineError::Model(_) => "internal",
+        EngineError::Grammar(ref g) => g.code(),
     };
     err(code, e)
 }
@@ -336,7 +337,7 @@ impl ModelLoader {
         let template = ChatTemplate::new(self.header.get_str("tokenizer.chat_template")).map_err(|e| err(e.code(), e))?;
         let decisions = DecisionSetup::new(&self.header, &model);
         let engine = Engine::new(model, Some(tokenizer), n_ctx).map_err(|e| err("out_of_memory", e))?;
-        Ok(WasmEngine { engine, template, decisions, decider: Decider::new(), deciding: None })
+        Ok(WasmEngine { engine, template, decisions, decider: Decider::new(), deciding: None, grammar_vocab: None })
     }
 }
 
@@ -419,6 +420,8 @@ pub struct WasmEngine {
     decider: Decider,
     /// The decision in flight (between `decideBegin` and `decideFinish` / `decideCancel`).
     deciding: Option<Decision>,
+    /// The vocabulary's token trie for constrained decoding, built at the first constrained request.
+    grammar_vocab: Option<crate::grammar::GrammarVocab>,
 }
 
 /// A decision error as a JS `Error` with its `code` (see `DecisionError::code`) and HTTP `status`.
@@ -527,7 +530,8 @@ impl WasmEngine {
 
     /// Starts a request; returns how many prompt tokens were reused from the previous state.
     /// `params`: {max_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
-    /// presence_penalty, frequency_penalty, seed, stop: string[], logit_bias: {id: bias}, ignore_eos}.
+    /// presence_penalty, frequency_penalty, seed, stop: string[], logit_bias: {id: bias}, ignore_eos,
+    /// logprobs: number of alternatives per token (0 … 20; absent: no log-probabilities)}.
     pub fn begin(&mut self, prompt: &[u32], params: JsValue) -> Result<usize, JsValue> {
         let d = SamplerParams::default();
         let f = |k: &str, def: f32| get_f64(&params, k).map(|v| v as f32).unwrap_or(def);
@@ -562,8 +566,28 @@ impl WasmEngine {
             max_tokens: get_f64(&params, "max_tokens").map(|v| v as usize).unwrap_or(512),
             stop,
             ignore_eos: get(&params, "ignore_eos").and_then(|v| v.as_bool()).unwrap_or(false),
+            logprobs: match get_f64(&params, "logprobs") {
+                None => None,
+                Some(n) if n >= 0.0 && n <= MAX_TOP_LOGPROBS as f64 && n.fract() == 0.0 => Some(n as usize),
+                Some(n) => return Err(err("bad_request", format!("logprobs asks for {n} alternatives; 0 to {MAX_TOP_LOGPROBS} are possible"))),
+            },
         };
         self.engine.begin(prompt, gp).map_err(engine_err)
+    }
+
+    /// Makes the current request's answer follow a grammar, given as JSON text (see
+    /// `grammar::OutputSpec::from_json`: `{"type": "json_object"}`, `{"type": "json_schema",
+    /// "schema"}`, `{"type": "tool_calls", "tools", "name"?, "parallel"?}`). Call after `begin`.
+    /// A schema that cannot be compiled throws a `bad_schema` error.
+    pub fn constrain(&mut self, spec_json: &str) -> Result<(), JsValue> {
+        use crate::grammar::{GrammarError, GrammarVocab, OutputSpec};
+        let spec = OutputSpec::from_json(spec_json).map_err(|e| err(e.code(), e))?;
+        if self.grammar_vocab.is_none() {
+            let tok = self.engine.tokenizer.as_ref().ok_or(GrammarError::NoTokenizer).map_err(|e| err(e.code(), e))?;
+            self.grammar_vocab = Some(GrammarVocab::new(tok).map_err(|e| err(e.code(), e))?);
+        }
+        let c = self.grammar_vocab.as_ref().unwrap().compile(&spec).map_err(|e| err(e.code(), e))?;
+        self.engine.constrain(c).map_err(engine_err)
     }
 
     /// Runs up to `max` prompt tokens; returns how many are still queued.
@@ -571,9 +595,11 @@ impl WasmEngine {
         self.engine.prefill(max).map_err(engine_err)
     }
 
-    /// Generates one token: `{token, text}`, or `null` when finished (see `finishReason`).
+    /// Generates one token: `{token, text}` (with `logprobs` asked for, also `logprob`, `bytes` (the
+    /// token's bytes) and `top`: `[{id, bytes, logprob}]`), or `null` when finished (see `finishReason`).
     pub fn step(&mut self) -> Result<JsValue, JsValue> {
-        piece_value(self.engine.step().map_err(engine_err)?)
+        let p = self.engine.step().map_err(engine_err)?;
+        piece_value(p, self.engine.tokenizer.as_ref())
     }
 
     // ---- a model split across shard workers (the coordinator's side; see src/engine.rs) -----
@@ -584,10 +610,11 @@ impl WasmEngine {
         self.engine.prefill_start(max).map_err(engine_err)
     }
 
-    /// Samples one token and starts its pass: `{token, text}`, or `null` when finished.
+    /// Samples one token and starts its pass: a piece as `step` gives it, or `null` when finished.
     #[wasm_bindgen(js_name = stepStart)]
     pub fn step_start(&mut self) -> Result<JsValue, JsValue> {
-        piece_value(self.engine.step_start().map_err(engine_err)?)
+        let p = self.engine.step_start().map_err(engine_err)?;
+        piece_value(p, self.engine.tokenizer.as_ref())
     }
 
     /// The stage the shards must run: `[kind, layer, pos]` (kind 0 mixer, 1 FFN, 2 LM head), or
@@ -789,13 +816,27 @@ impl WasmEngine {
     }
 }
 
-fn piece_value(p: Option<crate::engine::Piece>) -> Result<JsValue, JsValue> {
+fn piece_value(p: Option<crate::engine::Piece>, tok: Option<&Tokenizer>) -> Result<JsValue, JsValue> {
+    let bytes = |id: u32| js_sys::Uint8Array::from(tok.map(|t| t.token_bytes(id)).unwrap_or_default());
     Ok(match p {
         None => JsValue::NULL,
         Some(p) => {
             let o = Object::new();
             set(&o, "token", p.token);
             set(&o, "text", p.text);
+            if let Some(lp) = p.logprobs {
+                set(&o, "logprob", lp.logprob);
+                set(&o, "bytes", bytes(p.token));
+                let top = Array::new();
+                for (id, logprob) in lp.top {
+                    let t = Object::new();
+                    set(&t, "id", id);
+                    set(&t, "bytes", bytes(id));
+                    set(&t, "logprob", logprob);
+                    top.push(&t);
+                }
+                set(&o, "top", top);
+            }
             o.into()
         }
     })

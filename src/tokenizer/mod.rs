@@ -545,6 +545,10 @@ impl Tokenizer {
         }
         &self.bytes[self.byte_off[i] as usize..self.byte_off[i + 1] as usize]
     }
+    /// UNUSED tokens (`[PAD…]` padding): never produced by encoding. False out of range.
+    pub fn is_unused(&self, id: u32) -> bool {
+        matches!(self.kinds.get(id as usize), Some(Kind::Unused))
+    }
     /// CONTROL (or UNKNOWN) and UNUSED tokens: not rendered unless `render_special`. False out of range.
     pub fn is_control(&self, id: u32) -> bool {
         matches!(self.kinds.get(id as usize), Some(Kind::Control | Kind::Unused))

@@ -21,8 +21,138 @@ const WEATHER = {
 };
 const user = (content) => [{ role: 'user', content }];
 
+/** log-softmax of llama.cpp's last-position logits of prompt 0 (the model's distribution for the first token). */
+function logSoftmax0() {
+  const l = A.cases[0].last_logits;
+  const max = Math.max(...l);
+  const lz = max + Math.log(l.reduce((s, x) => s + Math.exp(x - max), 0));
+  return l.map((x) => x - lz);
+}
+
+/** logprobs / top_logprobs in OpenAI's shapes: chat and completions, streamed and not. */
+async function logprobConformance(client) {
+  const ls = logSoftmax0();
+  const greedy = A.cases[0].greedy_ids;
+  const checkEntry = (e, where) => {
+    assert.equal(typeof e.token, 'string', where);
+    assert.ok(Array.isArray(e.bytes) && e.bytes.length > 0, where);
+    assert.ok(e.logprob <= 0, where);
+    assert.equal(e.top_logprobs.length, 3, where);
+    for (let k = 1; k < 3; k++) assert.ok(e.top_logprobs[k - 1].logprob >= e.top_logprobs[k].logprob, `${where}: sorted`);
+    // Greedy: the token drawn is the most likely one.
+    assert.equal(e.top_logprobs[0].logprob, e.logprob, where);
+    assert.deepEqual(e.top_logprobs[0].bytes, e.bytes, where);
+  };
+  const req = { model: 'clef', messages: user(PROMPT_TEXT), max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3, return_token_ids: true };
+  const r = await client.chat.completions.create(req);
+  const lp = r.choices[0].logprobs;
+  const all = [...(lp.reasoning_content ?? []), ...lp.content];
+  assert.deepEqual(r.choices[0].token_ids, greedy.slice(0, 6));
+  assert.equal(all.length, 6);
+  all.forEach((e, i) => checkEntry(e, `chat token ${i}`));
+  assert.ok(Math.abs(all[0].logprob - ls[greedy[0]]) < 1e-4, `${all[0].logprob} vs ${ls[greedy[0]]}`);
+  const order = ls.map((x, i) => [x, i]).sort((a, b) => b[0] - a[0] || a[1] - b[1]);
+  all[0].top_logprobs.forEach((t, k) => assert.ok(Math.abs(t.logprob - order[k][0]) < 1e-4, `alternative ${k}`));
+  // Streamed: the same entries, spread over the chunks.
+  const streamed = { content: [], reasoning_content: [] };
+  for await (const c of await client.chat.completions.create({ ...req, stream: true })) {
+    const l = c.choices[0]?.logprobs;
+    if (l) for (const k of ['content', 'reasoning_content']) streamed[k].push(...(l[k] ?? []));
+  }
+  assert.deepEqual([...streamed.reasoning_content, ...streamed.content], all);
+  // Without logprobs: null, as OpenAI.
+  assert.equal((await client.chat.completions.create({ ...req, logprobs: false, top_logprobs: undefined })).choices[0].logprobs, null);
+
+  // Completions: OpenAI's legacy shape, offsets into the text.
+  const t = await client.completions.create({ model: 'clef', prompt: A.cases[0].prompt_ids, max_tokens: 6, temperature: 0, logprobs: 2 });
+  const tl = t.choices[0].logprobs;
+  assert.equal(tl.tokens.length, 6);
+  assert.ok(Math.abs(tl.token_logprobs[0] - ls[greedy[0]]) < 1e-4);
+  tl.top_logprobs.forEach((d, i) => {
+    assert.ok(Object.keys(d).length >= 1 && Object.keys(d).length <= 2);
+    assert.equal(Math.max(...Object.values(d)), tl.token_logprobs[i]);
+  });
+  for (let i = 0; i < 6; i++) {
+    if (!tl.tokens[i].includes('\ufffd')) assert.ok(t.choices[0].text.startsWith(tl.tokens[i], tl.text_offset[i]), `token ${i} at its offset`);
+    if (i) assert.ok(tl.text_offset[i] >= tl.text_offset[i - 1]);
+  }
+  const st = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  for await (const c of await client.completions.create({ model: 'clef', prompt: A.cases[0].prompt_ids, max_tokens: 6, temperature: 0, logprobs: 2, stream: true })) {
+    const l = c.choices[0]?.logprobs;
+    if (l) for (const k of Object.keys(st)) st[k].push(...l[k]);
+  }
+  assert.deepEqual(st, tl);
+
+  // Out of range, or top_logprobs without logprobs: 400.
+  await assert.rejects(client.chat.completions.create({ ...req, top_logprobs: 21 }), (e) => e.status === 400 && /top_logprobs/.test(e.message));
+  await assert.rejects(client.chat.completions.create({ ...req, logprobs: undefined }), (e) => e.status === 400 && /needs logprobs/.test(e.message));
+  await assert.rejects(client.completions.create({ model: 'clef', prompt: 'x', logprobs: 2, echo: true }), (e) => e.status === 400);
+}
+
+const PERSON = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', maxLength: 12 },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
+    role: { enum: ['admin', 'user'] },
+    tags: { type: 'array', items: { type: 'string', maxLength: 5 }, maxItems: 3 },
+    address: { type: 'object', properties: { city: { type: 'string', maxLength: 10 }, zip: { type: 'integer' } }, required: ['city', 'zip'], additionalProperties: false },
+  },
+  required: ['name', 'age', 'role', 'address'],
+  additionalProperties: false,
+};
+
+/** PERSON, checked by hand (tests/grammar.rs checks many schemas with a real validator). */
+function checkPerson(p) {
+  assert.deepEqual(Object.keys(p).filter((k) => !['name', 'age', 'role', 'tags', 'address'].includes(k)), []);
+  assert.ok(typeof p.name === 'string' && [...p.name].length <= 12, `name ${p.name}`);
+  assert.ok(Number.isInteger(p.age) && p.age >= 0 && p.age <= 120, `age ${p.age}`);
+  assert.ok(['admin', 'user'].includes(p.role));
+  if ('tags' in p) assert.ok(Array.isArray(p.tags) && p.tags.length <= 3 && p.tags.every((t) => typeof t === 'string' && [...t].length <= 5));
+  assert.deepEqual(Object.keys(p.address).sort(), ['city', 'zip']);
+  assert.ok(typeof p.address.city === 'string' && Number.isInteger(p.address.zip));
+}
+
+/** response_format and forced tool calls under constrained decoding: the tiny random model's garbage parses. */
+async function structuredConformance(client) {
+  const req = { model: 'clef', messages: user('Describe a person as JSON.'), max_tokens: 400, temperature: 1, seed: 3 };
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.create({ ...req, seed, response_format: { type: 'json_schema', json_schema: { name: 'person', schema: PERSON, strict: true } } });
+    assert.equal(r.choices[0].finish_reason, 'stop', r.choices[0].message.content);
+    checkPerson(JSON.parse(r.choices[0].message.content));
+  }
+  // The SDK's parse helper reads the JSON back; streamed = not streamed (same seed).
+  const rf = { type: 'json_schema', json_schema: { name: 'person', schema: PERSON, strict: true } };
+  const parsed = await client.chat.completions.parse({ ...req, response_format: rf });
+  checkPerson(parsed.choices[0].message.parsed);
+  let text = '';
+  for await (const c of await client.chat.completions.create({ ...req, response_format: rf, stream: true })) text += c.choices[0]?.delta?.content ?? '';
+  assert.equal(text, parsed.choices[0].message.content);
+  const obj = await client.chat.completions.create({ ...req, response_format: { type: 'json_object' } });
+  const o = JSON.parse(obj.choices[0].message.content);
+  assert.ok(o && typeof o === 'object' && !Array.isArray(o));
+  // tool_choice required: the call always parses, its arguments typed and complete.
+  const tools = [WEATHER, { type: 'function', function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'number' }, exact: { type: 'boolean' } }, required: ['a', 'b'] } } }];
+  for (const seed of [1, 2]) {
+    const t = await client.chat.completions.create({ ...req, seed, tools, tool_choice: 'required', parallel_tool_calls: false });
+    const calls = t.choices[0].message.tool_calls;
+    assert.equal(t.choices[0].finish_reason, 'tool_calls', JSON.stringify(t.choices[0].message));
+    assert.equal(calls.length, 1);
+    const args = JSON.parse(calls[0].function.arguments);
+    if (calls[0].function.name === 'get_weather') assert.equal(typeof args.city, 'string');
+    else {
+      assert.equal(calls[0].function.name, 'add');
+      assert.ok(Number.isInteger(args.a) && typeof args.b === 'number', calls[0].function.arguments);
+    }
+  }
+  await assert.rejects(client.chat.completions.create({ ...req, tools, response_format: { type: 'json_object' } }), (e) => e.status === 400 && /tool_choice/.test(e.message));
+}
+
 /** The checks every transport must pass; `client` talks to the engine `engine` (for direct comparisons). */
 async function conformance(client, engine) {
+  await logprobConformance(client);
+  await structuredConformance(client);
+
   // Models.
   const models = await client.models.list();
   assert.equal(models.data.length, 1);
@@ -106,9 +236,10 @@ async function conformance(client, engine) {
   await assert.rejects(client.chat.completions.create({ model: 'clef', messages: [{ role: 'user', content: { not: 'text' } }] }), (e) => e.status === 400 && e.code === 'bad_request' && /content must be a string/.test(e.message));
   await assert.rejects(client.chat.completions.create({ ...req, tool_choice: 'required' }), (e) => e.status === 400 && /tool_choice needs tools/.test(e.message));
   await assert.rejects(
-    client.chat.completions.create({ ...req, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {} } } }),
-    (e) => e.status === 400 && e.code === 'bad_request',
+    client.chat.completions.create({ ...req, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(?<=a)b' } } } }),
+    (e) => e.status === 400 && e.code === 'bad_schema',
   );
+  await assert.rejects(client.chat.completions.create({ ...req, response_format: { type: 'yaml' } }), (e) => e.status === 400 && e.code === 'bad_request');
   await assert.rejects(client.chat.completions.create({ ...req, messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'x', type: 'function', function: { name: 'f', arguments: '{bad' } }] }] }),
     (e) => e.status === 400 && e.code === 'bad_request' && /not valid JSON/.test(e.message));
 

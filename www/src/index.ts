@@ -10,21 +10,24 @@
 
 import type {
   ErrorCode, ErrorInfo, Event, GenerateParams, GenerateResult, ModelInfo, PromptSpec, Request, RequestBody, RequestType, Response,
-  Results, SourceSpec, SplitStats, WorkerStats,
+  OutputSpec, Results, SourceSpec, SplitStats, TokenLogprob, WorkerStats,
 } from './protocol.js';
 import type {
-  ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParams, ChatCompletionTool, ChatFinishReason, ChatStream, Completion,
-  CompletionCreateParams, CompletionUsage, DecideOptions, HeadRef, LoadHeadOptions, LoadOptions, SamplingParams, SystemOneRequest,
-  SystemOneResponse,
+  ChatChoiceLogprobs, ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParams, ChatCompletionTokenLogprob, ChatCompletionTool,
+  ChatFinishReason, ChatStream, Completion, CompletionCreateParams, CompletionLogprobs, CompletionUsage, DecideOptions, HeadRef,
+  LoadHeadOptions, LoadOptions, SamplingParams, SystemOneRequest, SystemOneResponse,
 } from './types.js';
 import type { HeadInfo, HeadSpec } from './protocol.js';
 import { resolveModel, type ModelRef } from './resolve.js';
 import { clearCache, deleteCached, listCached, persistCache, type CachedModel } from './cache.js';
-import { BadRequest, checkMessages, checkNumber, loadParams, samplingParams } from './validate.js';
+import { BadRequest, chatLogprobs, checkMessages, checkNumber, completionLogprobs, loadParams, samplingParams } from './validate.js';
 import { ToolCallParser, type ToolCall, type ToolDefinition } from './toolcalls.js';
 
 export type * from './types.js';
-export type { ErrorCode, ErrorInfo, LoadPhase, LoadProgress, LoadRetry, ModelInfo, LoadStats, WorkerStats, FinishReason, DecisionInfo, HeadInfo } from './protocol.js';
+export type {
+  ErrorCode, ErrorInfo, OutputSpec, TokenLogprob, LoadPhase, LoadProgress, LoadRetry, ModelInfo, LoadStats, WorkerStats, FinishReason, DecisionInfo,
+  HeadInfo,
+} from './protocol.js';
 export { DECISION_STATUS } from './protocol.js';
 export type { CachedModel } from './cache.js';
 export type { ModelRef } from './resolve.js';
@@ -272,6 +275,11 @@ export class ChatAnswer {
     return this.parser?.calls ?? [];
   }
 
+  /** Inside the reasoning block (the next token's text goes to reasoning_content). */
+  get inReasoning(): boolean {
+    return this.split.inThink;
+  }
+
   /** Adds one token's text (`token` < 0: text without a token); `final` at the end. */
   push(text: string, token: number, final = false): AnswerPart[] {
     if (this.split.inThink && token >= 0) this.reasoningTokens++;
@@ -297,13 +305,86 @@ interface ToolSetup {
   prefix: string;
   /** Stop string (one call only). */
   stop?: string;
+  /** `required` / named: the call is constrained to the tools' schemas (see outputSpec). */
+  forced?: { name?: string; parallel: boolean };
 }
 
-/** Refuses options this engine does not implement yet, rather than ignoring them. */
-function unsupported(body: ChatCompletionCreateParams & { response_format?: { type?: string } | null; logprobs?: boolean | null }) {
-  const rf = body.response_format?.type;
-  if (rf && rf !== 'text') throw new ClefError({ code: 'bad_request', message: `response_format '${rf}' is not supported yet (only 'text')` });
-  if (body.logprobs) throw new ClefError({ code: 'bad_request', message: 'logprobs are not supported yet' });
+/**
+ * The grammar a chat answer must follow: `response_format` JSON, or the rest of a forced tool call
+ * (`tool_choice` required / named: the prompt already holds the call's start, see toolSetup).
+ */
+function outputSpec(body: ChatCompletionCreateParams, tools: ToolSetup): OutputSpec | undefined {
+  const bad = (message: string) => new ClefError({ code: 'bad_request', message });
+  const rf = body.response_format;
+  let json: OutputSpec | undefined;
+  if (rf !== undefined && rf !== null) {
+    if (typeof rf !== 'object' || typeof rf.type !== 'string') throw bad("response_format must be {type: 'text' | 'json_object' | 'json_schema', …}");
+    if (rf.type === 'json_object') json = { type: 'json_object' };
+    else if (rf.type === 'json_schema') {
+      const js = (rf as { json_schema?: { name?: unknown; schema?: unknown } }).json_schema;
+      if (!js || typeof js !== 'object') throw bad('response_format json_schema needs json_schema: {name, schema}');
+      if (typeof js.name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(js.name)) throw bad('json_schema.name must be 1–64 letters, digits, _ or -');
+      const schema = js.schema ?? {};
+      if (typeof schema !== 'boolean' && (typeof schema !== 'object' || schema === null || Array.isArray(schema))) throw bad('json_schema.schema must be a JSON schema object');
+      json = { type: 'json_schema', schema: schema as Record<string, unknown> | boolean };
+    } else if (rf.type !== 'text') throw bad(`response_format type '${(rf as { type: string }).type}' is not one of 'text', 'json_object', 'json_schema'`);
+  }
+  if (tools.forced) {
+    // A forced call is the whole answer: response_format (for text answers) does not apply.
+    return { type: 'tool_calls', tools: tools.parse!, ...(tools.forced.name ? { name: tools.forced.name } : {}), parallel: tools.forced.parallel };
+  }
+  if (json && tools.parse) throw bad("response_format JSON with tool_choice 'auto' is not supported: use tool_choice 'none' (a JSON answer) or 'required' (a call)");
+  return json;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Log-probabilities in OpenAI's shapes (the worker's TokenLogprob: ids, bytes, numbers)
+
+const lossyUtf8 = new TextDecoder('utf-8');
+
+/** A token's text (part of a UTF-8 character shows as U+FFFD; the bytes are exact). */
+function tokenString(bytes: number[]): string {
+  return lossyUtf8.decode(Uint8Array.from(bytes));
+}
+
+function chatLogprob(lp: TokenLogprob): ChatCompletionTokenLogprob {
+  return {
+    token: tokenString(lp.bytes), logprob: lp.logprob, bytes: lp.bytes,
+    top_logprobs: lp.top.map((t) => ({ token: tokenString(t.bytes), logprob: t.logprob, bytes: t.bytes })),
+  };
+}
+
+/** Chat log-probabilities as they come: the answer's tokens and the reasoning's, kept apart. */
+class ChatLogprobs {
+  content: ChatCompletionTokenLogprob[] = [];
+  reasoning: ChatCompletionTokenLogprob[] = [];
+  add(lp: TokenLogprob | undefined, reasoning: boolean) {
+    if (lp) (reasoning ? this.reasoning : this.content).push(chatLogprob(lp));
+  }
+  get empty(): boolean {
+    return !this.content.length && !this.reasoning.length;
+  }
+  /** The collected entries in OpenAI's shape, and a fresh start (streams send them chunk by chunk). */
+  take(): ChatChoiceLogprobs {
+    const out: ChatChoiceLogprobs = { content: this.content, refusal: null, ...(this.reasoning.length ? { reasoning_content: this.reasoning } : {}) };
+    this.content = [];
+    this.reasoning = [];
+    return out;
+  }
+}
+
+/** Completions' legacy shape; `offset`: where the token's text starts in the choice's text. */
+function addCompletionLogprob(lp: TokenLogprob, offset: number, into: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] }): CompletionLogprobs {
+  into.tokens.push(tokenString(lp.bytes));
+  into.token_logprobs.push(lp.logprob);
+  const top: Record<string, number> = {};
+  for (const t of lp.top) {
+    const k = tokenString(t.bytes);
+    if (!(k in top)) top[k] = t.logprob; // two ids with the same text: the likelier one
+  }
+  into.top_logprobs.push(top);
+  into.text_offset.push(offset);
+  return into;
 }
 
 function toolSetup(body: ChatCompletionCreateParams): ToolSetup {
@@ -336,6 +417,7 @@ function toolSetup(body: ChatCompletionCreateParams): ToolSetup {
     parse: tools,
     prefix: named ? `<tool_call>\n<function=${named}>\n` : choice === 'required' ? '<tool_call>\n<function=' : '',
     stop: body.parallel_tool_calls === false ? '</tool_call>' : undefined,
+    forced: named || choice === 'required' ? { name: named, parallel: !named && body.parallel_tool_calls !== false } : undefined,
   };
 }
 
@@ -344,7 +426,7 @@ function toolSetup(body: ChatCompletionCreateParams): ToolSetup {
 
 type GenEvent =
   | { kind: 'started'; promptTokens: number; cachedTokens: number; thinking: boolean }
-  | { kind: 'token'; token: number; text: string }
+  | { kind: 'token'; token: number; text: string; logprobs?: TokenLogprob }
   | { kind: 'done'; result: GenerateResult }
   | { kind: 'error'; error: ClefError };
 
@@ -754,7 +836,7 @@ export class ClefEngine {
         { type: 'generate', prompt, params },
         (e) => {
           if (e.type === 'started') q.push({ kind: 'started', promptTokens: e.promptTokens, cachedTokens: e.cachedTokens, thinking: e.thinking });
-          else if (e.type === 'token') q.push({ kind: 'token', token: e.token, text: e.text });
+          else if (e.type === 'token') q.push({ kind: 'token', token: e.token, text: e.text, logprobs: e.logprobs });
         },
         (x) => {
           id = x;
@@ -781,7 +863,10 @@ export class ClefEngine {
       params = checked(() => samplingParams(body));
       messages = checked(() => checkMessages(body.messages));
       tools = toolSetup(body);
-      unsupported(body);
+      const output = outputSpec(body, tools);
+      if (output) params.output = output;
+      const lp = checked(() => chatLogprobs(body));
+      if (lp !== undefined) params.logprobs = lp;
     } catch (e) {
       return Promise.reject(e);
     }
@@ -789,7 +874,8 @@ export class ClefEngine {
     const prompt: PromptSpec = {
       kind: 'chat', messages, tools: tools.render,
       chatTemplateKwargs: templateKwargs(body.enable_thinking, body.chat_template_kwargs),
-      ...(tools.prefix ? { assistantPrefix: tools.prefix } : {}),
+      // A constrained answer starts right after the (closed) reasoning block.
+      ...(tools.prefix || params.output ? { assistantPrefix: tools.prefix } : {}),
     };
     const created = Math.floor(Date.now() / 1000);
     const id = rid('chatcmpl');
@@ -805,6 +891,7 @@ export class ClefEngine {
         let content = '';
         let reasoning = '';
         const ids: number[] = [];
+        const logprobs = params.logprobs !== undefined ? new ChatLogprobs() : null;
         const take = (parts: AnswerPart[]) => {
           for (const p of parts) {
             if (p.kind === 'reasoning') reasoning += p.text;
@@ -817,7 +904,9 @@ export class ClefEngine {
           if (e.kind === 'started') answer = new ChatAnswer(e.thinking, tools.parse, tools.prefix);
           else if (e.kind === 'token') {
             if (e.token >= 0) ids.push(e.token);
+            const before = answer!.reasoningTokens;
             take(answer!.push(e.text, e.token));
+            logprobs?.add(e.logprobs, answer!.reasoningTokens > before);
           } else {
             take(answer!.push('', -1, true));
             const calls = answer!.calls;
@@ -830,7 +919,7 @@ export class ClefEngine {
                   role: 'assistant', content: calls.length && !content ? null : content,
                   ...(reasoning ? { reasoning_content: reasoning } : {}), ...(calls.length ? { tool_calls: calls } : {}), refusal: null,
                 },
-                logprobs: null,
+                logprobs: logprobs ? logprobs.take() : null,
                 finish_reason: finishReason(e.result, answer!),
                 ...(wantIds ? { token_ids: ids } : {}),
               }],
@@ -852,8 +941,12 @@ export class ClefEngine {
     // Like an HTTP API, a request that cannot start (bad arguments, context full) rejects here.
     return q.first().then(() => streamOf(controller, async function* (): AsyncGenerator<ChatCompletionChunk> {
       type Delta = ChatCompletionChunk['choices'][0]['delta'];
+      const logprobs = params.logprobs !== undefined ? new ChatLogprobs() : null;
+      /** A chunk; it carries the log-probabilities collected since the last one. */
       const chunk = (delta: Delta, finish: ChatFinishReason | null = null): ChatCompletionChunk => ({
-        id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], system_fingerprint: FINGERPRINT,
+        id, object: 'chat.completion.chunk', created, model,
+        choices: [{ index: 0, delta, logprobs: logprobs && !logprobs.empty ? logprobs.take() : null, finish_reason: finish }],
+        system_fingerprint: FINGERPRINT,
       });
       /** The chunks of some answer parts; `ids` go on the first. A call is two chunks: its header, then its arguments. */
       function* chunks(parts: AnswerPart[], ids: number[] | null): Generator<ChatCompletionChunk> {
@@ -868,7 +961,8 @@ export class ClefEngine {
           }
           idField = {};
         }
-        if (ids && !parts.length) yield chunk({ content: '', token_ids: ids });
+        // A token whose text is held back (a tag that may be starting) still sends its ids / log-probabilities.
+        if (!parts.length && (ids || (logprobs && !logprobs.empty))) yield chunk(answer!.inReasoning ? { reasoning_content: '', ...idField } : { content: '', ...idField });
       }
       let answer: ChatAnswer | null = null;
       let finished = false;
@@ -880,7 +974,10 @@ export class ClefEngine {
             answer = new ChatAnswer(e.thinking, tools.parse, tools.prefix);
             yield chunk({ role: 'assistant', content: '' });
           } else if (e.kind === 'token') {
-            yield* chunks(answer!.push(e.text, e.token), wantIds && e.token >= 0 ? [e.token] : null);
+            const before = answer!.reasoningTokens;
+            const parts = answer!.push(e.text, e.token);
+            logprobs?.add(e.logprobs, answer!.reasoningTokens > before);
+            yield* chunks(parts, wantIds && e.token >= 0 ? [e.token] : null);
           } else {
             yield* chunks(answer!.push('', -1, true), null);
             const last = chunk({}, finishReason(e.result, answer!));
@@ -909,6 +1006,8 @@ export class ClefEngine {
       else if (Array.isArray(body.prompt) && body.prompt.every((x) => typeof x === 'number')) prompt = { kind: 'tokens', ids: body.prompt };
       else throw new ClefError({ code: 'bad_request', message: 'prompt must be a string or an array of token ids' });
       if (body.echo && typeof body.prompt !== 'string') throw new ClefError({ code: 'bad_request', message: 'echo needs a text prompt' });
+      const lp = checked(() => completionLogprobs(body));
+      if (lp !== undefined) params.logprobs = lp;
     } catch (e) {
       return Promise.reject(e);
     }
@@ -923,16 +1022,18 @@ export class ClefEngine {
         const q = this.generate(prompt, params, body.signal ?? undefined);
         let text = echo;
         const ids: number[] = [];
+        const logprobs: CompletionLogprobs | null = params.logprobs !== undefined ? { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] } : null;
         for (;;) {
           const e = await q.next();
           if (e.kind === 'error') throw e.error;
           if (e.kind === 'token') {
+            if (logprobs && e.logprobs) addCompletionLogprob(e.logprobs, text.length, logprobs);
             text += e.text;
             if (e.token >= 0) ids.push(e.token);
           } else if (e.kind === 'done') {
             return {
               id, object: 'text_completion', created, model,
-              choices: [{ index: 0, text, logprobs: null, finish_reason: e.result.finishReason as 'stop' | 'length', ...(wantIds ? { token_ids: ids } : {}) }],
+              choices: [{ index: 0, text, logprobs, finish_reason: e.result.finishReason as 'stop' | 'length', ...(wantIds ? { token_ids: ids } : {}) }],
               usage: makeUsage(e.result),
               system_fingerprint: FINGERPRINT,
               ...(wantIds ? { prompt_token_ids: e.result.promptIds } : {}),
@@ -947,19 +1048,22 @@ export class ClefEngine {
     const q = this.generate(prompt, params, signal);
     const self = this;
     return q.first().then(() => streamOf(controller, async function* (): AsyncGenerator<Completion> {
-      const chunk = (text: string, finish: 'stop' | 'length' | null, ids?: number[]): Completion => ({
+      const chunk = (text: string, finish: 'stop' | 'length' | null, ids?: number[], logprobs: CompletionLogprobs | null = null): Completion => ({
         id, object: 'text_completion', created, model,
-        choices: [{ index: 0, text, logprobs: null, finish_reason: finish as 'stop', ...(ids ? { token_ids: ids } : {}) }],
+        choices: [{ index: 0, text, logprobs, finish_reason: finish as 'stop', ...(ids ? { token_ids: ids } : {}) }],
         system_fingerprint: FINGERPRINT,
       } as Completion);
       let finished = false;
+      let offset = echo.length;
       try {
         if (echo) yield chunk(echo, null);
         for (;;) {
           const e = await q.next();
           if (e.kind === 'error') throw e.error;
           if (e.kind === 'token') {
-            if (e.text || (wantIds && e.token >= 0)) yield chunk(e.text, null, wantIds && e.token >= 0 ? [e.token] : undefined);
+            const lp = e.logprobs ? addCompletionLogprob(e.logprobs, offset) : null;
+            offset += e.text.length;
+            if (e.text || lp || (wantIds && e.token >= 0)) yield chunk(e.text, null, wantIds && e.token >= 0 ? [e.token] : undefined, lp);
           } else if (e.kind === 'done') {
             const last = chunk('', e.result.finishReason as 'stop' | 'length');
             last.usage = makeUsage(e.result);

@@ -21,6 +21,7 @@ import type { ErrorCode } from './protocol.js';
 /** HTTP status for each error code (client errors 4xx, the engine's failures 5xx). */
 const STATUS: Partial<Record<ErrorCode, number>> = {
   bad_request: 400,
+  bad_schema: 400,
   context_full: 400,
   template: 400,
   not_found: 404,

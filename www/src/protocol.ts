@@ -24,6 +24,7 @@ export type ErrorCode =
   | 'wrong_architecture' // a GGUF of another architecture than qwen35
   | 'unsupported_type' // a tensor type this build cannot run
   | 'template' // the chat template failed to render
+  | 'bad_schema' // a response_format schema or tool definitions that constrained decoding cannot compile
   | 'worker_crashed' // the worker died (script error, wasm trap): load the model again
   // Decisions (SystemOne; src/clef/mod.rs DecisionError — the HTTP status of each is DECISION_STATUS):
   | 'malformed_request' // the decision body is not JSON, not an object, or has duplicate keys (400)
@@ -255,7 +256,10 @@ export type PromptSpec =
       enableThinking?: boolean;
       /** More template variables (`chat_template_kwargs`). */
       chatTemplateKwargs?: Record<string, unknown>;
-      /** Text appended after the rendered prompt: the start of the assistant's answer (e.g. a forced tool call). */
+      /**
+       * Text appended after the rendered prompt: the start of the assistant's answer (e.g. a forced
+       * tool call; '' for a constrained JSON answer). When given, an open `<think>` block is closed first.
+       */
       assistantPrefix?: string;
     }
   | { kind: 'text'; text: string }
@@ -275,11 +279,35 @@ export interface GenerateParams {
   stop?: string[];
   logit_bias?: Record<string, number>;
   ignore_eos?: boolean;
+  /** Report each token's log-probability and this many alternatives (0–20); absent: none. */
+  logprobs?: number;
+  /** The grammar the answer must follow (constrained decoding; see src/grammar.rs OutputSpec). */
+  output?: OutputSpec;
   /** Prompt tokens run per slice between two looks at the message queue (default 32). */
   prefill_chunk?: number;
 }
 
 export type FinishReason = 'stop' | 'length' | 'abort';
+
+/** What a constrained answer must be (src/grammar.rs `OutputSpec::from_json`). */
+export type OutputSpec =
+  | { type: 'json_object' }
+  | { type: 'json_schema'; schema: Record<string, unknown> | boolean }
+  /** The rest of a Qwen3.5 XML tool call whose start the prompt holds (`name`: the named function's header). */
+  | { type: 'tool_calls'; tools: unknown[]; name?: string; parallel: boolean };
+
+/**
+ * A generated token's log-probability and the most likely alternatives, under the model's own
+ * distribution (log-softmax of the raw logits at temperature 1, before bias, penalties, truncation
+ * and grammar masks; see src/sampler.rs `Distribution`).
+ */
+export interface TokenLogprob {
+  logprob: number;
+  /** The token's bytes (a token may hold part of a UTF-8 character). */
+  bytes: number[];
+  /** Most likely first. */
+  top: Array<{ id: number; bytes: number[]; logprob: number }>;
+}
 
 export interface EngineUsage {
   prompt_tokens: number;
@@ -376,8 +404,8 @@ export type Event =
   | { type: 'warning'; id: number; message: string }
   /** Generation: the prompt was accepted. `thinking`: the prompt leaves a `<think>` block open. */
   | { type: 'started'; id: number; promptTokens: number; cachedTokens: number; thinking: boolean }
-  /** Generation: one token and the text it completes (may be empty). */
-  | { type: 'token'; id: number; token: number; text: string }
+  /** Generation: one token and the text it completes (may be empty); `logprobs` when asked for. */
+  | { type: 'token'; id: number; token: number; text: string; logprobs?: TokenLogprob }
   /** Decision: prompt tokens whose hidden rows the head has (`done` of `total`; cached ones included). */
   | { type: 'decideProgress'; id: number; done: number; total: number; cachedTokens: number };
 

@@ -56,7 +56,23 @@ export interface ChatCompletionCreateParams extends SamplingParams {
   tool_choice?: 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } } | null;
   /** false: at most one call per answer (generation stops after it). Default true. */
   parallel_tool_calls?: boolean | null;
+  /** Return each generated token's log-probability (`choices[].logprobs.content`). */
+  logprobs?: boolean | null;
+  /** With `logprobs`: this many most likely alternatives per token (0–20). */
+  top_logprobs?: number | null;
+  /**
+   * `json_object`: the answer is a JSON object; `json_schema`: JSON matching `json_schema.schema`.
+   * Enforced by constrained decoding (every token is sampled under the grammar's mask), so the
+   * content always parses (unless `max_tokens` cuts it: finish_reason `length`). The reasoning is
+   * skipped for that turn. A schema the grammar compiler cannot use is a `bad_schema` error.
+   */
+  response_format?: ResponseFormat | null;
 }
+
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; json_schema: { name: string; description?: string; schema?: Record<string, unknown> | boolean; strict?: boolean | null } };
 
 /** A tool definition (OpenAI shape). `parameters` is a JSON schema; it also types the call's arguments. */
 export interface ChatCompletionTool {
@@ -86,6 +102,39 @@ export interface CompletionCreateParams extends SamplingParams {
   stream?: boolean | null;
   /** Echo the prompt before the completion (text only). */
   echo?: boolean;
+  /** Return each generated token's log-probability and this many alternatives (0–20). */
+  logprobs?: number | null;
+}
+
+/**
+ * Log-probabilities are those of the model's own distribution: the log-softmax of its raw logits
+ * over the whole vocabulary, at temperature 1, before logit bias, penalties, top-k / top-p / min-p
+ * and any grammar (`response_format`, forced tool calls) — as OpenAI reports them. `token` is the
+ * token's text (a token holding part of a UTF-8 character shows U+FFFD; `bytes` are exact).
+ */
+export interface ChatCompletionTokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[] | null;
+  top_logprobs: Array<{ token: string; logprob: number; bytes: number[] | null }>;
+}
+
+/** `choices[].logprobs` of a chat completion: the answer's tokens (`content`) and, an addition, the reasoning's. */
+export interface ChatChoiceLogprobs {
+  content: ChatCompletionTokenLogprob[] | null;
+  refusal: null;
+  /** The tokens of the reasoning block (clef's addition, like `reasoning_content`). */
+  reasoning_content?: ChatCompletionTokenLogprob[];
+}
+
+/** `choices[].logprobs` of a text completion (OpenAI's legacy shape). */
+export interface CompletionLogprobs {
+  tokens: string[];
+  token_logprobs: number[];
+  /** Per token: alternative text → log-probability. */
+  top_logprobs: Array<Record<string, number>>;
+  /** Where each token starts in the choice's text (UTF-16 units, counting an echoed prompt). */
+  text_offset: number[];
 }
 
 /** Where a split model's time went (ms): stages = exchanges with the shard workers. */
@@ -141,7 +190,7 @@ export interface ChatCompletion {
   choices: Array<{
     index: number;
     message: ChatCompletionMessage;
-    logprobs: null;
+    logprobs: ChatChoiceLogprobs | null;
     finish_reason: ChatFinishReason;
     token_ids?: number[];
   }>;
@@ -161,7 +210,7 @@ export interface ChatCompletionChunk {
       role?: 'assistant'; content?: string | null; reasoning_content?: string | null; tool_calls?: ChatCompletionChunkToolCall[];
       token_ids?: number[];
     };
-    logprobs: null;
+    logprobs: ChatChoiceLogprobs | null;
     finish_reason: ChatFinishReason | null;
   }>;
   /** On the last chunk (the one with finish_reason). */
@@ -175,7 +224,7 @@ export interface Completion {
   object: 'text_completion';
   created: number;
   model: string;
-  choices: Array<{ index: number; text: string; logprobs: null; finish_reason: 'stop' | 'length'; token_ids?: number[] }>;
+  choices: Array<{ index: number; text: string; logprobs: CompletionLogprobs | null; finish_reason: 'stop' | 'length'; token_ids?: number[] }>;
   usage: CompletionUsage;
   system_fingerprint: string;
   prompt_token_ids?: number[];

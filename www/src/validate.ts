@@ -47,6 +47,8 @@ export const SAMPLING = {
   seed: { integer: true, min: 0, max: Number.MAX_SAFE_INTEGER },
   /** Each value of logit_bias. */
   logit_bias: { min: -100, max: 100 },
+  /** Alternatives per token (chat `top_logprobs`, completions `logprobs`; src/sampler.rs MAX_TOP_LOGPROBS). */
+  top_logprobs: { integer: true, min: 0, max: 20 },
 } satisfies Record<string, Range>;
 
 type LoadKey = 'contextLength' | 'chunkSize' | 'concurrency' | 'maxRetries' | 'retryDelayMs' | 'memoryLimit' | 'workers' |
@@ -143,6 +145,22 @@ export function samplingParams(r: SamplingParams): GenerateParams {
   if (r.ignore_eos) p.ignore_eos = true;
   for (const k of Object.keys(p) as Array<keyof GenerateParams>) if (p[k] === undefined) delete p[k];
   return p;
+}
+
+/** Chat `logprobs` / `top_logprobs` → alternatives per token (undefined: no log-probabilities). */
+export function chatLogprobs(r: { logprobs?: unknown; top_logprobs?: unknown }): number | undefined {
+  if (given(r.logprobs) && typeof r.logprobs !== 'boolean') throw new BadRequest(`logprobs must be true or false (got ${shown(r.logprobs)})`);
+  const top = given(r.top_logprobs) ? checkNumber('top_logprobs', r.top_logprobs, SAMPLING.top_logprobs) : undefined;
+  if (top !== undefined && !r.logprobs) throw new BadRequest('top_logprobs needs logprobs: true');
+  return r.logprobs ? (top ?? 0) : undefined;
+}
+
+/** Completions `logprobs` (a number of alternatives, OpenAI's legacy form) → alternatives per token. */
+export function completionLogprobs(r: { logprobs?: unknown; echo?: unknown }): number | undefined {
+  if (!given(r.logprobs)) return undefined;
+  const n = checkNumber('logprobs', r.logprobs, SAMPLING.top_logprobs);
+  if (r.echo) throw new BadRequest("logprobs with echo would need the prompt's log-probabilities, which are not computed");
+  return n;
 }
 
 /** The roles a chat message may have (`developer` is OpenAI's newer name for `system`). */

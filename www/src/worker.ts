@@ -16,7 +16,7 @@ import init, { initSync, simdLevel, WasmEngine, wasmMemory } from '../pkg/clef_w
 import { detectSimd, wasmFile } from './simd.js';
 import type {
   ChatMessageInput, DecideParams, DecideResult, DecisionInfo, ErrorCode, ErrorInfo, GenerateParams, GenerateResult, HeadInfo, HeadSpec,
-  ModelInfo, PromptSpec, Request, Response, Results, SourceSpec, WorkerStats,
+  ModelInfo, PromptSpec, Request, Response, Results, SourceSpec, TokenLogprob, WorkerStats,
 } from './protocol.js';
 import { loadHead } from './load/head.js';
 import { resolveLoadParams } from './validate.js';
@@ -56,7 +56,7 @@ export function toErrorInfo(e: unknown): ErrorInfo {
   const message = (e as Error)?.message ?? String(e);
   if (typeof code === 'string') {
     const known: ErrorCode[] = [
-      'bad_request', 'context_full', 'out_of_memory', 'bad_gguf', 'wrong_architecture', 'unsupported_type', 'template', 'internal', 'network',
+      'bad_request', 'bad_schema', 'context_full', 'out_of_memory', 'bad_gguf', 'wrong_architecture', 'unsupported_type', 'template', 'internal', 'network',
       'not_found', 'quota', 'offline', 'integrity', 'cache', 'not_loaded',
       'malformed_request', 'invalid_decision', 'request_too_large', 'not_a_decision_model', 'not_supported', 'bad_head', 'evaluation_failed',
     ];
@@ -65,6 +65,19 @@ export function toErrorInfo(e: unknown): ErrorInfo {
   }
   if (/quota/i.test(name ?? '')) return { code: 'quota', message };
   return { code: 'internal', message };
+}
+
+/** A generated token as the wasm engine gives it (src/wasm.rs `piece_value`). */
+interface WasmPiece {
+  token: number;
+  text: string;
+  logprob?: number;
+  bytes?: Uint8Array;
+  top?: Array<{ id: number; bytes: Uint8Array; logprob: number }>;
+}
+
+function tokenLogprob(p: WasmPiece): TokenLogprob {
+  return { logprob: p.logprob!, bytes: Array.from(p.bytes!), top: p.top!.map((t) => ({ id: t.id, bytes: Array.from(t.bytes), logprob: t.logprob })) };
 }
 
 class Aborted extends Error {
@@ -229,7 +242,7 @@ export function createCore(post: Post, env: CoreEnv) {
     let text = eng.applyChatTemplate(chatRequestJson(p.messages, p));
     // A forced answer start (tool_choice required / named) comes after the reasoning block: close
     // an open one empty, as the template does with thinking off.
-    if (p.assistantPrefix) text += (opensThink(text) ? '\n</think>\n\n' : '') + p.assistantPrefix;
+    if (p.assistantPrefix !== undefined) text += (opensThink(text) ? '\n</think>\n\n' : '') + p.assistantPrefix;
     return { ids: eng.tokenize(text, true), thinking: opensThink(text) };
   }
 
@@ -239,11 +252,14 @@ export function createCore(post: Post, env: CoreEnv) {
     const chunk = Math.max(1, Math.min(4096, params.prefill_chunk ?? 32));
     const p: Record<string, unknown> = { ...params };
     delete p.prefill_chunk;
+    delete p.output;
     if (p.max_tokens === undefined || p.max_tokens === null) p.max_tokens = eng.nCtx();
     let began = false;
     try {
       const cached = eng.begin(ids, p);
       began = true;
+      // A constrained answer: the grammar is compiled now (a bad schema fails before any token).
+      if (params.output) eng.constrain(JSON.stringify(params.output));
       const u0 = eng.usage() as { prompt_tokens: number };
       post({ type: 'started', id, promptTokens: u0.prompt_tokens, cachedTokens: cached, thinking });
       const t0 = performance.now();
@@ -263,9 +279,9 @@ export function createCore(post: Post, env: CoreEnv) {
       const t1 = performance.now();
       if (!stop && !aborted.has(id)) {
         for (;;) {
-          const piece = (d ? await d.step() : eng.step()) as { token: number; text: string } | null;
+          const piece = (d ? await d.step() : eng.step()) as WasmPiece | null;
           if (!piece) break;
-          post({ type: 'token', id, token: piece.token, text: piece.text });
+          post({ type: 'token', id, token: piece.token, text: piece.text, ...(piece.top ? { logprobs: tokenLogprob(piece) } : {}) });
           await macrotask();
           if (aborted.has(id)) {
             stop = true;

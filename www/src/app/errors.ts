@@ -26,6 +26,7 @@ const TEXT: Record<ErrorCode, [string, string]> = {
   template: ["The model's chat template failed.", 'Try a new chat; if it keeps happening, try another file.'],
   worker_crashed: ['The engine stopped unexpectedly.', 'Load the model again (it loads from this device, no download).'],
   bad_request: ['That request was not accepted.', 'Check the values in Settings.'],
+  bad_schema: ['The requested output format cannot be enforced.', 'Simplify the JSON schema or the tool definitions.'],
   not_loaded: ['No model is loaded.', 'Pick a model first.'],
   aborted: ['Stopped.', ''],
   malformed_request: ["The decision request isn't valid JSON.", 'Check the state and the questions.'],
