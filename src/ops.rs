@@ -1,7 +1,7 @@
 //! The numeric building blocks of the forward pass: matrix products against quantized weights,
 //! RMSNorm, activations, RoPE.
 
-use crate::quant::gemm::{self, GemmScratch, PackedAct};
+use crate::quant::gemm::{self, PromptScratch};
 use crate::quant::{self, dequantize_row, float, kernels, quantize_q8, GgmlType, QAct};
 use crate::weights::{TensorView, WeightStore};
 
@@ -48,8 +48,7 @@ impl Linear {
 #[derive(Default)]
 pub struct MatmulScratch {
     act: QAct,
-    packed: PackedAct,
-    gemm: GemmScratch,
+    prompt: PromptScratch,
     wrow: Vec<f32>,
 }
 
@@ -142,8 +141,7 @@ pub fn matmul_rows(
         return;
     }
     // Panels of rows, each decoded once and multiplied with every token.
-    s.packed.pack(&s.act, ty.gemm_block());
-    gemm::gemm_rows(k, data, rows, &s.packed, &mut s.gemm, y, n_out);
+    gemm::prompt_rows(k, data, rows, &s.act, &mut s.prompt, y, n_out);
 }
 
 /// Row `r` of an embedding table, dequantized.

@@ -43,6 +43,7 @@
 pub mod act;
 pub mod float;
 pub mod gemm;
+pub mod gemm8;
 pub mod iq1;
 pub mod iq2;
 pub mod iq3;
