@@ -210,7 +210,7 @@ impl PackedAct {
         self.kb = kb;
         self.qs.clear();
         self.qs.resize(tokens * np, 0);
-        pack_scales(act, kb, np, &mut self.da, &mut self.bs);
+        pack_scales(act, kb, np, TILE, &mut self.da, &mut self.bs);
         for j in 0..tiles {
             let (t0, c) = (TILE * j, (tokens - TILE * j).min(TILE));
             let qs = &mut self.qs[t0 * np..(t0 + c) * np];
@@ -242,17 +242,18 @@ impl PackedAct {
 }
 
 /// The per-tile activation scales and group sums shared by both GEMMs (rows padded to `np`
-/// elements): `da[j·nb·4 ..]`, for each block b, 4 f32: the tokens' scales (lanes ≥ c: 0);
+/// elements, tiles of `tile` ≤ 4 tokens): `da[j·nb·4 ..]`, for each block b, 4 f32: the tokens' scales (lanes ≥ c: 0);
 /// `bs[j·(np/32)·8 ..]`, for each 32 elements p, 8 i16: bsums 2p, 2p+1 of token t at lanes 2t, 2t+1.
-pub fn pack_scales(act: &QAct, kb: usize, np: usize, da: &mut Vec<f32>, bs: &mut Vec<i16>) {
+pub fn pack_scales(act: &QAct, kb: usize, np: usize, tile: usize, da: &mut Vec<f32>, bs: &mut Vec<i16>) {
+    assert!(tile <= 4, "da and bs have 4 token lanes");
     let (n, tokens) = (act.n, act.rows);
-    let (nb, tiles) = (np / kb, tokens.div_ceil(TILE));
+    let (nb, tiles) = (np / kb, tokens.div_ceil(tile));
     da.clear();
     da.resize(tiles * nb * 4, 0.0);
     bs.clear();
     bs.resize(tiles * (np / 32) * 8, 0);
     for j in 0..tiles {
-        let (t0, c) = (TILE * j, (tokens - TILE * j).min(TILE));
+        let (t0, c) = (tile * j, (tokens - tile * j).min(tile));
         let da = &mut da[j * nb * 4..(j + 1) * nb * 4];
         let bs = &mut bs[j * (np / 32) * 8..(j + 1) * (np / 32) * 8];
         for t in 0..c {

@@ -51,7 +51,9 @@ pub const UNIT: usize = 128;
 pub const PANEL: usize = 8;
 
 /// Tokens per activation tile.
-pub const TILE: usize = 4;
+pub const TILE: usize = 2;
+
+const ROWS: usize = 2;
 
 /// Position of element `i` of a row in pair order: in each 128-element unit, pair `k` of group `g`
 /// (elements `16g + 2k`, `+1`) sits at bytes `16k + 2g`, `+1`.
@@ -165,7 +167,7 @@ impl PackedAct8 {
         self.tokens = tokens;
         self.qs.clear();
         self.qs.resize(tokens * n, 0);
-        super::gemm::pack_scales(act, QK_K, n, &mut self.da, &mut self.bs);
+        super::gemm::pack_scales(act, QK_K, n, TILE, &mut self.da, &mut self.bs);
         for j in 0..tokens.div_ceil(TILE) {
             let (t0, c) = (TILE * j, (tokens - TILE * j).min(TILE));
             let qs = &mut self.qs[t0 * n..(t0 + c) * n];
@@ -205,7 +207,7 @@ pub fn gemm(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stri
         let (t0, c) = (TILE * j, (act.tokens - TILE * j).min(TILE));
         let mut r = 0;
         while r < w.len() {
-            let rows = (w.len() - r).min(2);
+            let rows = (w.len() - r).min(ROWS);
             let out = tile_dispatch(&w[r..r + rows], ksum, act, j, c);
             for t in 0..c {
                 for (k, v) in out[..rows].iter().enumerate() {
@@ -259,9 +261,7 @@ fn tile_dispatch(w: &[Decoded8], ksum: usize, act: &PackedAct8, j: usize, c: usi
                 let v = unsafe {
                     match c {
                         1 => simd::tile::<$r, 1, $ks>(rows, act, j),
-                        2 => simd::tile::<$r, 2, $ks>(rows, act, j),
-                        3 => simd::tile::<$r, 3, $ks>(rows, act, j),
-                        _ => simd::tile::<$r, 4, $ks>(rows, act, j),
+                        _ => simd::tile::<$r, 2, $ks>(rows, act, j),
                     }
                 };
                 let mut out = [[0.0f32; 4]; 2];
@@ -412,7 +412,7 @@ pub mod simd {
         ap: &mut *const i8,
     ) -> [[v128; C]; R] {
         let mut p = [[i16x8_splat(0); C]; R];
-        for k in 0..KS {
+        for _ in 0..core::hint::black_box(KS) {
             let mut wv = [i16x8_splat(0); R];
             for r in 0..R {
                 wv[r] = v128_load(wp[r] as *const v128);
@@ -422,8 +422,7 @@ pub mod simd {
                 let av = v128_load(ap.add(16 * c) as *const v128);
                 for r in 0..R {
                     // Activations (signed) first, codes (7-bit) second.
-                    let d = i16x8_relaxed_dot_i8x16_i7x16(av, wv[r]);
-                    p[r][c] = if k == 0 { d } else { i16x8_add(p[r][c], d) };
+                    p[r][c] = i16x8_add(p[r][c], i16x8_relaxed_dot_i8x16_i7x16(av, wv[r]));
                 }
             }
             *ap = ap.add(16 * C);
@@ -459,23 +458,36 @@ pub mod simd {
             sp[r] = w[r].sc.as_ptr();
         }
         let mut facc = [f32x4_splat(0.0); R];
+        // The i32 sums live in memory (volatile accesses): in registers next to the R·C i16
+        // sums they make V8 spill inside the hot loop; here they cost a load and a store per
+        // `KS` steps.
+        let mut iacc_mem = [[i32x4_splat(0); C]; R];
+        let ia = iacc_mem.as_mut_ptr() as *mut v128;
         for b in 0..nb {
-            let mut iacc = [[i32x4_splat(0); C]; R];
+            for i in 0..R * C {
+                core::ptr::write_volatile(ia.add(i), i32x4_splat(0));
+            }
             for _half in 0..2 {
-                let mut s = [i16x8_splat(0); R];
-                for r in 0..R {
-                    s[r] = v128_load(sp[r] as *const v128);
-                    sp[r] = sp[r].add(8);
-                }
                 // 8 steps of 16 elements per half, KS per widening; an opaque trip count keeps
                 // this a loop.
                 for _ in 0..core::hint::black_box(8 / KS) {
                     let p = rdot_steps::<R, C, KS>(&mut wp, &mut ap);
                     for r in 0..R {
+                        let s = v128_load(sp[r] as *const v128);
                         for c in 0..C {
-                            iacc[r][c] = i32x4_add(iacc[r][c], i32x4_dot_i16x8(p[r][c], s[r]));
+                            let x = ia.add(r * C + c);
+                            core::ptr::write_volatile(x, i32x4_add(core::ptr::read_volatile(x), i32x4_dot_i16x8(p[r][c], s)));
                         }
                     }
+                }
+                for r in 0..R {
+                    sp[r] = sp[r].add(8);
+                }
+            }
+            let mut iacc = [[i32x4_splat(0); C]; R];
+            for r in 0..R {
+                for c in 0..C {
+                    iacc[r][c] = core::ptr::read_volatile(ia.add(r * C + c));
                 }
             }
             let dab = v128_load(da.add(4 * b) as *const v128);
@@ -485,7 +497,8 @@ pub mod simd {
                 facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(isum, d), dab));
             }
         }
-        // The min / offset terms, as in the i16 GEMM's second pass.
+        // The min / offset terms, as in the i16 GEMM's second pass (inside the block loop they
+        // made V8 spill in the hot loop: −25 %).
         for b in 0..nb {
             let dab = v128_load(da.add(4 * b) as *const v128);
             let bsb = bs.add(b * QK_K / 32 * 8);
