@@ -10,7 +10,7 @@
 //!                                              sc[n/16] i16  integer scale per 16 elements
 //!                                              d[n/KB], m[n/KB] f32,  mn[n/16] i16
 //!              W[r][i] = d[i/KB]·sc[i/16]·u[pair_pos(i)] + m[i/KB]·mn[i/16]   — exactly `dequantize`
-//! activations  Q8 rows ──PackedAct8::pack──► tiles of ≤ 4 tokens: qs i8 in pair order, interleaved
+//! activations  Q8 rows ──PackedAct8::pack──► tiles of ≤ 2 tokens: qs i8 in pair order, interleaved
 //!              per 16 bytes; da, bs as in the i16 GEMM
 //! y[t][r] = Σ_b da[t][b]·( d[b]·Σ_{i∈b} sc[i/16]·u[i]·qs[t][i]  +  m[b]·Σ_{g∈b} mn[g]·bsum[t][g] )
 //! ```
@@ -25,18 +25,35 @@
 //! half's 8 group scales widens them — the widening (a `pmaddwd` on x64, as costly as a multiply)
 //! is paid once per `ksum` vectors instead of once per vector. `ksum` (1, 2, 4 or 8) is the most
 //! vectors whose pair sums fit i16: `ksum·2·128·umax < 2^15` ([`Kernels8::ksum`]): Q2_K, Q3_K,
-//! Q4_K 8, Q5_K 4, Q6_K 2. Types whose codes need 8 bits (Q8_0, IQ4_XS, IQ4_NL) or whose
-//! offset codes allow only `ksum = 1` (IQ2_*: ±43) keep the i16 GEMM: with one widening per
-//! vector, int8 saves no multiply.
+//! Q4_K 8, Q5_K 4, Q6_K 2. Types whose codes need 8 bits (Q8_0, IQ4_XS, IQ4_NL: signed bytes or
+//! codebook values up to ±127, no 7-bit form) or whose offset codes allow only `ksum = 1` (IQ2_*:
+//! grid values ±43, so codes up to 86) have no int8 form: with one widening per 16 products,
+//! int8 needs as many multiplies as the i16 GEMM (a `pmaddubsw` + a `pmaddwd` vs two `pmaddwd`).
+//! Q4_0 / Q4_1 / Q5_* (KB = 32) would fit (codes ≤ 31) but were not done: the K-quants below
+//! show what the form gains.
 //!
-//! The tile kernel is that of the i16 GEMM (2 rows × 4 tokens, KB = 256): per 16 elements it
-//! loads 2 weight and 4 activation vectors and does 8 relaxed dots into 8 i16 accumulators; every
-//! `ksum` steps the accumulators are widened with the rows' scale vectors into 8 i32x4; at the end
-//! of a block they are reduced to one lane per token and scaled by `d·da`. The min / offset terms
-//! run as a second pass (the i16 GEMM's `bs` layout). Integer ranges: a pair of products ≤ 2·127²,
-//! a ksum-sum < 2^15, `sc·sum` ≤ 2^15·2^12 per lane → a block < 2^31 is not guaranteed by the
-//! types' ranges alone, so the i32 accumulators are reduced per block (|sc| ≤ 128 for Q6_K,
-//! Σ over 256 elements of |sc·u·a| ≤ 256·128·63·127 < 2^29).
+//! The tile kernel: 2 rows × 2 tokens (activation tiles of [`TILE`] = 2). Per 16 elements it
+//! loads 2 weight and 2 activation vectors and does 4 relaxed dots into 4 i16 accumulators
+//! (12 instructions per 64 multiply-adds, the i16 GEMM needs 22 per 64); every `ksum` steps they
+//! are widened with the rows' scale vectors into 4 i32x4 sums, which live in memory (volatile
+//! accesses: next to the i16 sums in registers V8 spilled inside the hot loop); at the end of a
+//! block they are reduced to one lane per token and scaled by `d·da`. The min / offset terms run
+//! as a second pass on the i16 GEMM's `bs` layout. Integer ranges: a ksum-sum of pairs < 2^15,
+//! times a scale ≤ 128; a block's sum ≤ 256·128·63·127 < 2^31.
+//!
+//! **Measured** (Node 20, relaxed build, 4096×4096, this project's shared 2-core EPYC, medians of
+//! 5 alternating runs against the i16 GEMM): T = 32: Q2_K 1.10×, Q3_K 0.90×, Q4_K 0.88×, Q5_K
+//! 0.86×, Q6_K 0.60×; T = 64: 1.17×, 1.00×, 1.04×, 1.02×, 0.71×. So only Q2_K uses it
+//! ([`Kernels8::faster`]); end to end, the 9B-shaped 8-layer Q2_K file's 64-token prompt runs
+//! 1.11× faster (median of 5 pairs). Why so little of the 2× in the instruction count: V8's
+//! register allocator. Tiles of 2 rows × 4 tokens (the i16 GEMM's) need 8 i16 plus 8 i32
+//! accumulators and spilled (0.7×); a fully unrolled `ksum` step block had its loads hoisted and
+//! spilled (0.5–0.75×); folding the min terms into the block loop spilled the hot loop (−25 %);
+//! 2 × 2 tiles pay the per-block work (min pass, reductions, widening) over half as many
+//! products, which eats the gain except for Q2_K (`ksum` = 8, 2-bit decode cheapest) and costs
+//! Q6_K (`ksum` = 2: a widening every 2 steps) a third. What could still win: a row-interleaved
+//! load-time layout (ik_llama.cpp's `_R4`) to cut the per-row overheads, or a V8 with a better
+//! allocator; neither was tried here.
 //!
 //! `i32x4.relaxed_dot_i8x16_i7x16_add_s` is never used (see `quant/mod.rs`): the i16 sums are
 //! added with `i16x8.add` and widened with `i32x4.dot_i16x8_s`.
@@ -53,6 +70,7 @@ pub const PANEL: usize = 8;
 /// Tokens per activation tile.
 pub const TILE: usize = 2;
 
+/// Weight rows per register tile.
 const ROWS: usize = 2;
 
 /// Position of element `i` of a row in pair order: in each 128-element unit, pair `k` of group `g`
@@ -115,6 +133,9 @@ pub struct Kernels8 {
     pub ty: GgmlType,
     /// Largest code (`u ≤ umax ≤ 127`).
     pub umax: u8,
+    /// Whether the relaxed-SIMD build's prompt uses this form: measured faster than the i16
+    /// GEMM for this type (module docs), else the form exists for the tests only.
+    pub faster: bool,
     /// Scalar reference decoder (element by element from the type's block description).
     pub decode_ref: DecodeRow8,
     /// The fast decoder (SIMD128 on wasm32; the reference natively); equals `decode_ref`.
@@ -142,12 +163,12 @@ pub fn kernels8(ty: GgmlType) -> Option<&'static Kernels8> {
 /// Whether the prompt GEMM of `ty` runs in int8 in this build: only with relaxed SIMD (without
 /// it a byte product costs as much as an i16 one), and only for the types of [`kernels8`].
 pub fn enabled(ty: GgmlType) -> bool {
-    cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd")) && kernels8(ty).is_some()
+    cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd")) && kernels8(ty).is_some_and(|k| k.faster)
 }
 
-/// The activations of one int8 GEMM call: tiles of [`TILE`] tokens (the last holds `T % 4`).
-/// Tile j (c tokens) occupies `qs[4j·n ..]`: for each 16-element step k of the pair-ordered row,
-/// the c tokens' 16 bytes side by side (token t at `qs[4j·n + (k·c + t)·16 ..][..16]`); `da` and
+/// The activations of one int8 GEMM call: tiles of [`TILE`] tokens (the last holds `T % 2`).
+/// Tile j (c tokens) occupies `qs[2j·n ..]`: for each 16-element step k of the pair-ordered row,
+/// the c tokens' 16 bytes side by side (token t at `qs[2j·n + (k·c + t)·16 ..][..16]`); `da` and
 /// `bs` are laid out as in [`super::gemm::PackedAct`] (KB = 256).
 #[derive(Clone, Debug, Default)]
 pub struct PackedAct8 {
@@ -399,8 +420,9 @@ pub mod simd {
     }
 
     /// `KS` steps of 16 elements of R rows (`wp`) × C tokens (`ap`, interleaved per 16 bytes):
-    /// the relaxed dots summed in i16 per (row, token); advances both pointers. Called with an
-    /// opaque trip count of 1 per `KS` steps so that V8 keeps it a loop (see `gemm.rs`).
+    /// the relaxed dots summed in i16 per (row, token); advances both pointers. The trip count
+    /// is opaque (`black_box`) so that V8 keeps it a loop (unrolled, its loads are hoisted and
+    /// spilled; see the module docs).
     ///
     /// # Safety
     /// `wp[r]..+16·KS` and `ap..+16·C·KS` must be readable.

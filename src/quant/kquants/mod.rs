@@ -204,8 +204,13 @@ fn decode8_ref<T: KBlock, const OFF: i32>(row: &[u8], out: &mut Decoded8) {
 }
 
 /// The int8 entry of a block type whose codes plus `OFF` are at most `umax`.
-const fn kernels8<T: KBlock, const OFF: i32>(ty: crate::quant::GgmlType, umax: u8, decode: fn(&[u8], &mut Decoded8)) -> Kernels8 {
-    Kernels8 { ty, umax, decode_ref: decode8_ref::<T, OFF>, decode }
+const fn kernels8<T: KBlock, const OFF: i32>(
+    ty: crate::quant::GgmlType,
+    umax: u8,
+    faster: bool,
+    decode: fn(&[u8], &mut Decoded8),
+) -> Kernels8 {
+    Kernels8 { ty, umax, faster, decode_ref: decode8_ref::<T, OFF>, decode }
 }
 
 /// The kernel entry of a block type: the generic scalar functions plus its `vec_dot`.
