@@ -4,7 +4,7 @@
 //! * prefill (`--prefill T`): GB/s of weights and G MAC/s of the prompt GEMM for T tokens, and
 //!   the same T tokens as T separate `vec_dot` passes for comparison.
 
-use crate::quant::gemm::{gemm_rows, GemmScratch, PackedAct};
+use crate::quant::gemm::{prompt_rows, PromptScratch};
 use crate::quant::{self, kernels, quantize_q8, GgmlType, QAct};
 
 #[cfg(target_arch = "wasm32")]
@@ -147,18 +147,17 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<Pr
     let w = random_matrix(ty, rows, n, 0x5eed ^ ty as u64);
     let rb = ty.row_bytes(n);
     let x: Vec<f32> = (0..n * tokens).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
-    let (mut act, mut packed, mut scratch) = (QAct::default(), PackedAct::default(), GemmScratch::default());
+    let (mut act, mut scratch) = (QAct::default(), PromptScratch::default());
     let mut y = vec![0.0f32; rows * tokens];
     let gemm = time_best(min_ms, || {
         quantize_q8(ty.act_kind(), &x, n, &mut act);
-        packed.pack(&act, ty.gemm_block());
-        gemm_rows(k, &w, 0..rows, &packed, &mut scratch, &mut y, rows);
+        prompt_rows(k, &w, 0..rows, &act, &mut scratch, &mut y, rows);
         y[0]
     });
     quantize_q8(ty.act_kind(), &x, n, &mut act);
     let a = act.row(0);
     let one = time_best(min_ms / 2.0, || w.chunks_exact(rb).map(|r| (k.vec_dot)(r, a)).sum());
-    let macs = (rows * n * tokens) as f64;
+    let macs = (rows * n) as f64 * tokens as f64; // f64: 2^33 for 512 tokens overflows wasm32's usize
     Some(PrefillBench {
         ty,
         tokens,

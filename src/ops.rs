@@ -1,7 +1,7 @@
 //! The numeric building blocks of the forward pass: matrix products against quantized weights,
 //! RMSNorm, activations, RoPE.
 
-use crate::quant::gemm::{self, GemmScratch, PackedAct};
+use crate::quant::gemm::{self, PromptScratch};
 use crate::quant::{self, dequantize_row, float, kernels, quantize_q8, GgmlType, QAct};
 use crate::weights::{TensorView, WeightStore};
 
@@ -48,8 +48,7 @@ impl Linear {
 #[derive(Default)]
 pub struct MatmulScratch {
     act: QAct,
-    packed: PackedAct,
-    gemm: GemmScratch,
+    prompt: PromptScratch,
     wrow: Vec<f32>,
 }
 
@@ -59,7 +58,9 @@ pub struct MatmulScratch {
 /// `clef bench-kernels --prefill T` for T = 2, 3, 4, 6, 8, 12, 16, 24, 32). The relaxed-SIMD
 /// build's `vec_dot`s are faster while the GEMM is the same code, so its break-even comes later:
 /// 2–4 tokens for the 256-element types, up to 8–12 for Q1_0 / Q2_0 / Q4_0 / Q4_1, whose `vec_dot`
-/// is cheap and whose GEMM reduces and scales every 32 elements.
+/// is cheap and whose GEMM reduces and scales every 32 elements. Q2_K's relaxed prompt runs the
+/// int8 GEMM (`quant::gemm8`); re-measured for it (T = 2, 3, 4, 6, 8): the GEMM passes 24 vec_dots
+/// at T = 4, so 4 stays.
 pub fn gemm_min_tokens(ty: GgmlType) -> usize {
     use GgmlType::*;
     if cfg!(target_feature = "relaxed-simd") {
@@ -142,8 +143,7 @@ pub fn matmul_rows(
         return;
     }
     // Panels of rows, each decoded once and multiplied with every token.
-    s.packed.pack(&s.act, ty.gemm_block());
-    gemm::gemm_rows(k, data, rows, &s.packed, &mut s.gemm, y, n_out);
+    gemm::prompt_rows(k, data, rows, &s.act, &mut s.prompt, y, n_out);
 }
 
 /// Row `r` of an embedding table, dequantized.

@@ -6,9 +6,14 @@
 //! * the GEMM row decoder (`decode_ref`) reproduces the dequantised weights exactly, the fast
 //!   decoder (`decode`, SIMD128 in wasm) equals it bit for bit, and the prompt GEMM over decoded
 //!   rows and packed activations equals the f64 reference for every row and token (rows of 1..9
-//!   blocks, 1..7 rows, 2..9 tokens: every token-tile and row-pair tail).
+//!   blocks, 1..7 rows, 2..9 tokens: every token-tile and row-pair tail);
+//! * the int8 prompt GEMM (`gemm8`, the relaxed-SIMD build's): its reference decoder reproduces the
+//!   dequantised weights exactly, its fast decoder equals the reference byte for byte, and its
+//!   GEMM equals the f64 reference for every tile shape, on random blocks and on the blocks with
+//!   the largest codes against ±127 activations (where an i16 sum would saturate first).
 
 use clef_web::quant::gemm::{self, Decoded, GemmScratch, PackedAct};
+use clef_web::quant::gemm8::{self, Decoded8, Gemm8Scratch, PackedAct8};
 use clef_web::quant::{self, kernels, quantize_q8, GgmlType, QAct, QuantKernels};
 
 #[cfg(target_arch = "wasm32")]
@@ -202,6 +207,108 @@ fn gemm_agrees_on_random_blocks() {
             // leave column 0 (and only it) untouched.
             let mut y = vec![f32::NAN; tokens * (rows + 1)];
             gemm::gemm_rows(k, &data, 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
+            let mut w = vec![0.0f32; n];
+            for (r, row) in data.chunks_exact(ty.row_bytes(n)).enumerate() {
+                (k.dequantize)(row, &mut w);
+                for t in 0..tokens {
+                    let a = act.row(t);
+                    let exact: f64 = (0..n).map(|i| w[i] as f64 * a.value(i) as f64).sum();
+                    let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
+                    let got = y[1 + t * (rows + 1) + r];
+                    let err = (got as f64 - exact).abs() / scale;
+                    assert!(err < 2e-6, "{ty} case {case} ({rows} rows × {tokens} tokens × {n}): row {r} token {t}: {got} vs {exact}");
+                }
+            }
+            for t in 0..tokens {
+                assert!(y[t * (rows + 1)].is_nan(), "{ty} case {case}: gemm wrote outside its rows");
+            }
+        }
+    }
+}
+
+/// The int8 decoders: `decode_ref` reproduces `dequantize` bit for bit, `decode` equals it.
+#[test]
+fn int8_decoders_agree_on_random_blocks() {
+    let rows = if cfg!(debug_assertions) { 40 } else { 300 };
+    let mut rng = Rng(0x0dd_c0de_5eed);
+    let types: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|t| gemm8::kernels8(*t).is_some()).collect();
+    assert!(types.len() >= 5, "int8 forms: {types:?}");
+    for ty in types {
+        let (k, k8) = (kernels(ty).unwrap(), gemm8::kernels8(ty).unwrap());
+        let (mut want, mut got) = (Decoded8::default(), Decoded8::default());
+        for r in 0..rows {
+            let n = 256 * (1 + r % 5);
+            let mut row = vec![0u8; ty.row_bytes(n)];
+            rng.bytes(&mut row);
+            for blk in row.chunks_exact_mut(ty.block_bytes()) {
+                (k.sanitize)(blk);
+            }
+            let mut w = vec![0.0f32; n];
+            (k.dequantize)(&row, &mut w);
+            want.resize(n);
+            got.resize(n);
+            want.u.fill(0x55);
+            got.u.fill(0xaa); // garbage first: a decoder must write every element
+            (k8.decode_ref)(&row, &mut want);
+            (k8.decode)(&row, &mut got);
+            for (i, &wi) in w.iter().enumerate() {
+                let v = want.value(i);
+                assert!(v == wi, "{ty} row {r} elem {i}: int8 form {v} vs dequantized {wi} (−0 = 0)");
+            }
+            assert!(want.u.iter().all(|&u| u <= k8.umax), "{ty} row {r}: a code above umax {}", k8.umax);
+            assert_eq!(got.u, want.u, "{ty} row {r}: fast int8 decoder codes differ");
+            assert_eq!(got.sc, want.sc, "{ty} row {r}: scales differ");
+            assert_eq!(got.mn, want.mn, "{ty} row {r}: mins differ");
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got.d), bits(&want.d), "{ty} row {r}: d differs");
+            assert_eq!(bits(&got.m), bits(&want.m), "{ty} row {r}: m differs");
+        }
+    }
+}
+
+/// The element order of the int8 form: a bijection within each 128-element unit.
+#[test]
+fn pair_order_is_a_permutation() {
+    let mut seen = vec![false; 512];
+    for i in 0..512 {
+        let p = gemm8::pair_pos(i);
+        assert_eq!(p / 128, i / 128, "element {i} left its unit");
+        assert!(!seen[p], "position {p} taken twice");
+        seen[p] = true;
+    }
+}
+
+/// The int8 GEMM against the f64 reference Σ dequant(w)·dequant(a): random rows of every int8
+/// type through every tile shape (1..7 rows, 1..9 tokens), then rows of the largest codes (every
+/// block byte 0xFF, scales sanitized) against activations of all +127 / all −127 (the i16 sums
+/// at their bound).
+#[test]
+fn int8_gemm_agrees_on_random_and_extreme_blocks() {
+    let cases = if cfg!(debug_assertions) { 8 } else { 30 };
+    let mut rng = Rng(0x7e57_1e55_0000_0001);
+    for ty in GgmlType::ALL {
+        let Some(k8) = gemm8::kernels8(ty) else { continue };
+        let k = kernels(ty).unwrap();
+        let (mut act, mut packed, mut scratch) = (QAct::default(), PackedAct8::default(), Gemm8Scratch::default());
+        for case in 0..cases + 2 {
+            let n = 256 * (1 + case % 4);
+            let (rows, tokens) = (1 + case % 7, 1 + case % 9);
+            let mut data = vec![0u8; rows * ty.row_bytes(n)];
+            let x = if case < cases {
+                rng.bytes(&mut data);
+                rng.act(n * tokens)
+            } else {
+                data.fill(0xff);
+                let sign = if case == cases { 1.0 } else { -1.0 };
+                vec![sign; n * tokens]
+            };
+            for blk in data.chunks_exact_mut(ty.block_bytes()) {
+                (k.sanitize)(blk);
+            }
+            quantize_q8(ty.act_kind(), &x, n, &mut act);
+            packed.pack(&act);
+            let mut y = vec![f32::NAN; tokens * (rows + 1)];
+            gemm8::gemm_rows(k8, &data, 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
             let mut w = vec![0.0f32; n];
             for (r, row) in data.chunks_exact(ty.row_bytes(n)).enumerate() {
                 (k.dequantize)(row, &mut w);

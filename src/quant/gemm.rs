@@ -53,6 +53,7 @@
 //! pointer so that they are changed nothing measurable), larger register tiles (V8 has 15 xmm
 //! registers), unrolling the 8-element step (V8 hoists the loads and spills).
 
+use super::gemm8::{self, Gemm8Scratch, PackedAct8};
 use super::{GgmlType, QAct, QuantKernels, Q8};
 
 /// Rows decoded together before they meet all the token tiles (see the module docs).
@@ -202,22 +203,17 @@ impl PackedAct {
         let (n, tokens) = (act.n, act.rows);
         assert!(n % kb == 0 && (kb == 32 || kb == 256));
         let np = if kb == 32 { n.div_ceil(128) * 128 } else { n };
-        let (nb, tiles) = (np / kb, tokens.div_ceil(TILE));
+        let tiles = tokens.div_ceil(TILE);
         self.n = n;
         self.n_pad = np;
         self.tokens = tokens;
         self.kb = kb;
         self.qs.clear();
         self.qs.resize(tokens * np, 0);
-        self.da.clear();
-        self.da.resize(tiles * nb * 4, 0.0);
-        self.bs.clear();
-        self.bs.resize(tiles * (np / 32) * 8, 0);
+        pack_scales(act, kb, np, TILE, &mut self.da, &mut self.bs);
         for j in 0..tiles {
             let (t0, c) = (TILE * j, (tokens - TILE * j).min(TILE));
             let qs = &mut self.qs[t0 * np..(t0 + c) * np];
-            let da = &mut self.da[j * nb * 4..(j + 1) * nb * 4];
-            let bs = &mut self.bs[j * (np / 32) * 8..(j + 1) * (np / 32) * 8];
             for t in 0..c {
                 let a = act.row(t0 + t);
                 if kb == 32 {
@@ -236,19 +232,40 @@ impl PackedAct {
                         }
                     }
                 }
-                for b in 0..n / kb {
-                    da[4 * b + t] = a.d[b * kb / 32];
-                }
-                for p in 0..n / 32 {
-                    bs[8 * p + 2 * t] = a.bsums[2 * p];
-                    bs[8 * p + 2 * t + 1] = a.bsums[2 * p + 1];
-                }
             }
         }
     }
 
     fn tiles(&self) -> usize {
         self.tokens.div_ceil(TILE)
+    }
+}
+
+/// The per-tile activation scales and group sums shared by both GEMMs (rows padded to `np`
+/// elements, tiles of `tile` ≤ 4 tokens): `da[j·nb·4 ..]`, for each block b, 4 f32: the tokens' scales (lanes ≥ c: 0);
+/// `bs[j·(np/32)·8 ..]`, for each 32 elements p, 8 i16: bsums 2p, 2p+1 of token t at lanes 2t, 2t+1.
+pub fn pack_scales(act: &QAct, kb: usize, np: usize, tile: usize, da: &mut Vec<f32>, bs: &mut Vec<i16>) {
+    assert!(tile <= 4, "da and bs have 4 token lanes");
+    let (n, tokens) = (act.n, act.rows);
+    let (nb, tiles) = (np / kb, tokens.div_ceil(tile));
+    da.clear();
+    da.resize(tiles * nb * 4, 0.0);
+    bs.clear();
+    bs.resize(tiles * (np / 32) * 8, 0);
+    for j in 0..tiles {
+        let (t0, c) = (tile * j, (tokens - tile * j).min(tile));
+        let da = &mut da[j * nb * 4..(j + 1) * nb * 4];
+        let bs = &mut bs[j * (np / 32) * 8..(j + 1) * (np / 32) * 8];
+        for t in 0..c {
+            let a = act.row(t0 + t);
+            for b in 0..n / kb {
+                da[4 * b + t] = a.d[b * kb / 32];
+            }
+            for p in 0..n / 32 {
+                bs[8 * p + 2 * t] = a.bsums[2 * p];
+                bs[8 * p + 2 * t + 1] = a.bsums[2 * p + 1];
+            }
+        }
     }
 }
 
@@ -327,6 +344,40 @@ pub fn gemm_rows(
         };
         gemm(w, act, y, y_stride, r0);
         r0 += p;
+    }
+}
+
+/// Buffers of [`prompt_rows`]: packed activations and decoded panels of both GEMMs.
+#[derive(Clone, Debug, Default)]
+pub struct PromptScratch {
+    packed: PackedAct,
+    gemm: GemmScratch,
+    packed8: PackedAct8,
+    gemm8: Gemm8Scratch,
+}
+
+/// The prompt product of output rows `rows` of a weight matrix (`data`: rows of `k.ty`) with
+/// the quantized activations `act` (quantized for `k.ty`): the int8 GEMM ([`gemm8`]) where this
+/// build runs it for the type ([`gemm8::enabled`]), else the i16 GEMM ([`gemm_rows`]); results go
+/// to `y[t·y_stride + r]`.
+pub fn prompt_rows(
+    k: &QuantKernels,
+    data: &[u8],
+    rows: core::ops::Range<usize>,
+    act: &QAct,
+    s: &mut PromptScratch,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    match gemm8::kernels8(k.ty).filter(|_| gemm8::enabled(k.ty)) {
+        Some(k8) => {
+            s.packed8.pack(act);
+            gemm8::gemm_rows(k8, data, rows, &s.packed8, &mut s.gemm8, y, y_stride);
+        }
+        None => {
+            s.packed.pack(act, k.ty.gemm_block());
+            gemm_rows(k, data, rows, &s.packed, &mut s.gemm, y, y_stride);
+        }
     }
 }
 

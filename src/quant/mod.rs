@@ -26,6 +26,10 @@
 //!   here has this form). `decode` is the fast version (SIMD128 on wasm32) and equals `decode_ref`
 //!   bit for bit. Prompt processing decodes each weight row once this way and multiplies it with
 //!   all prompt tokens ([`gemm::gemm`]).
+//! * The K-quants also have an int8 GEMM form ([`gemm8::Decoded8`], registered in
+//!   `kquants::KERNELS8`): 7-bit codes in pair order with per-16 scales and mins / offsets,
+//!   `decode_ref` / `decode` likewise (tested against `dequantize` and each other); the
+//!   relaxed-SIMD build's prompt runs it where it measured faster ([`gemm8::enabled`]: Q2_K).
 
 //!
 //! **Two wasm builds.** `build.sh` compiles the crate twice: SIMD128 only, and SIMD128 + relaxed
@@ -43,6 +47,7 @@
 pub mod act;
 pub mod float;
 pub mod gemm;
+pub mod gemm8;
 pub mod iq1;
 pub mod iq2;
 pub mod iq3;

@@ -6,9 +6,14 @@
 //! — the browser tests call it in Chromium for both builds (`kernelSelfTest` in `wasm.rs`), and
 //! `clef self-test` prints it — on random valid blocks and on the integer extremes:
 //! * `vec_dot` equals `vec_dot_ref` within f32 summation order (relative to Σ|w·a|);
-//! * `decode` (the prompt GEMM's row decoder) equals `decode_ref` bit for bit.
+//! * `decode` (the prompt GEMM's row decoder) equals `decode_ref` bit for bit;
+//! * for the types with an int8 prompt GEMM (`gemm8`, what the relaxed-SIMD build runs): its
+//!   decoder equals its reference bit for bit (counted with the decoder mismatches), and the int8
+//!   GEMM of the row (2 rows × 2 tokens) equals `vec_dot_ref` within the same bound as `vec_dot`
+//!   (counted in `max_dot_err`) — on the extreme blocks this is where an i16 sum would saturate.
 
 use super::gemm::Decoded;
+use super::gemm8::{self, Decoded8, Gemm8Scratch, PackedAct8};
 use super::{kernels, quantize_q8, GgmlType, QAct};
 
 /// The outcome for one type.
@@ -17,9 +22,9 @@ pub struct KernelCheck {
     pub ty: GgmlType,
     /// Rows checked (random + extreme).
     pub rows: usize,
-    /// Largest |vec_dot − vec_dot_ref| / Σ|w·a| seen.
+    /// Largest |vec_dot − vec_dot_ref| / Σ|w·a| seen (and the same for the int8 GEMM).
     pub max_dot_err: f64,
-    /// Rows whose fast decoder output differed from the reference decoder.
+    /// Rows whose fast decoder output differed from the reference decoder (either form).
     pub decode_mismatches: usize,
 }
 
@@ -60,6 +65,9 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
         let mut act = QAct::default();
         let (mut want, mut got) = (Decoded::default(), Decoded::default());
         let mut w = Vec::new();
+        let k8 = gemm8::kernels8(ty);
+        let (mut want8, mut got8) = (Decoded8::default(), Decoded8::default());
+        let (mut act2, mut packed8, mut scratch8) = (QAct::default(), PackedAct8::default(), Gemm8Scratch::default());
         let mut check = KernelCheck { ty, rows: 0, max_dot_err: 0.0, decode_mismatches: 0 };
         let mut run = |row: &[u8], x: &[f32], check: &mut KernelCheck| {
             let n = x.len();
@@ -78,6 +86,28 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
             let same_f32 = |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
             if got.q != want.q || got.mn != want.mn || !same_f32(&got.d, &want.d) || !same_f32(&got.m, &want.m) {
                 check.decode_mismatches += 1;
+            }
+            if let Some(k8) = k8 {
+                want8.resize(n);
+                got8.resize(n);
+                (k8.decode_ref)(row, &mut want8);
+                got8.u.fill(0xaa);
+                (k8.decode)(row, &mut got8);
+                let same = got8.u == want8.u && got8.sc == want8.sc && got8.mn == want8.mn;
+                if !same || !same_f32(&got8.d, &want8.d) || !same_f32(&got8.m, &want8.m) {
+                    check.decode_mismatches += 1;
+                }
+                // The row twice × the activations twice: every result is the row's dot product.
+                let two: Vec<u8> = [row, row].concat();
+                let x2: Vec<f32> = [x, x].concat();
+                quantize_q8(ty.act_kind(), &x2, n, &mut act2);
+                packed8.pack(&act2);
+                let mut y = [0.0f32; 4];
+                gemm8::gemm_rows(k8, &two, 0..2, &packed8, &mut scratch8, &mut y, 2);
+                let reference = (k.vec_dot_ref)(row, a) as f64;
+                for v in y {
+                    check.max_dot_err = check.max_dot_err.max((v as f64 - reference).abs() / scale);
+                }
             }
             check.rows += 1;
         };

@@ -42,6 +42,7 @@
 //!   lacks, and scalarises them; such multipliers are passed through `black_box` once per row.
 
 use super::gemm::Decoded;
+use super::gemm8::{pair_pos, Decoded8, Kernels8};
 use super::{QuantKernels, Q8, QK_K};
 
 mod iq4_xs;
@@ -57,6 +58,15 @@ pub static KERNELS: &[QuantKernels] = &[
     q4_k::KERNELS_Q5K,
     q6_k::KERNELS,
     iq4_xs::KERNELS,
+];
+
+/// The types with an int8 prompt GEMM form (`gemm8`): codes `u = q + offset` ≤ `umax`.
+pub static KERNELS8: &[Kernels8] = &[
+    q2_k::KERNELS8,
+    q3_k::KERNELS8,
+    q4_k::KERNELS8_Q4K,
+    q4_k::KERNELS8_Q5K,
+    q6_k::KERNELS8,
 ];
 
 /// Number of super-blocks in `row`; panics unless `row` holds whole blocks of `block_bytes` and
@@ -166,6 +176,43 @@ fn decode_ref<T: KBlock>(row: &[u8], out: &mut Decoded) {
     }
 }
 
+/// Reference int8 decoder ([`Decoded8`]): `u = q + OFF` in pair order, the group scales per 16,
+/// `d` per block; with mins `m = −dmin` and `mn` = the mins, with an offset `m = d` and
+/// `mn = −OFF·sc` (the offset's share comes back through the activations' group sums).
+fn decode8_ref<T: KBlock, const OFF: i32>(row: &[u8], out: &mut Decoded8) {
+    assert!(!(T::HAS_MIN && OFF != 0), "a type has mins or an offset, not both");
+    let nb = row.len() / T::BB;
+    assert_eq!(row.len(), nb * T::BB, "row is not a whole number of blocks");
+    assert!(out.u.len() == nb * QK_K && out.d.len() == nb, "decoded row not sized for {nb} blocks");
+    let mut q = [0i8; QK_K];
+    for (b, blk) in row.chunks_exact(T::BB).enumerate() {
+        let (d, dmin) = T::d(blk);
+        let (sc, mn) = T::scales(blk);
+        T::decode(blk, &mut q);
+        for (i, &qi) in q.iter().enumerate() {
+            let u = qi as i32 + OFF;
+            assert!((0..=127).contains(&u), "code {u} is not 7-bit");
+            out.u[QK_K * b + pair_pos(i)] = u as u8;
+        }
+        for g in 0..16 {
+            out.sc[16 * b + g] = sc[g] as i16;
+            out.mn[16 * b + g] = if T::HAS_MIN { mn[g] } else { -OFF * sc[g] } as i16;
+        }
+        out.d[b] = d;
+        out.m[b] = if T::HAS_MIN { -dmin } else { d };
+    }
+}
+
+/// The int8 entry of a block type whose codes plus `OFF` are at most `umax`.
+const fn kernels8<T: KBlock, const OFF: i32>(
+    ty: crate::quant::GgmlType,
+    umax: u8,
+    faster: bool,
+    decode: fn(&[u8], &mut Decoded8),
+) -> Kernels8 {
+    Kernels8 { ty, umax, faster, decode_ref: decode8_ref::<T, OFF>, decode }
+}
+
 /// The kernel entry of a block type: the generic scalar functions plus its `vec_dot`.
 const fn kernels<T: KBlock>(
     ty: crate::quant::GgmlType,
@@ -231,6 +278,23 @@ macro_rules! dispatch_decode {
     };
 }
 use dispatch_decode;
+
+/// Dispatches the int8 row decoder `$name` to the SIMD128 one `$simd` on wasm32+simd128, else to
+/// the generic reference for block type `$t` with offset `$off`.
+macro_rules! dispatch_decode8 {
+    ($name:ident, $simd:path, $t:ty, $off:expr) => {
+        fn $name(row: &[u8], out: &mut $crate::quant::gemm8::Decoded8) {
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            {
+                // SAFETY: simd128 is enabled for this build; the decoder checks all lengths itself.
+                return unsafe { $simd(row, out) };
+            }
+            #[allow(unreachable_code)]
+            super::decode8_ref::<$t, { $off }>(row, out)
+        }
+    };
+}
+use dispatch_decode8;
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {

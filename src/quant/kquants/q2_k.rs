@@ -13,12 +13,16 @@
 //!
 //! Dot with Q8_K: `Σ_blk d_a * (d * Σ_g sc_g * Σ_l q·a  -  dmin * Σ_g mn_g * bsum_g)`.
 
-use super::{dispatch_decode, dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, kernels, kernels8, KBlock, QuantKernels, QK_K};
+use crate::quant::gemm8::Kernels8;
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 const BB: usize = 84;
 
 pub(super) const KERNELS: QuantKernels = kernels::<Q2K>(GgmlType::Q2_K, vec_dot, decode, sanitize);
+
+/// Int8 GEMM form: the 2-bit codes as they are (0..3), the 4-bit mins as mins.
+pub(super) const KERNELS8: Kernels8 = kernels8::<Q2K, 0>(GgmlType::Q2_K, 3, true, decode8);
 
 struct Q2K;
 
@@ -55,6 +59,7 @@ fn sanitize(block: &mut [u8]) {
 
 dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q2K>);
 dispatch_decode!(decode, simd::decode_row, Q2K);
+dispatch_decode8!(decode8, simd::decode8_row, Q2K, 0);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
@@ -68,6 +73,7 @@ mod simd {
     use super::super::simd::rdot16;
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::gemm::Decoded;
+    use crate::quant::gemm8::{simd::store_pair_order, Decoded8};
     use crate::quant::simd::store_scaled16;
     use crate::quant::f16_at;
     use super::BB;
@@ -173,6 +179,42 @@ mod simd {
                     }
                 }
             }
+            let blk = core::slice::from_raw_parts(x, BB);
+            out.d[b] = f16_at(blk, 80);
+            out.m[b] = -f16_at(blk, 82);
+        }
+    }
+
+    /// Row → int8 GEMM form: group g = 8n + 2j + h is `(qs >> 2j) & 3` of bytes 32n + 16h .. + 16;
+    /// the 4-bit scales to `sc`, the 4-bit mins to `mn`, `m = −dmin`.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `Decoded8::check`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode8_row(row: &[u8], out: &mut Decoded8) {
+        let nb = out.check(crate::quant::GgmlType::Q2_K, row);
+        let m3 = u8x16_splat(3);
+        let mut v = [u8x16_splat(0); 16];
+        for b in 0..nb {
+            // SAFETY: block b is row[84b..84b+84]; its outputs are u[256b..], sc/mn[16b..16b+16].
+            let x = row.as_ptr().add(BB * b);
+            let sm = v128_load(x as *const v128);
+            let (sc, mn) = (v128_and(sm, u8x16_splat(15)), u8x16_shr(sm, 4));
+            let sp = out.sc.as_mut_ptr().add(16 * b) as *mut v128;
+            v128_store(sp, u16x8_extend_low_u8x16(sc));
+            v128_store(sp.add(1), u16x8_extend_high_u8x16(sc));
+            let mp = out.mn.as_mut_ptr().add(16 * b) as *mut v128;
+            v128_store(mp, u16x8_extend_low_u8x16(mn));
+            v128_store(mp.add(1), u16x8_extend_high_u8x16(mn));
+            for n in 0..2 {
+                for h in 0..2 {
+                    let q = v128_load(x.add(16 + 32 * n + 16 * h) as *const v128);
+                    for j in 0..4 {
+                        v[8 * n + 2 * j + h] = v128_and(u16x8_shr(q, 2 * j as u32), m3);
+                    }
+                }
+            }
+            store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * b));
             let blk = core::slice::from_raw_parts(x, BB);
             out.d[b] = f16_at(blk, 80);
             out.m[b] = -f16_at(blk, 82);

@@ -15,12 +15,16 @@
 //! Dot with Q8_K: `Σ_blk d_a * d * Σ_g sc_g * Σ_l q·a`. The SIMD kernel uses the unsigned
 //! `u = q + 4 ∈ 0..7` and subtracts `4 * Σ_g sc_g * bsum_g` per block.
 
-use super::{dispatch_decode, dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, kernels, kernels8, KBlock, QuantKernels, QK_K};
+use crate::quant::gemm8::Kernels8;
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 const BB: usize = 110;
 
 pub(super) const KERNELS: QuantKernels = kernels::<Q3K>(GgmlType::Q3_K, vec_dot, decode, sanitize);
+
+/// Int8 GEMM form: `u = q + 4 ∈ 0..7`, the offset through the min term.
+pub(super) const KERNELS8: Kernels8 = kernels8::<Q3K, 4>(GgmlType::Q3_K, 7, false, decode8);
 
 struct Q3K;
 
@@ -61,6 +65,7 @@ fn sanitize(block: &mut [u8]) {
 
 dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q3K>);
 dispatch_decode!(decode, simd::decode_row, Q3K);
+dispatch_decode8!(decode8, simd::decode8_row, Q3K, 4);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
@@ -77,6 +82,7 @@ mod simd {
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::f16_at;
     use crate::quant::gemm::Decoded;
+    use crate::quant::gemm8::{simd::{store_i16_and_scaled, store_pair_order}, Decoded8};
     use super::BB;
     use crate::quant::simd::hsum_f32;
     use core::arch::wasm32::*;
@@ -215,6 +221,31 @@ mod simd {
             let q = out.q.as_mut_ptr().add(QK_K * b);
             decode(x, |g, u| store_scaled16(q.add(16 * g), i8x16_sub(u, off), i16x8_splat(sc[g] as i16)));
             out.d[b] = f16_at(core::slice::from_raw_parts(x, BB), 108);
+        }
+    }
+
+    /// Row → int8 GEMM form: the block decoded to bytes `u = q + 4` as for the dot product; the
+    /// signed scales to `sc`, `mn = −4·sc`, `m = d`.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `Decoded8::check`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode8_row(row: &[u8], out: &mut Decoded8) {
+        let nb = out.check(crate::quant::GgmlType::Q3_K, row);
+        let hi_mul = core::hint::black_box(i32x4(64, 16, 4, 1));
+        let mut v = [u8x16_splat(0); 16];
+        let off = i16x8_splat(-4);
+        for b in 0..nb {
+            // SAFETY: block b is row[110b..110b+110] (the scale load reads bytes 94..110); its
+            // outputs are u[256b..], sc/mn[16b..16b+16].
+            let x = row.as_ptr().add(BB * b);
+            let sc = unpack_scales(x, hi_mul);
+            store_i16_and_scaled(out.sc.as_mut_ptr().add(16 * b), sc, out.mn.as_mut_ptr().add(16 * b), off);
+            decode(x, |g, u| v[g] = u);
+            store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * b));
+            let d = f16_at(core::slice::from_raw_parts(x, BB), 108);
+            out.d[b] = d;
+            out.m[b] = d;
         }
     }
 }

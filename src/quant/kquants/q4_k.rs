@@ -17,11 +17,16 @@
 //!
 //! Dot with Q8_K: `Σ_blk d_a * (d * Σ_k sc_k * Σ q·a  -  dmin * Σ_k mn_k * (bsum_2k + bsum_2k+1))`.
 
-use super::{dispatch_decode, dispatch_vec_dot, k4_scales_mins, kernels, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, k4_scales_mins, kernels, kernels8, KBlock, QuantKernels, QK_K};
+use crate::quant::gemm8::Kernels8;
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 pub(super) const KERNELS_Q4K: QuantKernels = kernels::<K4<false>>(GgmlType::Q4_K, vec_dot_q4k, decode_q4k, sanitize);
 pub(super) const KERNELS_Q5K: QuantKernels = kernels::<K4<true>>(GgmlType::Q5_K, vec_dot_q5k, decode_q5k, sanitize);
+
+/// Int8 GEMM forms: the 4-bit / 5-bit codes as they are, the mins as mins.
+pub(super) const KERNELS8_Q4K: Kernels8 = kernels8::<K4<false>, 0>(GgmlType::Q4_K, 15, false, decode8_q4k);
+pub(super) const KERNELS8_Q5K: Kernels8 = kernels8::<K4<true>, 0>(GgmlType::Q5_K, 31, false, decode8_q5k);
 
 /// Q4_K (`Q5 = false`) / Q5_K (`Q5 = true`).
 struct K4<const Q5: bool>;
@@ -70,6 +75,8 @@ dispatch_vec_dot!(vec_dot_q4k, simd::vec_dot_q4k, super::vec_dot_ref::<K4<false>
 dispatch_vec_dot!(vec_dot_q5k, simd::vec_dot_q5k, super::vec_dot_ref::<K4<true>>);
 dispatch_decode!(decode_q4k, simd::decode_row_q4k, K4<false>);
 dispatch_decode!(decode_q5k, simd::decode_row_q5k, K4<true>);
+dispatch_decode8!(decode8_q4k, simd::decode8_row_q4k, K4<false>, 0);
+dispatch_decode8!(decode8_q5k, simd::decode8_row_q5k, K4<true>, 0);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
@@ -90,6 +97,7 @@ mod simd {
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::f16_at;
     use crate::quant::gemm::Decoded;
+    use crate::quant::gemm8::{simd::store_pair_order, Decoded8};
     use crate::quant::simd::store_scaled16;
     use crate::quant::simd::hsum_f32;
     use core::arch::wasm32::*;
@@ -352,6 +360,71 @@ mod simd {
             decode_head(x, out, b, &mut sc);
             let q = out.q.as_mut_ptr().add(QK_K * b);
             decode_q5(x, |g, v| store_scaled16(q.add(16 * g), v, i16x8_splat(sc[g / 2] as i16)));
+        }
+    }
+
+    /// The int8 form's per-block head: scales and mins per 16 elements (sub-block k covers groups
+    /// 2k, 2k+1), `d`, `m = −dmin`.
+    ///
+    /// # Safety
+    /// `x` is a block of at least 20 bytes, `b` < the number of blocks `out` is sized for.
+    #[inline(always)]
+    unsafe fn decode8_head(x: *const u8, out: &mut Decoded8, b: usize) {
+        let scm = unpack_scales_mins(x.add(4));
+        let sc = i8x16_shuffle::<0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7>(scm, scm);
+        let mn = i8x16_shuffle::<8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15>(scm, scm);
+        let sp = out.sc.as_mut_ptr().add(16 * b) as *mut v128;
+        v128_store(sp, u16x8_extend_low_u8x16(sc));
+        v128_store(sp.add(1), u16x8_extend_high_u8x16(sc));
+        let mp = out.mn.as_mut_ptr().add(16 * b) as *mut v128;
+        v128_store(mp, u16x8_extend_low_u8x16(mn));
+        v128_store(mp.add(1), u16x8_extend_high_u8x16(mn));
+        let blk = core::slice::from_raw_parts(x, 4);
+        out.d[b] = f16_at(blk, 0);
+        out.m[b] = -f16_at(blk, 2);
+    }
+
+    /// Q4_K row → int8 GEMM form: chunk c's 32 bytes give the low nibbles (groups 4c, 4c+1) and
+    /// the high nibbles (groups 4c+2, 4c+3).
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `Decoded8::check`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode8_row_q4k(row: &[u8], out: &mut Decoded8) {
+        const BB: usize = 144;
+        let nb = out.check(crate::quant::GgmlType::Q4_K, row);
+        let m15 = u8x16_splat(15);
+        let mut v = [u8x16_splat(0); 16];
+        for b in 0..nb {
+            // SAFETY: block b is row[144b..144b+144]; its outputs are u[256b..], sc/mn[16b..].
+            let x = row.as_ptr().add(BB * b);
+            decode8_head(x, out, b);
+            for c in 0..4 {
+                for half in 0..2 {
+                    let q = v128_load(x.add(16 + 32 * c + 16 * half) as *const v128);
+                    v[4 * c + half] = v128_and(q, m15);
+                    v[4 * c + 2 + half] = v128_and(u16x8_shr(q, 4), m15);
+                }
+            }
+            store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * b));
+        }
+    }
+
+    /// Q5_K row → int8 GEMM form: the block decoded to bytes (0..31) as for the dot product.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `Decoded8::check`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode8_row_q5k(row: &[u8], out: &mut Decoded8) {
+        const BB: usize = 176;
+        let nb = out.check(crate::quant::GgmlType::Q5_K, row);
+        let mut v = [u8x16_splat(0); 16];
+        for b in 0..nb {
+            // SAFETY: block b is row[176b..176b+176]; its outputs are u[256b..], sc/mn[16b..].
+            let x = row.as_ptr().add(BB * b);
+            decode8_head(x, out, b);
+            decode_q5(x, |g, u| v[g] = u);
+            store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * b));
         }
     }
 }

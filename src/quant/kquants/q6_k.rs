@@ -15,12 +15,16 @@
 //! Dot with Q8_K: `Σ_blk d_a * d * Σ_g sc_g * Σ_l q·a`. The SIMD kernel uses `u = q + 32 ∈ 0..63`
 //! and subtracts `32 * Σ_g sc_g * bsum_g` per block.
 
-use super::{dispatch_decode, dispatch_vec_dot, kernels, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, kernels, kernels8, KBlock, QuantKernels, QK_K};
+use crate::quant::gemm8::Kernels8;
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 const BB: usize = 210;
 
 pub(super) const KERNELS: QuantKernels = kernels::<Q6K>(GgmlType::Q6_K, vec_dot, decode, sanitize);
+
+/// Int8 GEMM form: `u = q + 32 ∈ 0..63`, the offset through the min term.
+pub(super) const KERNELS8: Kernels8 = kernels8::<Q6K, 32>(GgmlType::Q6_K, 63, false, decode8);
 
 struct Q6K;
 
@@ -56,6 +60,7 @@ fn sanitize(block: &mut [u8]) {
 
 dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q6K>);
 dispatch_decode!(decode, simd::decode_row, Q6K);
+dispatch_decode8!(decode8, simd::decode8_row, Q6K, 32);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
@@ -67,6 +72,7 @@ mod simd {
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::f16_at;
     use crate::quant::gemm::Decoded;
+    use crate::quant::gemm8::{simd::{store_i16_and_scaled, store_pair_order}, Decoded8};
     use super::BB;
     use crate::quant::simd::hsum_f32;
     use core::arch::wasm32::*;
@@ -137,6 +143,29 @@ mod simd {
                 store_scaled16(q.add(16 * g), i8x16_sub(u, off), sc)
             });
             out.d[b] = f16_at(core::slice::from_raw_parts(x, BB), 208);
+        }
+    }
+
+    /// Row → int8 GEMM form: the block decoded to bytes `u = q + 32` as for the dot product; the
+    /// signed scales to `sc`, `mn = −32·sc`, `m = d`.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `Decoded8::check`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode8_row(row: &[u8], out: &mut Decoded8) {
+        let nb = out.check(crate::quant::GgmlType::Q6_K, row);
+        let mut v = [u8x16_splat(0); 16];
+        let off = i16x8_splat(-32);
+        for b in 0..nb {
+            // SAFETY: block b is row[210b..210b+210]; its outputs are u[256b..], sc/mn[16b..16b+16].
+            let x = row.as_ptr().add(BB * b);
+            let sc = v128_load(x.add(192) as *const v128);
+            store_i16_and_scaled(out.sc.as_mut_ptr().add(16 * b), sc, out.mn.as_mut_ptr().add(16 * b), off);
+            decode(x, |g, u| v[g] = u);
+            store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * b));
+            let d = f16_at(core::slice::from_raw_parts(x, BB), 208);
+            out.d[b] = d;
+            out.m[b] = d;
         }
     }
 }

@@ -1,0 +1,540 @@
+//! The int8 prompt GEMM of the relaxed-SIMD build: the same product as [`super::gemm`], with
+//! weights as 7-bit unsigned codes and activations as bytes, so that one
+//! `i16x8.relaxed_dot_i8x16_i7x16_s` does 16 multiplies (the i16 GEMM's `i32x4.dot_i16x8_s`
+//! does 8).
+//!
+//! Shapes (n = row length, KB = 256: the K-quants that have this form, see [`kernels8`]):
+//!
+//! ```text
+//! weight row r ──(type's decode8)──► Decoded8: u[n] u8      codes 0..=umax ≤ 127, in pair order
+//!                                              sc[n/16] i16  integer scale per 16 elements
+//!                                              d[n/KB], m[n/KB] f32,  mn[n/16] i16
+//!              W[r][i] = d[i/KB]·sc[i/16]·u[pair_pos(i)] + m[i/KB]·mn[i/16]   — exactly `dequantize`
+//! activations  Q8 rows ──PackedAct8::pack──► tiles of ≤ 2 tokens: qs i8 in pair order, interleaved
+//!              per 16 bytes; da, bs as in the i16 GEMM
+//! y[t][r] = Σ_b da[t][b]·( d[b]·Σ_{i∈b} sc[i/16]·u[i]·qs[t][i]  +  m[b]·Σ_{g∈b} mn[g]·bsum[t][g] )
+//! ```
+//!
+//! Signed codes are made unsigned with an offset (Q3_K `q + 4`, Q6_K `q + 32`); the offset comes
+//! back through the min term (`m = d`, `mn = −offset·sc`), as in the relaxed `vec_dot`s.
+//!
+//! **Pair order.** Every 128 elements (8 groups of 16) are stored as the 8×8 transpose of their
+//! element pairs ([`pair_pos`]): 16-byte vector k holds pair k of groups 0..7. Lane g of the
+//! relaxed dot's i16 result (one pair of products) then belongs to group g for every k, so the 8
+//! vectors of a half-block can be **summed in i16** before one `i32x4.dot_i16x8_s` against the
+//! half's 8 group scales widens them — the widening (a `pmaddwd` on x64, as costly as a multiply)
+//! is paid once per `ksum` vectors instead of once per vector. `ksum` (1, 2, 4 or 8) is the most
+//! vectors whose pair sums fit i16: `ksum·2·128·umax < 2^15` ([`Kernels8::ksum`]): Q2_K, Q3_K,
+//! Q4_K 8, Q5_K 4, Q6_K 2. Types whose codes need 8 bits (Q8_0, IQ4_XS, IQ4_NL: signed bytes or
+//! codebook values up to ±127, no 7-bit form) or whose offset codes allow only `ksum = 1` (IQ2_*:
+//! grid values ±43, so codes up to 86) have no int8 form: with one widening per 16 products,
+//! int8 needs as many multiplies as the i16 GEMM (a `pmaddubsw` + a `pmaddwd` vs two `pmaddwd`).
+//! Q4_0 / Q4_1 / Q5_* (KB = 32) would fit (codes ≤ 31) but were not done: the K-quants below
+//! show what the form gains.
+//!
+//! The tile kernel: 2 rows × 2 tokens (activation tiles of [`TILE`] = 2). Per 16 elements it
+//! loads 2 weight and 2 activation vectors and does 4 relaxed dots into 4 i16 accumulators
+//! (12 instructions per 64 multiply-adds, the i16 GEMM needs 22 per 64); every `ksum` steps they
+//! are widened with the rows' scale vectors into 4 i32x4 sums, which live in memory (volatile
+//! accesses: next to the i16 sums in registers V8 spilled inside the hot loop); at the end of a
+//! block they are reduced to one lane per token and scaled by `d·da`. The min / offset terms run
+//! as a second pass on the i16 GEMM's `bs` layout. Integer ranges: a ksum-sum of pairs < 2^15,
+//! times a scale ≤ 128; a block's sum ≤ 256·128·63·127 < 2^31.
+//!
+//! **Measured** (Node 20, relaxed build, 4096×4096, this project's shared 2-core EPYC, medians of
+//! 5 alternating runs against the i16 GEMM): T = 32: Q2_K 1.10×, Q3_K 0.90×, Q4_K 0.88×, Q5_K
+//! 0.86×, Q6_K 0.60×; T = 64: 1.17×, 1.00×, 1.04×, 1.02×, 0.71×. So only Q2_K uses it
+//! ([`Kernels8::faster`]); end to end, the 9B-shaped 8-layer Q2_K file's 64-token prompt runs
+//! 1.11× faster (median of 5 pairs). Why so little of the 2× in the instruction count: V8's
+//! register allocator. Tiles of 2 rows × 4 tokens (the i16 GEMM's) need 8 i16 plus 8 i32
+//! accumulators and spilled (0.7×); a fully unrolled `ksum` step block had its loads hoisted and
+//! spilled (0.5–0.75×); folding the min terms into the block loop spilled the hot loop (−25 %);
+//! 2 × 2 tiles pay the per-block work (min pass, reductions, widening) over half as many
+//! products, which eats the gain except for Q2_K (`ksum` = 8, 2-bit decode cheapest) and costs
+//! Q6_K (`ksum` = 2: a widening every 2 steps) a third. What could still win: a row-interleaved
+//! load-time layout (ik_llama.cpp's `_R4`) to cut the per-row overheads, or a V8 with a better
+//! allocator; neither was tried here.
+//!
+//! `i32x4.relaxed_dot_i8x16_i7x16_add_s` is never used (see `quant/mod.rs`): the i16 sums are
+//! added with `i16x8.add` and widened with `i32x4.dot_i16x8_s`.
+
+use super::act::QAct;
+use super::{GgmlType, QK_K};
+
+/// Elements per pair-ordered unit (8 groups of 16).
+pub const UNIT: usize = 128;
+
+/// Rows decoded together before they meet all the token tiles (as [`super::gemm::PANEL`]).
+pub const PANEL: usize = 8;
+
+/// Tokens per activation tile.
+pub const TILE: usize = 2;
+
+/// Weight rows per register tile.
+const ROWS: usize = 2;
+
+/// Position of element `i` of a row in pair order: in each 128-element unit, pair `k` of group `g`
+/// (elements `16g + 2k`, `+1`) sits at bytes `16k + 2g`, `+1`.
+#[inline]
+pub fn pair_pos(i: usize) -> usize {
+    let (unit, g, k, e) = (i / UNIT, (i % UNIT) / 16, (i % 16) / 2, i % 2);
+    UNIT * unit + 16 * k + 2 * g + e
+}
+
+/// One weight row in the int8 GEMM form (module docs):
+/// `W[i] = d[i/KB]·sc[i/16]·u[pair_pos(i)] + m[i/KB]·mn[i/16]`.
+#[derive(Clone, Debug, Default)]
+pub struct Decoded8 {
+    pub u: Vec<u8>,
+    pub sc: Vec<i16>,
+    pub d: Vec<f32>,
+    pub m: Vec<f32>,
+    pub mn: Vec<i16>,
+}
+
+impl Decoded8 {
+    /// Sizes the buffers for a row of `n` elements (KB = 256).
+    pub fn resize(&mut self, n: usize) {
+        assert!(n % QK_K == 0, "row length {n} is not a multiple of {QK_K}");
+        self.u.resize(n, 0);
+        self.sc.resize(n / 16, 0);
+        self.d.resize(n / QK_K, 0.0);
+        self.m.resize(n / QK_K, 0.0);
+        self.mn.resize(n / 16, 0);
+    }
+
+    /// The weight `i` as a float, `d·(sc·u) + m·mn`: the two products are exact and the sum
+    /// rounds once, as ggml's `d·sc·q − dmin·mn` does, so `dequantize` must match it bit for bit.
+    pub fn value(&self, i: usize) -> f32 {
+        let b = i / QK_K;
+        self.d[b] * (self.sc[i / 16] as i32 * self.u[pair_pos(i)] as i32) as f32 + self.m[b] * self.mn[i / 16] as f32
+    }
+
+    /// Checks that `row` is whole blocks of `ty` and the buffers are sized for it; returns the
+    /// block count.
+    #[inline]
+    pub fn check(&self, ty: GgmlType, row: &[u8]) -> usize {
+        let nb = row.len() / ty.block_bytes();
+        assert_eq!(row.len(), nb * ty.block_bytes(), "{ty}: row is not a whole number of blocks");
+        let n = nb * QK_K;
+        assert!(
+            self.u.len() == n && self.sc.len() == n / 16 && self.d.len() == nb && self.m.len() == nb && self.mn.len() == n / 16,
+            "{ty}: int8 decoded row not sized for {n} elements"
+        );
+        nb
+    }
+}
+
+/// `decode8(row, out)`: a weight row in the int8 form; `out` sized by [`Decoded8::resize`].
+pub type DecodeRow8 = fn(row: &[u8], out: &mut Decoded8);
+
+/// The int8 GEMM entry of a type.
+pub struct Kernels8 {
+    pub ty: GgmlType,
+    /// Largest code (`u ≤ umax ≤ 127`).
+    pub umax: u8,
+    /// Whether the relaxed-SIMD build's prompt uses this form: measured faster than the i16
+    /// GEMM for this type (module docs), else the form exists for the tests only.
+    pub faster: bool,
+    /// Scalar reference decoder (element by element from the type's block description).
+    pub decode_ref: DecodeRow8,
+    /// The fast decoder (SIMD128 on wasm32; the reference natively); equals `decode_ref`.
+    pub decode: DecodeRow8,
+}
+
+impl Kernels8 {
+    /// Vectors of 16 products summed in i16 before widening: the largest power of two ≤ 8 with
+    /// `ksum·2·128·umax < 2^15` (a pair of products is at most 2·128·umax in magnitude).
+    pub const fn ksum(&self) -> usize {
+        let mut k = 8;
+        while k > 1 && k * 2 * 128 * self.umax as usize >= 1 << 15 {
+            k /= 2;
+        }
+        k
+    }
+}
+
+/// The int8 entry of a type, in every build (the tests check the references natively); whether
+/// the prompt uses it is [`enabled`].
+pub fn kernels8(ty: GgmlType) -> Option<&'static Kernels8> {
+    super::kquants::KERNELS8.iter().find(|k| k.ty == ty)
+}
+
+/// Whether the prompt GEMM of `ty` runs in int8 in this build: only with relaxed SIMD (without
+/// it a byte product costs as much as an i16 one), and only for the types of [`kernels8`].
+pub fn enabled(ty: GgmlType) -> bool {
+    cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd")) && kernels8(ty).is_some_and(|k| k.faster)
+}
+
+/// The activations of one int8 GEMM call: tiles of [`TILE`] tokens (the last holds `T % 2`).
+/// Tile j (c tokens) occupies `qs[2j·n ..]`: for each 16-element step k of the pair-ordered row,
+/// the c tokens' 16 bytes side by side (token t at `qs[2j·n + (k·c + t)·16 ..][..16]`); `da` and
+/// `bs` are laid out as in [`super::gemm::PackedAct`] (KB = 256).
+#[derive(Clone, Debug, Default)]
+pub struct PackedAct8 {
+    pub n: usize,
+    pub tokens: usize,
+    pub qs: Vec<i8>,
+    pub da: Vec<f32>,
+    pub bs: Vec<i16>,
+}
+
+impl PackedAct8 {
+    /// Packs Q8_K activation rows.
+    pub fn pack(&mut self, act: &QAct) {
+        let (n, tokens) = (act.n, act.rows);
+        assert!(n % QK_K == 0, "int8 GEMM rows are whole 256-element blocks");
+        self.n = n;
+        self.tokens = tokens;
+        self.qs.clear();
+        self.qs.resize(tokens * n, 0);
+        super::gemm::pack_scales(act, QK_K, n, TILE, &mut self.da, &mut self.bs);
+        for j in 0..tokens.div_ceil(TILE) {
+            let (t0, c) = (TILE * j, (tokens - TILE * j).min(TILE));
+            let qs = &mut self.qs[t0 * n..(t0 + c) * n];
+            for t in 0..c {
+                let a = act.row(t0 + t).qs;
+                for (p, v) in a.chunks_exact(2).enumerate() {
+                    let x = pair_pos(2 * p);
+                    let dst = &mut qs[((x / 16) * c + t) * 16 + x % 16..][..2];
+                    dst.copy_from_slice(v);
+                }
+            }
+        }
+    }
+
+    fn tiles(&self) -> usize {
+        self.tokens.div_ceil(TILE)
+    }
+}
+
+/// Reusable buffers of [`gemm_rows`].
+#[derive(Clone, Debug, Default)]
+pub struct Gemm8Scratch {
+    decoded: Vec<Decoded8>,
+}
+
+/// `y[t·y_stride + col0 + j] = Σ_i W_j[i]·A[t][i]` for the decoded rows `w` (≤ [`PANEL`]) and every
+/// token of `act`, two rows × one token tile at a time.
+pub fn gemm(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stride: usize, col0: usize) {
+    let n = act.n;
+    for r in w {
+        assert!(r.u.len() == n && r.sc.len() == n / 16 && r.d.len() == n / QK_K, "weight row and activations differ in length");
+        assert!(r.m.len() == n / QK_K && r.mn.len() == n / 16);
+    }
+    assert!(matches!(ksum, 1 | 2 | 4 | 8));
+    assert!(act.tokens == 0 || (act.tokens - 1) * y_stride + col0 + w.len() <= y.len(), "output too small");
+    for j in 0..act.tiles() {
+        let (t0, c) = (TILE * j, (act.tokens - TILE * j).min(TILE));
+        let mut r = 0;
+        while r < w.len() {
+            let rows = (w.len() - r).min(ROWS);
+            let out = tile_dispatch(&w[r..r + rows], ksum, act, j, c);
+            for t in 0..c {
+                for (k, v) in out[..rows].iter().enumerate() {
+                    y[(t0 + t) * y_stride + col0 + r + k] = v[t];
+                }
+            }
+            r += rows;
+        }
+    }
+}
+
+/// The int8 prompt product for output rows `rows` of a weight matrix (`data`: rows of `k.ty`,
+/// `act.n` elements each): panels of [`PANEL`] rows decoded with `k.decode`, then [`gemm`];
+/// results to `y[t·y_stride + r]`.
+pub fn gemm_rows(
+    k: &Kernels8,
+    data: &[u8],
+    rows: core::ops::Range<usize>,
+    act: &PackedAct8,
+    s: &mut Gemm8Scratch,
+    y: &mut [f32],
+    y_stride: usize,
+) {
+    let n = act.n;
+    let rb = k.ty.row_bytes(n);
+    assert!(rows.end * rb <= data.len(), "weight matrix too small");
+    s.decoded.resize_with(PANEL, Decoded8::default);
+    for d in s.decoded.iter_mut() {
+        d.resize(n);
+    }
+    let mut r0 = rows.start;
+    while r0 < rows.end {
+        let p = (rows.end - r0).min(PANEL);
+        for (j, d) in s.decoded[..p].iter_mut().enumerate() {
+            (k.decode)(&data[(r0 + j) * rb..(r0 + j + 1) * rb], d);
+        }
+        gemm(&s.decoded[..p], k.ksum(), act, y, y_stride, r0);
+        r0 += p;
+    }
+}
+
+/// One tile of ≤ 2 rows × c tokens → `out[row][token]`.
+#[inline]
+fn tile_dispatch(w: &[Decoded8], ksum: usize, act: &PackedAct8, j: usize, c: usize) -> [[f32; 4]; 2] {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    {
+        macro_rules! by_c {
+            ($r:literal, $ks:literal) => {{
+                let rows: [&Decoded8; $r] = core::array::from_fn(|i| &w[i]);
+                // SAFETY: relaxed-simd is enabled; `gemm` checked every length the kernel reads.
+                let v = unsafe {
+                    match c {
+                        1 => simd::tile::<$r, 1, $ks>(rows, act, j),
+                        _ => simd::tile::<$r, 2, $ks>(rows, act, j),
+                    }
+                };
+                let mut out = [[0.0f32; 4]; 2];
+                for (o, v) in out.iter_mut().zip(v) {
+                    *o = simd::lanes(v);
+                }
+                out
+            }};
+        }
+        return match (w.len(), ksum) {
+            (1, 8) => by_c!(1, 8),
+            (1, 4) => by_c!(1, 4),
+            (1, 2) => by_c!(1, 2),
+            (1, _) => by_c!(1, 1),
+            (_, 8) => by_c!(2, 8),
+            (_, 4) => by_c!(2, 4),
+            (_, 2) => by_c!(2, 2),
+            (_, _) => by_c!(2, 1),
+        };
+    }
+    #[allow(unreachable_code)]
+    {
+        let _ = ksum; // the portable kernel sums in i32 directly
+        tile_scalar(w, act, j, c)
+    }
+}
+
+/// Portable version of the tile kernel on the same layouts (natively; keeps the packing tested).
+#[allow(dead_code)]
+fn tile_scalar(w: &[Decoded8], act: &PackedAct8, j: usize, c: usize) -> [[f32; 4]; 2] {
+    let n = act.n;
+    let nb = n / QK_K;
+    let qs = &act.qs[TILE * j * n..][..c * n];
+    let da = &act.da[j * nb * 4..][..nb * 4];
+    let bs = &act.bs[j * (n / 32) * 8..][..(n / 32) * 8];
+    let mut out = [[0.0f32; 4]; 2];
+    for (r, wr) in w.iter().enumerate() {
+        for t in 0..c {
+            let mut sum = 0.0f32;
+            for b in 0..nb {
+                // Byte x of the pair-ordered block: group (x % 16) / 2 of its 128-element unit.
+                let mut isum = 0i32;
+                for x in QK_K * b..QK_K * (b + 1) {
+                    let g = (x / UNIT) * 8 + (x % 16) / 2;
+                    let a = qs[((x / 16) * c + t) * 16 + x % 16];
+                    isum += wr.sc[g] as i32 * wr.u[x] as i32 * a as i32;
+                }
+                let msum: i32 = (16 * b..16 * (b + 1)).map(|g| wr.mn[g] as i32 * bs[8 * (g / 2) + 2 * t + g % 2] as i32).sum();
+                sum += da[4 * b + t] * (wr.d[b] * isum as f32 + wr.m[b] * msum as f32);
+            }
+            out[r][t] = sum;
+        }
+    }
+    out
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub mod simd {
+    //! SIMD128 pieces of the int8 form shared by the decoders, and (with relaxed SIMD) the tile
+    //! kernel.
+    use core::arch::wasm32::*;
+
+    /// Stores the 16 group vectors `v[g]` (16 codes each: elements 16g..16g+16 of a 256-element
+    /// block) in pair order at `dst`: per 128-element half, the 8×8 transpose of 16-bit lanes.
+    ///
+    /// # Safety
+    /// `dst..dst+256` must be writable.
+    #[inline(always)]
+    pub unsafe fn store_pair_order(v: &[v128; 16], dst: *mut u8) {
+        for h in 0..2 {
+            let g = &v[8 * h..8 * h + 8];
+            // Three rounds of interleaving (16-, 32-, 64-bit units).
+            let a0 = i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(g[0], g[1]);
+            let a1 = i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(g[0], g[1]);
+            let a2 = i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(g[2], g[3]);
+            let a3 = i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(g[2], g[3]);
+            let a4 = i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(g[4], g[5]);
+            let a5 = i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(g[4], g[5]);
+            let a6 = i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(g[6], g[7]);
+            let a7 = i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(g[6], g[7]);
+            let b0 = i32x4_shuffle::<0, 4, 1, 5>(a0, a2);
+            let b1 = i32x4_shuffle::<2, 6, 3, 7>(a0, a2);
+            let b2 = i32x4_shuffle::<0, 4, 1, 5>(a1, a3);
+            let b3 = i32x4_shuffle::<2, 6, 3, 7>(a1, a3);
+            let b4 = i32x4_shuffle::<0, 4, 1, 5>(a4, a6);
+            let b5 = i32x4_shuffle::<2, 6, 3, 7>(a4, a6);
+            let b6 = i32x4_shuffle::<0, 4, 1, 5>(a5, a7);
+            let b7 = i32x4_shuffle::<2, 6, 3, 7>(a5, a7);
+            let d = dst.add(128 * h) as *mut v128;
+            v128_store(d, i64x2_shuffle::<0, 2>(b0, b4));
+            v128_store(d.add(1), i64x2_shuffle::<1, 3>(b0, b4));
+            v128_store(d.add(2), i64x2_shuffle::<0, 2>(b1, b5));
+            v128_store(d.add(3), i64x2_shuffle::<1, 3>(b1, b5));
+            v128_store(d.add(4), i64x2_shuffle::<0, 2>(b2, b6));
+            v128_store(d.add(5), i64x2_shuffle::<1, 3>(b2, b6));
+            v128_store(d.add(6), i64x2_shuffle::<0, 2>(b3, b7));
+            v128_store(d.add(7), i64x2_shuffle::<1, 3>(b3, b7));
+        }
+    }
+
+    /// Stores 16 i16 from the 16 signed bytes of `v` at `dst`, and the same times `mul` at `dst2`.
+    ///
+    /// # Safety
+    /// `dst..dst+16` and `dst2..dst2+16` must be writable.
+    #[inline(always)]
+    pub unsafe fn store_i16_and_scaled(dst: *mut i16, v: v128, dst2: *mut i16, mul: v128) {
+        let (lo, hi) = (i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v));
+        v128_store(dst as *mut v128, lo);
+        v128_store(dst.add(8) as *mut v128, hi);
+        v128_store(dst2 as *mut v128, i16x8_mul(lo, mul));
+        v128_store(dst2.add(8) as *mut v128, i16x8_mul(hi, mul));
+    }
+
+    /// The four f32 lanes of `v`.
+    #[inline(always)]
+    pub fn lanes(v: v128) -> [f32; 4] {
+        [
+            f32x4_extract_lane::<0>(v),
+            f32x4_extract_lane::<1>(v),
+            f32x4_extract_lane::<2>(v),
+            f32x4_extract_lane::<3>(v),
+        ]
+    }
+
+    /// `[Σ v[0], Σ v[1], Σ v[2], Σ v[3]]` of C ≤ 4 i32x4 (missing ones count as zero).
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    fn hsum_i32_lanes<const C: usize>(v: &[v128; C]) -> v128 {
+        let z = i32x4_splat(0);
+        let get = |i: usize| if i < C { v[i] } else { z };
+        let (a, b, c, d) = (get(0), get(1), get(2), get(3));
+        let ab = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(a, b), i32x4_shuffle::<2, 6, 3, 7>(a, b));
+        let cd = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(c, d), i32x4_shuffle::<2, 6, 3, 7>(c, d));
+        i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(ab, cd), i32x4_shuffle::<2, 3, 6, 7>(ab, cd))
+    }
+
+    /// `KS` steps of 16 elements of R rows (`wp`) × C tokens (`ap`, interleaved per 16 bytes):
+    /// the relaxed dots summed in i16 per (row, token); advances both pointers. The trip count
+    /// is opaque (`black_box`) so that V8 keeps it a loop (unrolled, its loads are hoisted and
+    /// spilled; see the module docs).
+    ///
+    /// # Safety
+    /// `wp[r]..+16·KS` and `ap..+16·C·KS` must be readable.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
+    unsafe fn rdot_steps<const R: usize, const C: usize, const KS: usize>(
+        wp: &mut [*const u8; R],
+        ap: &mut *const i8,
+    ) -> [[v128; C]; R] {
+        let mut p = [[i16x8_splat(0); C]; R];
+        for _ in 0..core::hint::black_box(KS) {
+            let mut wv = [i16x8_splat(0); R];
+            for r in 0..R {
+                wv[r] = v128_load(wp[r] as *const v128);
+                wp[r] = wp[r].add(16);
+            }
+            for c in 0..C {
+                let av = v128_load(ap.add(16 * c) as *const v128);
+                for r in 0..R {
+                    // Activations (signed) first, codes (7-bit) second.
+                    p[r][c] = i16x8_add(p[r][c], i16x8_relaxed_dot_i8x16_i7x16(av, wv[r]));
+                }
+            }
+            *ap = ap.add(16 * C);
+        }
+        p
+    }
+
+    /// R rows × the C tokens of tile `j`, `KS` = the rows' `ksum` (module docs). Returns one f32x4
+    /// per row whose lane c is the row's product with token c.
+    ///
+    /// # Safety
+    /// Requires relaxed SIMD; every row must have `act.n` codes (`gemm` checks) and `j` must be a
+    /// tile of `act` with C tokens.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128,relaxed-simd")]
+    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
+    pub unsafe fn tile<const R: usize, const C: usize, const KS: usize>(
+        w: [&super::Decoded8; R],
+        act: &super::PackedAct8,
+        j: usize,
+    ) -> [v128; R] {
+        use super::{QK_K, TILE};
+        let n = act.n;
+        let nb = n / QK_K;
+        debug_assert!((act.tokens - TILE * j).min(TILE) == C);
+        let mut ap = act.qs.as_ptr().add(TILE * j * n);
+        let da = act.da.as_ptr().add(j * nb * 4);
+        let bs = act.bs.as_ptr().add(j * (n / 32) * 8);
+        let mut wp = [core::ptr::null::<u8>(); R];
+        let mut sp = [core::ptr::null::<i16>(); R];
+        for r in 0..R {
+            wp[r] = w[r].u.as_ptr();
+            sp[r] = w[r].sc.as_ptr();
+        }
+        let mut facc = [f32x4_splat(0.0); R];
+        // The i32 sums live in memory (volatile accesses): in registers next to the R·C i16
+        // sums they make V8 spill inside the hot loop; here they cost a load and a store per
+        // `KS` steps.
+        let mut iacc_mem = [[i32x4_splat(0); C]; R];
+        let ia = iacc_mem.as_mut_ptr() as *mut v128;
+        for b in 0..nb {
+            for i in 0..R * C {
+                core::ptr::write_volatile(ia.add(i), i32x4_splat(0));
+            }
+            for _half in 0..2 {
+                // 8 steps of 16 elements per half, KS per widening; an opaque trip count keeps
+                // this a loop.
+                for _ in 0..core::hint::black_box(8 / KS) {
+                    let p = rdot_steps::<R, C, KS>(&mut wp, &mut ap);
+                    for r in 0..R {
+                        let s = v128_load(sp[r] as *const v128);
+                        for c in 0..C {
+                            let x = ia.add(r * C + c);
+                            core::ptr::write_volatile(x, i32x4_add(core::ptr::read_volatile(x), i32x4_dot_i16x8(p[r][c], s)));
+                        }
+                    }
+                }
+                for r in 0..R {
+                    sp[r] = sp[r].add(8);
+                }
+            }
+            let mut iacc = [[i32x4_splat(0); C]; R];
+            for r in 0..R {
+                for c in 0..C {
+                    iacc[r][c] = core::ptr::read_volatile(ia.add(r * C + c));
+                }
+            }
+            let dab = v128_load(da.add(4 * b) as *const v128);
+            for r in 0..R {
+                let isum = f32x4_convert_i32x4(hsum_i32_lanes(&iacc[r]));
+                let d = f32x4_splat(*w[r].d.get_unchecked(b));
+                facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(isum, d), dab));
+            }
+        }
+        // The min / offset terms, as in the i16 GEMM's second pass (inside the block loop they
+        // made V8 spill in the hot loop: −25 %).
+        for b in 0..nb {
+            let dab = v128_load(da.add(4 * b) as *const v128);
+            let bsb = bs.add(b * QK_K / 32 * 8);
+            for r in 0..R {
+                let mn = w[r].mn.as_ptr().add(b * QK_K / 16) as *const u32;
+                let mut msum = i32x4_splat(0);
+                for p in 0..QK_K / 32 {
+                    let pair = v128_load32_splat(mn.add(p));
+                    msum = i32x4_add(msum, i32x4_dot_i16x8(pair, v128_load(bsb.add(8 * p) as *const v128)));
+                }
+                let m = f32x4_splat(*w[r].m.get_unchecked(b));
+                facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(f32x4_convert_i32x4(msum), m), dab));
+            }
+        }
+        facc
+    }
+}
