@@ -1,4 +1,7 @@
-// Native timing sanity check: one whole model vs the same model as 2 shards run one after the other.
+// Does a split model do more work than the whole one? One whole model vs the same model as N shards
+// run one after the other in this thread (`Cluster`), ms per decoded token. Native builds run the
+// scalar kernels, so only the ratio means anything:
+//   cargo run --profile fast --example split_timing -- model.gguf [N]
 use clef_web::cluster::Cluster;
 use clef_web::model::{Logits, Model, Scratch};
 use clef_web::ops::Precision;
