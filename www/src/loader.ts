@@ -25,12 +25,11 @@ import { type ResolvedLoadParams, resolveLoadParams } from './validate.js';
 import { LoadError, errCode } from './load/errors.js';
 import { MIN_AUTO_CONTEXT, WASM_MAX_MEMORY, memoryNeeded, outOfMemory, pickContext, type FitSubject, type MemoryShape } from './load/fit.js';
 import { type HeaderInfo, checkSupported, readHeader } from './load/header.js';
-import { cachedHeader, probe, sameFile, startCache } from './load/cached.js';
+import { cachedHeader, completeCache, isTrusted, probe, sameFile, startCache } from './load/cached.js';
 import { type RetryEvents, withRetry } from './load/fetch.js';
 import { type Placement, ShardPlacement, SplitPlacement, localDestination } from './load/placement.js';
 import { chooseWorkers, coreCount, deviceRam, partsFit } from './load/workers.js';
 import { ShardError, type ShardPool } from './shards.js';
-import { chunkIndexes } from './load/plan.js';
 import { Progress, emptyStats, jsHeap } from './load/progress.js';
 import { type RetryPolicy, retryPolicy } from './load/retry.js';
 import type { ByteSource } from './load/sources.js';
@@ -222,7 +221,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   // ---- data --------------------------------------------------------------------------------------
   try {
     // A verified cache with every chunk present needs no sha256 (chunk checksums suffice).
-    const trusted = !!m && m.verified && chunkIndexes(info.dataOffset, size, chunkSize).every((k) => m!.chunks[k] !== undefined);
+    const trusted = isTrusted(m, info.dataOffset, size, chunkSize);
     const r = await transfer({
       name: ctx.name, source: ctx.source, local: ctx.local, cache, manifest: m, placement,
       header: head.header, networkPrefix: head.networkPrefix, chunkSize, oid: head.oid, trusted, offline: head.offline,
@@ -237,12 +236,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     stats.cacheBytesPerSecond = r.cacheMs > 0 ? Math.round((stats.cachedBytes * 1000) / r.cacheMs) : 0;
     stats.wasmMemoryBytes = (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
     stats.peakJsHeapBytes = Math.max(stats.peakJsHeapBytes, jsHeap());
-    if (cache && m) {
-      m.complete = true;
-      if (r.sha256) m.verified = true;
-      m.lastUsed = Date.now();
-      cache.saveManifest();
-    }
+    completeCache(cache, m, r.sha256);
     progress.loaded = size;
     progress.phase = 'ready';
     progress.emit(true);

@@ -6,13 +6,15 @@
 //   start        a fresh cache for this file (after a storage check), header stored first
 //   read chunk   a chunk read straight into its destinations, checked against its checksum
 //   store chunk  a downloaded chunk's bytes written, flushed, then recorded in the manifest
+//   trusted      a verified manifest with every chunk: chunk checksums suffice, no sha256
+//   complete     the manifest after a successful load (complete, verified if the sha256 matched)
 
 import { Checksum } from '../checksum.js';
 import { type Manifest, ModelCache, quotaError, storageFree } from '../cache.js';
 import { LoadError } from './errors.js';
 import { type HeaderInfo, parse } from './header.js';
 import type { Placement } from './placement.js';
-import type { Chunk } from './plan.js';
+import { type Chunk, chunkIndexes } from './plan.js';
 import type { ByteSource, OpenedSource } from './sources.js';
 
 /** How long the freshness probe waits before treating the network as unreachable. */
@@ -104,4 +106,18 @@ export function chunkChecksum(placement: Placement, c: Chunk): string {
   const sum = new Checksum();
   for (const p of c.parts) sum.update(placement.view(p));
   return sum.digest();
+}
+
+/** A verified cache that holds every chunk of [dataStart, size): its chunk checksums suffice (no sha256). */
+export function isTrusted(m: Manifest | null, dataStart: number, size: number, chunkSize: number): boolean {
+  return !!m && m.verified && chunkIndexes(dataStart, size, chunkSize).every((k) => m.chunks[k] !== undefined);
+}
+
+/** Records a successful load in the manifest: complete, verified when the sha256 matched, last used now. */
+export function completeCache(cache: ModelCache | null, m: Manifest | null, sha256: string | null): void {
+  if (!cache || !m) return;
+  m.complete = true;
+  if (sha256) m.verified = true;
+  m.lastUsed = Date.now();
+  cache.saveManifest();
 }

@@ -14,11 +14,10 @@ import { Checksum } from '../checksum.js';
 import type { Manifest, ModelCache } from '../cache.js';
 import type { ErrorCode, LoadProgress } from '../protocol.js';
 import { type ResolvedLoadParams } from '../validate.js';
-import { probe, sameFile, startCache } from './cached.js';
+import { completeCache, isTrusted, probe, sameFile, startCache } from './cached.js';
 import { LoadError, errCode } from './errors.js';
 import { type RetryEvents, withRetry } from './fetch.js';
 import { ShardPlacement } from './placement.js';
-import { chunkIndexes } from './plan.js';
 import { Progress, emptyStats } from './progress.js';
 import { retryPolicy } from './retry.js';
 import type { ByteSource } from './sources.js';
@@ -167,17 +166,12 @@ async function runHeadLoad(ctx: HeadLoadContext): Promise<HeadLoadOutcome> {
   try {
     const l = loader;
     const placement = new ShardPlacement([{ shard: 0, fileOffset: dataOffset, len: loader.dataLength() }], dataOffset, size, () => l.ptr());
-    const trusted = !!m && m.verified && chunkIndexes(dataOffset, size, chunkSize).every((k) => m!.chunks[k] !== undefined);
+    const trusted = isTrusted(m, dataOffset, size, chunkSize);
     const r = await transfer({
       name: ctx.name, source, local: ctx.local, cache, manifest: m, placement, header, networkPrefix, chunkSize, oid, trusted, offline,
       concurrency: params.concurrency, policy, signal, stats, progress, events, onWarning: ctx.onWarning,
     });
-    if (cache && m) {
-      m.complete = true;
-      if (r.sha256) m.verified = true;
-      m.lastUsed = Date.now();
-      cache.saveManifest();
-    }
+    completeCache(cache, m, r.sha256);
     progress.loaded = size;
     progress.phase = 'ready';
     progress.emit(true);
