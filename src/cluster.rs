@@ -14,6 +14,8 @@ use crate::split::ShardId;
 
 pub struct Cluster {
     pub shards: Vec<ShardEngine>,
+    /// The pass buffers of [`Cluster::forward`] (sized by the first call, reused).
+    pass: Pass,
 }
 
 impl Cluster {
@@ -23,37 +25,40 @@ impl Cluster {
         let shards = (0..n)
             .map(|index| ShardEngine::new(Model::from_bytes_role(file, Role::Shard(ShardId { index, count: n }))?, n_ctx))
             .collect::<Result<_, ModelError>>()?;
-        Ok((coordinator, Cluster { shards }))
+        Ok((coordinator, Cluster { shards, pass: Pass::default() }))
     }
 
     pub fn set_precision(&mut self, p: Precision) {
         self.shards.iter_mut().for_each(|s| s.precision = p);
     }
 
-    /// Runs every remaining stage of `pass` on the shards, adding their results in shard order.
-    pub fn run_pass(&mut self, coordinator: &Model, pass: &mut Pass) -> Result<(), ModelError> {
-        while let Some(stage) = pass.stage() {
-            for s in &mut self.shards {
-                let vocab = s.model.vocab_range();
-                let out = s.run(stage, pass.pos, pass.input())?;
-                match (stage, vocab) {
-                    (Stage::Head, Some(r)) => pass.put_logits(r, out),
-                    (Stage::Head, None) => {}
-                    _ => pass.add_partial(out),
-                }
+    /// Runs `pass`'s current stage on every shard, adding their results in shard order.
+    fn run_stage(&mut self, pass: &mut Pass, stage: Stage) -> Result<(), ModelError> {
+        for s in &mut self.shards {
+            let vocab = s.model.vocab_range();
+            let out = s.run(stage, pass.pos, pass.input())?;
+            match (stage, vocab) {
+                (Stage::Head, Some(r)) => pass.put_logits(r, out),
+                (Stage::Head, None) => {}
+                _ => pass.add_partial(out),
             }
-            coordinator.advance(pass);
         }
         Ok(())
     }
 
     /// [`Model::forward`] over the shards, at position `n_past` (advanced by the tokens).
     pub fn forward(&mut self, coordinator: &Model, n_past: &mut usize, n_ctx: usize, tokens: &[u32], want: Logits) -> Result<Vec<f32>, ModelError> {
-        let mut pass = Pass::default();
-        coordinator.begin_pass(&mut pass, *n_past, n_ctx, tokens, want)?;
-        self.run_pass(coordinator, &mut pass)?;
-        *n_past += tokens.len();
-        Ok(pass.take_output())
+        let mut pass = std::mem::take(&mut self.pass);
+        let r = coordinator.begin_pass(&mut pass, *n_past, n_ctx, tokens, want).and_then(|_| {
+            while let Some(stage) = pass.stage() {
+                self.run_stage(&mut pass, stage)?;
+                coordinator.advance(&mut pass);
+            }
+            Ok(pass.take_output())
+        });
+        self.pass = pass;
+        *n_past += if r.is_ok() { tokens.len() } else { 0 };
+        r
     }
 
     /// Delivers the engine's queued state changes to the shards and runs its pass in flight.
@@ -66,15 +71,7 @@ impl Cluster {
         }
         while let Some(stage) = e.pass().and_then(|p| p.stage()) {
             let pass = e.pass().expect("a pass in flight");
-            for s in &mut self.shards {
-                let vocab = s.model.vocab_range();
-                let out = s.run(stage, pass.pos, pass.input()).map_err(model_err)?;
-                match (stage, vocab) {
-                    (Stage::Head, Some(r)) => pass.put_logits(r, out),
-                    (Stage::Head, None) => {}
-                    _ => pass.add_partial(out),
-                }
-            }
+            self.run_stage(pass, stage).map_err(model_err)?;
             e.advance_pass();
         }
         Ok(())

@@ -433,6 +433,8 @@ pub struct Pass {
     /// Position of the first token.
     pub pos: usize,
     pub n_tokens: usize,
+    /// D: the length of every row of `h`, `x` and `sum`.
+    n_embd: usize,
     want: Option<Logits>,
     stage: Option<Stage>,
     /// T × D residual stream.
@@ -456,17 +458,13 @@ impl Pass {
     }
     /// Rows of the current stage's input.
     pub fn rows(&self) -> usize {
-        self.x.len() / (self.h.len() / self.n_tokens.max(1)).max(1)
+        self.x.len() / self.n_embd.max(1)
     }
     /// Adds one shard's T × D partial result of a mixer or FFN stage.
     pub fn add_partial(&mut self, part: &[f32]) {
         for (s, p) in self.sum.iter_mut().zip(part) {
             *s += p;
         }
-    }
-    /// Where a shard's partial goes, to be written in place (the one-worker path).
-    pub fn partial_mut(&mut self) -> &mut [f32] {
-        &mut self.sum
     }
     /// One shard's logits for vocabulary ids `vocab` (rows × |vocab|, row-major).
     pub fn put_logits(&mut self, vocab: std::ops::Range<usize>, part: &[f32]) {
@@ -774,6 +772,7 @@ impl Model {
         let d = c.n_embd;
         pass.pos = pos;
         pass.n_tokens = t_n;
+        pass.n_embd = d;
         pass.want = Some(want);
         pass.h.resize(t_n * d, 0.0);
         for (t, &tok) in tokens.iter().enumerate() {

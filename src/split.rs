@@ -197,6 +197,7 @@ impl ShardPlan {
     /// How shard tensor `name` is cut (`None`: this shard does not hold it). Tensors of the
     /// coordinator (embeddings, norms of the residual stream) are not in any shard plan, except
     /// `token_embd.weight` when it doubles as the LM head (tied output).
+    #[allow(clippy::single_range_in_vec_init)] // a cut is a list of ranges, often of one
     pub fn cut(&self, cfg: &Config, name: &str) -> Option<Cut> {
         if name == "output.weight" || (name == "token_embd.weight" && cfg.tied_output) {
             return self.vocab.clone().map(|r| Cut::Rows(vec![r]));

@@ -39,10 +39,6 @@ impl CopyOp {
     fn contiguous(shard: usize, dst_offset: u64, file_offset: u64, len: u64) -> CopyOp {
         CopyOp { shard, dst_offset, file_offset, len, count: 1, file_stride: len, dst_stride: len }
     }
-    /// Bytes this op copies.
-    pub fn bytes(&self) -> u64 {
-        self.len * self.count
-    }
     /// First file byte after the op.
     pub fn file_end(&self) -> u64 {
         self.file_offset + (self.count - 1) * self.file_stride + self.len
