@@ -56,10 +56,7 @@ export function createShardHost(post: Post) {
           if (!loader) throw Object.assign(new Error('write before alloc'), { code: 'internal' });
           const h = view();
           const p = req.pieces;
-          for (let i = 0; i < p.length; i += 4) {
-            const [s, dst, off, len] = [p[i], p[i + 1], p[i + 2], p[i + 3]];
-            h.set(req.bytes.subarray(off, off + len), ptrs[s] + dst);
-          }
+          for (let i = 0; i < p.length; i += 4) h.set(req.bytes.subarray(p[i + 2], p[i + 2] + p[i + 3]), ptrs[p[i]] + p[i + 1]);
           return;
         }
         case 'finish': {

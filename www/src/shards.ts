@@ -143,7 +143,7 @@ export class ShardPool {
   /** Sends the coordinator's state changes to every shard. */
   ops(ops: Uint32Array): void {
     if (!ops.length) return;
-    this.ports.forEach((_, i) => this.send(i, 'ops', { ops: i + 1 < this.size ? ops.slice() : ops }, []));
+    this.ports.forEach((_, i) => this.send(i, 'ops', { ops })); // cloned per message (not transferred)
   }
 
   /** Runs one stage on every shard; their results (and compute times) in shard order. */
