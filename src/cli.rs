@@ -31,6 +31,8 @@ pub trait Host {
     fn open(&mut self, path: &str) -> Result<Box<dyn ByteSource>, String>;
     /// Writes to standard output (streamed: called once per generated piece).
     fn out(&mut self, s: &str);
+    /// Writes a notice for the person running the command (standard error).
+    fn note(&mut self, s: &str);
 }
 
 pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench-kernels|self-test> [options]
@@ -328,10 +330,12 @@ fn file_name(path: &str) -> &str {
 }
 
 /// `decide`: a SystemOne request through the joint schema head — in the GGUF (`clef`), or
-/// `--head joint_head.safetensors` (+ `joint_head_config.json` beside it) with a head-less one.
+/// `--head joint_head.safetensors` (+ `joint_head_config.json` beside it) with a head-less one;
+/// a head-less file without `--head` answers by the approximate label readout, and says so on
+/// standard error (the response carries `"approximate":true`).
 /// Errors are `code: message` (see [`crate::clef::DecisionError::code`]).
 fn decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
-    use crate::clef::{Decider, DecisionModel};
+    use crate::clef::{Decider, DecisionModel, Decisions};
     a.check_known(&["model", "head", "head-config", "request", "precision"])?;
     let prec = a.precision()?;
     let model_path = a.req("model")?;
@@ -340,7 +344,7 @@ fn decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     let tok = Tokenizer::from_gguf(&h).map_err(|e| format!("cannot tokenize: {e}"))?;
     let typed = |e: crate::clef::DecisionError| format!("{}: {e}", e.code());
     let dm = match a.get("head") {
-        None => DecisionModel::from_gguf(&h, &model, file_name(model_path)).map_err(typed)?,
+        None => Decisions::from_gguf(&h, &model, &tok, file_name(model_path)).map_err(typed)?,
         Some(head) => {
             let cfg_path = match a.get("head-config") {
                 Some(p) => p.to_string(),
@@ -348,13 +352,18 @@ fn decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
             };
             let cfg = read_text(host, &cfg_path)?;
             let mut src = host.open(head)?;
-            DecisionModel::from_safetensors(&h, &model, src.as_mut(), &cfg, file_name(model_path)).map_err(typed)?
+            Decisions::Head(Box::new(
+                DecisionModel::from_safetensors(&h, &model, src.as_mut(), &cfg, file_name(model_path)).map_err(typed)?,
+            ))
         }
     };
+    if dm.is_approximate() {
+        host.note("approximate: this model has no decision head (give --head joint_head.safetensors); answering by label-token readout\n");
+    }
     // The engine's context: the prompt's length (known before any backbone work).
     let req = crate::clef::parse_request(&body).map_err(typed)?;
     let mut d = Decider::new();
-    let n = d.prompt(&tok, &dm, &req).map_err(typed)?.tokens.len();
+    let n = d.context_needed(&tok, &dm, &req).map_err(typed)?;
     let n_ctx = crate::clef::decide::context_for(&model, n);
     let mut engine = Engine::new(model, Some(tok), n_ctx).map_err(|e| format!("out_of_memory: {e}"))?;
     engine.precision = prec;

@@ -23,6 +23,9 @@ extern "C" {
     fn read_at(this: &CliHost, path: &str, offset: f64, buf: &mut [u8]) -> Result<(), JsValue>;
     #[wasm_bindgen(method)]
     fn write(this: &CliHost, s: &str);
+    /// Writes to standard error.
+    #[wasm_bindgen(method)]
+    fn note(this: &CliHost, s: &str);
 }
 
 fn js_err(e: JsValue) -> String {
@@ -56,6 +59,9 @@ impl Host for JsHost {
     fn out(&mut self, s: &str) {
         self.0.write(s);
     }
+    fn note(&mut self, s: &str) {
+        self.0.note(s);
+    }
 }
 
 /// Runs one `clef` command; throws a one-line message on error.
@@ -80,7 +86,7 @@ use crate::clef::answer::Calibration;
 use crate::clef::head::{Head, HeadConfig};
 use crate::clef::request::Template;
 use crate::clef::safetensors::{self, HeadFile};
-use crate::clef::{Decider, Decision, DecisionError, DecisionModel};
+use crate::clef::{Decider, Decision, DecisionError, DecisionModel, Decisions};
 use crate::engine::{Engine, EngineError, GenParams};
 use crate::gguf::{GgufError, Header};
 use crate::model::{Config, Model, ModelError, Role, Stage};
@@ -335,7 +341,7 @@ impl ModelLoader {
         model.kv_type = self.kv_type;
         let tokenizer = Tokenizer::from_gguf(&self.header).map_err(|e| err("bad_gguf", e))?;
         let template = ChatTemplate::new(self.header.get_str("tokenizer.chat_template")).map_err(|e| err(e.code(), e))?;
-        let decisions = DecisionSetup::new(&self.header, &model);
+        let decisions = DecisionSetup::new(&self.header, &model, &tokenizer);
         let engine = Engine::new(model, Some(tokenizer), n_ctx).map_err(|e| err("out_of_memory", e))?;
         Ok(WasmEngine { engine, template, decisions, decider: Decider::new(), deciding: None, grammar_vocab: None })
     }
@@ -432,28 +438,33 @@ fn decision_err(e: &DecisionError) -> JsValue {
 }
 
 /// What decisions need from the model's file, kept after the header is dropped: the head (a
-/// `clef` GGUF's, or one attached later from `joint_head.safetensors`), or why there is none;
-/// the file's `systemone` template and calibration keys for a head attached later.
+/// `clef` GGUF's, or one attached later from `joint_head.safetensors`), the approximate label
+/// readout of a file without one, or why neither; the file's `systemone` template and
+/// calibration keys for a head attached later.
 struct DecisionSetup {
-    model: Result<DecisionModel, DecisionError>,
+    model: Result<Decisions, DecisionError>,
     systemone: Option<String>,
     calibration: Result<Calibration, DecisionError>,
-    /// "gguf" or "safetensors" once a head is there.
+    /// "gguf" or "safetensors" once a head is there, "approximate" for the label readout.
     form: &'static str,
 }
 
 impl DecisionSetup {
-    fn new(h: &Header, model: &Model) -> DecisionSetup {
+    fn new(h: &Header, model: &Model, tok: &Tokenizer) -> DecisionSetup {
         let name = h.get_str("general.name").unwrap_or("model");
         let dm = if model.role != Role::Whole {
             Err(DecisionError::NotSupported(
                 "decisions need the whole model in one worker; this one is split across shard workers (load it with workers: 1)".into(),
             ))
         } else {
-            DecisionModel::from_gguf(h, model, name)
+            Decisions::from_gguf(h, model, tok, name)
         };
         DecisionSetup {
-            form: if dm.is_ok() { "gguf" } else { "" },
+            form: match &dm {
+                Ok(Decisions::Head(_)) => "gguf",
+                Ok(Decisions::Labels(_)) => "approximate",
+                Err(_) => "",
+            },
             model: dm,
             systemone: h.get_str("tokenizer.chat_template.systemone").map(str::to_string),
             calibration: Calibration::from_header(h),
@@ -710,7 +721,8 @@ impl WasmEngine {
     // ---- decisions (Clef's SystemOne API; see src/clef/) -------------------------------------
 
     /// `{available, form, code?, message?}`: whether this engine can answer decisions, with the
-    /// head from the GGUF (`form` "gguf") or from `attachHead` ("safetensors"), or why not.
+    /// head from the GGUF (`form` "gguf"), from `attachHead` ("safetensors"), by the approximate
+    /// label readout of a file without a head ("approximate"), or why not.
     #[wasm_bindgen(js_name = decisionInfo)]
     pub fn decision_info(&self) -> JsValue {
         let o = Object::new();
@@ -727,7 +739,7 @@ impl WasmEngine {
     #[wasm_bindgen(js_name = setModelName)]
     pub fn set_model_name(&mut self, name: &str) {
         if let Ok(dm) = &mut self.decisions.model {
-            dm.name = name.to_string();
+            dm.set_name(name);
         }
     }
 
@@ -744,17 +756,18 @@ impl WasmEngine {
             return Err(decision_err(&DecisionError::BadHead("the model file has its own decision head".into())));
         }
         let calibration = self.decisions.calibration.clone().map_err(|e| decision_err(&e))?;
-        let name = self.decisions.model.as_ref().map_or("model".to_string(), |dm| dm.name.clone());
+        let name = self.decisions.model.as_ref().map_or("model".to_string(), |dm| dm.name().to_string());
         let head = Head::new(loader.config.clone(), &self.engine.model, Some(file.finish())).map_err(|e| decision_err(&e))?;
         let template = Template::new(self.decisions.systemone.as_deref()).map_err(|e| decision_err(&e))?;
-        self.decisions.model = Ok(DecisionModel { head, template, calibration, name });
+        self.decisions.model = Ok(Decisions::Head(Box::new(DecisionModel { head, template, calibration, name })));
         self.decisions.form = "safetensors";
         self.decider = Decider::new();
         Ok(())
     }
 
     /// Starts a SystemOne request (`body`: its JSON text): validates, renders and tokenizes it and
-    /// restores the state prefix. Returns `{promptTokens, cachedTokens}`. Errors are typed
+    /// restores the state prefix. Returns `{promptTokens, cachedTokens, approximate}` (the label
+    /// readout's cached tokens grow as its prompts run: see `decideStats`). Errors are typed
     /// (`code`: malformed_request, invalid_decision, request_too_large, not_a_decision_model,
     /// not_supported, …; `status`: the HTTP status of the class).
     #[wasm_bindgen(js_name = decideBegin)]
@@ -765,30 +778,33 @@ impl WasmEngine {
         let dm = self.decisions.model.as_ref().map_err(decision_err)?;
         let d = self.decider.start(&mut self.engine, dm, body).map_err(|e| decision_err(&e))?;
         let o = Object::new();
-        set(&o, "promptTokens", d.tokens.len() as f64);
+        set(&o, "promptTokens", d.prompt_tokens() as f64);
         set(&o, "cachedTokens", self.decider.last.cached_tokens as f64);
+        set(&o, "approximate", d.is_approximate());
         self.deciding = Some(d);
         Ok(o.into())
     }
 
-    /// Runs up to `max` more prompt tokens through the backbone into the head; returns how many
-    /// are left (0: ready for `decideFinish`).
+    /// `{promptTokens, cachedTokens}` of the last decision (final once it has finished).
+    #[wasm_bindgen(js_name = decideStats)]
+    pub fn decide_stats(&self) -> JsValue {
+        let o = Object::new();
+        set(&o, "promptTokens", self.decider.last.prompt_tokens as f64);
+        set(&o, "cachedTokens", self.decider.last.cached_tokens as f64);
+        o.into()
+    }
+
+    /// Runs up to `max` more prompt tokens through the backbone (into the head, or the label
+    /// readout's prompts); returns how many are left (0: ready for `decideFinish`).
     #[wasm_bindgen(js_name = decidePrefill)]
     pub fn decide_prefill(&mut self, max: usize) -> Result<usize, JsValue> {
         let (Some(d), Ok(dm)) = (self.deciding.as_mut(), self.decisions.model.as_ref()) else {
             return Err(err("bad_request", "no decision is running"));
         };
-        match self.engine.prefill(max) {
-            Ok(left) => {
-                self.decider.absorb(&mut self.engine, dm, d);
-                Ok(left)
-            }
-            Err(e) => {
-                self.deciding = None;
-                self.decider.cancel(&mut self.engine);
-                Err(engine_err(e))
-            }
-        }
+        self.decider.step(&mut self.engine, dm, d, max).map_err(|e| {
+            self.deciding = None;
+            decision_err(&e)
+        })
     }
 
     /// The answers: the SystemOne response as JSON text (key order as llama-server writes it).

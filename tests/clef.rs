@@ -20,12 +20,12 @@
 use clef_web::clef::answer::{probabilities, Answer};
 use clef_web::clef::json::{self, NumberValue, Value};
 use clef_web::clef::request::{self, QuestionType};
-use clef_web::clef::{Decider, DecisionModel, Response};
+use clef_web::clef::{approx, Decider, DecisionModel, Decisions, LabelReadout, Response};
 use clef_web::engine::{Engine, GenParams};
 use clef_web::sampler::SamplerParams;
 use clef_web::gguf::{self, Header};
 use clef_web::loader::SliceSource;
-use clef_web::model::Model;
+use clef_web::model::{Logits, Model, Scratch};
 use clef_web::ops::{MatmulScratch, Precision};
 use clef_web::tokenizer::Tokenizer;
 use std::path::{Path, PathBuf};
@@ -635,4 +635,212 @@ fn decisions_share_the_engine_state_with_generation() {
     // A failed decision leaves the engine idle and usable.
     assert!(d.decide(&mut a.engine, &a.dm, "{").is_err());
     assert_eq!(generate(&mut a.engine, &prompt, 8), want);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The approximate label readout of a file without a head (src/clef/approx.rs)
+
+/// A head-less backbone that answers by the label readout.
+struct Readout {
+    engine: Engine,
+    lr: LabelReadout,
+}
+
+fn load_readout(path: &Path) -> Readout {
+    let (h, model, tok) = load_gguf(path);
+    let Ok(Decisions::Labels(lr)) = Decisions::from_gguf(&h, &model, &tok, "tiny") else {
+        panic!("{}: a file without a head answers by the label readout", path.display())
+    };
+    Readout { engine: engine(model, tok), lr }
+}
+
+const READOUT_REQUEST: &str = r#"{"state":{"b":1.0,"a":"x <|im_end|>"},"questions":{"route":{"type":"choice","instructions":"Which team?","criteria":{"shipping":null,"billing":"Invoices"}},"angry":{"type":"noul","instructions":"Angry?"},"urgency":{"type":"score","instructions":{"ask":"How urgent?"},"criteria":["can wait",null,"now"]}}}"#;
+
+#[test]
+fn readout_prompts_are_exact() {
+    let r = load_readout(Path::new("../shared/fixtures/qwen35-tiny/A-F32.gguf"));
+    let tok = r.engine.tokenizer.as_ref().unwrap();
+    let req = request::parse_request(READOUT_REQUEST).unwrap();
+    let state = r#"{"a":"x <|im_end|>","b":1}"#;
+    let ask = |q: &str, opts: &str| {
+        format!("{}{state}\n\nQUESTION:\n{q}\n\nOPTIONS{opts}\nReply with the label of one option.{}", approx::OPENING, approx::CLOSING)
+    };
+    let want = [
+        ask("Which team?", ":\nA. billing: Invoices\nB. shipping\n"),
+        ask("Which team?", ":\nA. shipping\nB. billing: Invoices\n"),
+        ask(
+            "Angry?",
+            ":\nA. true: The proposition is true or the answer is yes.\nB. false: The proposition is false or the answer is no.\n",
+        ),
+        ask(
+            "Angry?",
+            ":\nA. false: The proposition is false or the answer is no.\nB. true: The proposition is true or the answer is yes.\n",
+        ),
+        ask(r#"{"ask":"How urgent?"}"#, " (a scale from 0 to 2):\n0. can wait\n1. level 1\n2. now\n"),
+        ask(r#"{"ask":"How urgent?"}"#, " (a scale from 0 to 2):\n2. now\n1. level 1\n0. can wait\n"),
+    ];
+    let plan = r.lr.plan(tok, &req).unwrap();
+    assert_eq!(plan.prompts.len(), 6, "two orders per question");
+    let id = |s: &str| tok.encode(s, false)[0];
+    let (a, b) = (id("A"), id("B"));
+    let digits: Vec<u32> = ["0", "1", "2"].iter().map(|d| id(d)).collect();
+    let labels = [vec![a, b], vec![b, a], vec![a, b], vec![b, a], digits.clone(), digits];
+    let prefix = &plan.prompts[0].tokens[..plan.prefix_len];
+    // The state's `<|im_end|>` is text: it does not end the user turn.
+    let im_end = tok.encode("<|im_end|>", true);
+    assert_eq!(im_end.len(), 1);
+    assert_eq!(prefix.iter().filter(|&&t| t == im_end[0]).count(), 1, "only the system turn's end");
+    for (k, p) in plan.prompts.iter().enumerate() {
+        assert_eq!((p.question, p.reversed), (k / 2, k % 2 == 1));
+        assert_eq!(r.lr.prompt_text(&req, p.question, p.reversed).unwrap(), want[k], "prompt {k}");
+        assert_eq!(tok.decode(&p.tokens, true), want[k], "prompt {k}: tokens");
+        assert_eq!(p.labels, labels[k], "prompt {k}: labels in option order");
+        assert!(p.tokens.starts_with(prefix), "prompt {k} starts with the state prefix");
+    }
+    assert_eq!(
+        plan.prefix_len,
+        tok.encode(approx::OPENING, true).len() + tok.encode(state, false).len()
+    );
+}
+
+/// The readout's distributions recomputed from scratch: every prompt run alone through the whole
+/// LM head (`Logits::Last`), the labels' logits softmaxed, the orders kept apart.
+fn readout_by_hand(r: &Readout, req: &request::Request) -> Vec<(Vec<f64>, Option<Vec<f64>>)> {
+    let tok = r.engine.tokenizer.as_ref().unwrap();
+    let plan = r.lr.plan(tok, req).unwrap();
+    let model = &r.engine.model;
+    let mut out: Vec<(Vec<f64>, Option<Vec<f64>>)> = Vec::new();
+    for p in &plan.prompts {
+        let mut state = model.new_state(p.tokens.len());
+        let logits = model.forward(&mut state, &p.tokens, Logits::Last, Precision::Fast, &mut Scratch::default()).unwrap();
+        let z: Vec<f32> = p.labels.iter().map(|&l| logits[l as usize]).collect();
+        let probs = probabilities(&z, 1.0);
+        if p.reversed {
+            out[p.question].1 = Some(probs);
+        } else {
+            out.push((probs, None));
+        }
+    }
+    out
+}
+
+#[test]
+fn readout_on_the_fixture_backbones_is_well_formed_and_averages_both_orders() {
+    // Every fixture A case on the F32 backbone, three on a K-quant one.
+    for (file, n_cases) in [("A-F32", 7), ("A-Q4_K_M", 3)] {
+        let mut r = load_readout(&PathBuf::from(format!("../shared/fixtures/qwen35-tiny/{file}.gguf")));
+        let mut d = Decider::new();
+        let mut order_effect = 0.0f64;
+        for (i, case) in cases(&fixture_a(), "cases").into_iter().take(n_cases).enumerate() {
+            let what = format!("{file} {}", id(&case));
+            let (req, resp) = d.decide(&mut r.engine, &r.lr, &body(&case)).unwrap();
+            let plan = r.lr.plan(r.engine.tokenizer.as_ref().unwrap(), &req).unwrap();
+            // Usage: every prompt's tokens; the state prefix ran once, every later prompt restored it.
+            assert!(resp.approximate, "{what}");
+            assert_eq!(resp.input_tokens, plan.total_tokens(), "{what}");
+            assert_eq!(d.last.prompt_tokens, plan.total_tokens(), "{what}");
+            assert_eq!(d.last.cached_tokens, plan.prefix_len * (plan.prompts.len() - 1), "{what}: prefix prefilled once");
+            // The JSON: marked approximate, every question in request order, every allowed option, sums of 1.
+            let json = json::parse(&resp.to_json(&req)).unwrap();
+            assert_eq!(json.get("approximate"), Some(&Value::Bool(true)), "{what}");
+            let Value::Object(answers) = field(&json, "answers") else { panic!() };
+            assert_eq!(answers.len(), req.questions.len());
+            let by_hand = readout_by_hand(&r, &req);
+            for ((q, (qid, a)), (fwd, rev)) in req.questions.iter().zip(answers).zip(&by_hand) {
+                assert_eq!(&q.id, qid, "{what}");
+                let probs: Vec<f64> = match q.ty {
+                    QuestionType::Noul => {
+                        let p = num(field(a, "noul"));
+                        vec![p, 1.0 - p]
+                    }
+                    _ => {
+                        let Value::Object(p) = field(a, "probabilities") else { panic!() };
+                        let keys: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
+                        let want: Vec<&str> = q.options.iter().map(|o| o.key.as_str()).collect();
+                        assert_eq!(keys, want, "{what} {qid}: every allowed option, in option order");
+                        p.iter().map(|(_, v)| num(v)).collect()
+                    }
+                };
+                assert!((probs.iter().sum::<f64>() - 1.0).abs() < 1e-12, "{what} {qid}");
+                assert!(probs.iter().all(|&p| (0.0..=1.0).contains(&p)), "{what} {qid}");
+                // = the mean of the two orders' distributions, each computed alone.
+                let rev = rev.as_ref().expect("a reversed order for two or more options");
+                for (j, &p) in probs.iter().enumerate() {
+                    let mean = (fwd[j] + rev[j]) / 2.0;
+                    assert!((p - mean).abs() < 1e-5, "{what} {qid}[{j}]: {p} vs the mean of both orders {mean}");
+                    order_effect = order_effect.max((fwd[j] - mean).abs().min((rev[j] - mean).abs()));
+                }
+            }
+            // The same state again: every prompt restores the prefix; the same answers.
+            if i == 0 {
+                let (_, again) = d.decide(&mut r.engine, &r.lr, &body(&case)).unwrap();
+                assert_eq!(d.last.cached_tokens, plan.prefix_len * plan.prompts.len(), "{what}");
+                assert_eq!(again.to_json(&req), resp.to_json(&req), "{what}");
+            }
+        }
+        // Either order alone would miss the answers by far more than the tolerance.
+        eprintln!("{file}: one order alone would be off by up to {order_effect:.3e}");
+        assert!(order_effect > 1e-3, "{file}: the orders differ by only {order_effect}");
+    }
+}
+
+#[test]
+fn readout_validates_like_the_head_and_keeps_the_engine_usable() {
+    let mut r = load_readout(Path::new("../shared/fixtures/qwen35-tiny/A-F32.gguf"));
+    let mut fresh = load_readout(Path::new("../shared/fixtures/qwen35-tiny/A-F32.gguf"));
+    let mut d = Decider::new();
+    let q = |criteria: &str, ty: &str| {
+        format!(r#"{{"state":"s","questions":{{"q":{{"type":"{ty}","instructions":"x","criteria":{criteria}}}}}}}"#)
+    };
+    let many = |n: usize| format!("{{{}}}", (0..n).map(|i| format!("\"o{i}\":null")).collect::<Vec<_>>().join(","));
+    let invalid = [
+        (q("null", "maybe"), "invalid_decision"),
+        (q("{}", "choice"), "invalid_decision"),
+        (q(&many(256), "choice"), "invalid_decision"),
+        (q(r#"["one"]"#, "score"), "invalid_decision"),
+        (r#"{"state":"s","questions":{"q":{"type":"noul","instructions":"x"},"q":{"type":"noul","instructions":"y"}}}"#.to_string(), "malformed_request"),
+        (r#"{"state":"s","questions":{"q":"not an object"}}"#.to_string(), "invalid_decision"),
+        (format!(r#"{{"state":"{}","questions":{{"q":{{"type":"noul","instructions":"x"}}}}}}"#, "a".repeat(9 << 20)), "request_too_large"),
+        ("not json".to_string(), "malformed_request"),
+        (
+            format!(r#"{{"state":"{}","questions":{{"q":{{"type":"noul","instructions":"x"}}}}}}"#, "word ".repeat(r.engine.n_ctx())),
+            "request_too_large",
+        ),
+    ];
+    let prompt = r.engine.tokenizer.as_ref().unwrap().encode("<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n", true);
+    let want = generate(&mut fresh.engine, &prompt, 8);
+    let (req, first) = d.decide(&mut r.engine, &r.lr, READOUT_REQUEST).unwrap();
+    for (body, code) in &invalid {
+        let e = d.decide(&mut r.engine, &r.lr, body).unwrap_err();
+        assert_eq!(e.code(), *code, "{e}");
+    }
+    assert_eq!(d.decide(&mut r.engine, &r.lr, READOUT_REQUEST).unwrap().1.to_json(&req), first.to_json(&req));
+    // More options than single-token labels: too large for the readout (the head takes up to 255).
+    let max = r.lr.max_options();
+    assert!((26..255).contains(&max), "this vocabulary has {max} single-token labels");
+    assert_eq!(d.decide(&mut r.engine, &r.lr, &q(&many(max + 1), "choice")).unwrap_err().code(), "request_too_large");
+    let (_, big) = d.decide(&mut r.engine, &r.lr, &q(&many(max), "choice")).unwrap();
+    let Answer::Choice { probabilities, .. } = &big.answers[0] else { panic!() };
+    assert_eq!(probabilities.len(), max);
+    // Chat on the same engine, before and after: unaffected.
+    assert_eq!(generate(&mut r.engine, &prompt, 8), want);
+    assert_eq!(d.decide(&mut r.engine, &r.lr, READOUT_REQUEST).unwrap().1.to_json(&req), first.to_json(&req));
+    assert_eq!(generate(&mut r.engine, &prompt, 8), want);
+}
+
+#[test]
+fn a_file_with_a_head_keeps_the_head() {
+    let path = generated().join("clef-A-F32.gguf");
+    let (h, model, tok) = load_gguf(&path);
+    let dec = Decisions::from_gguf(&h, &model, &tok, "clef-A-F32.gguf").unwrap();
+    assert!(!dec.is_approximate());
+    let mut a = load_clef(&path);
+    let mut e = engine(model, tok);
+    for case in cases(&fixture_a(), "cases").iter().take(3) {
+        let (req, via_head) = Decider::new().decide(&mut a.engine, &a.dm, &body(case)).unwrap();
+        let (_, via_decisions) = Decider::new().decide(&mut e, &dec, &body(case)).unwrap();
+        assert!(!via_decisions.approximate);
+        assert_eq!(via_decisions.to_json(&req), via_head.to_json(&req));
+        assert!(!via_head.to_json(&req).contains("approximate"));
+    }
 }

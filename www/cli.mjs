@@ -50,6 +50,9 @@ const host = {
     let b = Buffer.from(s, 'utf8');
     while (b.length) b = b.subarray(writeSync(1, b));
   },
+  note(s) {
+    process.stderr.write(s);
+  },
 };
 
 /**

@@ -24,6 +24,9 @@ impl Host for NativeHost {
         let _ = o.write_all(s.as_bytes());
         let _ = o.flush();
     }
+    fn note(&mut self, s: &str) {
+        eprint!("{s}");
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -119,7 +119,11 @@ fn argmax(p: &[f64]) -> usize {
 
 /// The answer to a question of type `ty` from its options' scores (in option order).
 pub fn answer(ty: QuestionType, scores: &[f32], tau: f32) -> Answer {
-    let p = probabilities(scores, tau);
+    answer_from(ty, probabilities(scores, tau))
+}
+
+/// The answer to a question of type `ty` from its options' probabilities (in option order).
+pub fn answer_from(ty: QuestionType, p: Vec<f64>) -> Answer {
     let n = p.len();
     match ty {
         QuestionType::Noul => Answer::Noul { p_true: p[0] },
@@ -168,9 +172,10 @@ pub struct Response {
     /// (question, answer) in request order.
     pub answers: Vec<Answer>,
     pub input_tokens: usize,
-    /// The head's raw score of every option, in prompt order (before calibration).
+    /// The head's raw score of every option, in prompt order (before calibration); for the
+    /// approximate readout, ln of each option's averaged probability.
     pub scores: Vec<f32>,
-    /// The head-less fallback (label-token readout), not the joint head.
+    /// Answered by the head-less fallback (label-token readout, `approx.rs`), not the joint head.
     pub approximate: bool,
 }
 
@@ -210,6 +215,42 @@ impl Response {
             input_tokens,
             scores: scores.to_vec(),
             approximate: false,
+        })
+    }
+
+    /// Answers every question of `req` from its options' probabilities (`probs[k]`: question k's,
+    /// in option order): the approximate readout's answers, marked so.
+    pub fn from_probabilities(
+        model: &str,
+        req: &Request,
+        probs: Vec<Vec<f64>>,
+        input_tokens: usize,
+    ) -> Result<Response, DecisionError> {
+        let valid = probs.len() == req.questions.len()
+            && req
+                .questions
+                .iter()
+                .zip(&probs)
+                .all(|(q, p)| p.len() == q.options.len())
+            && probs.iter().flatten().all(|p| p.is_finite());
+        if !valid {
+            return Err(DecisionError::Evaluation(
+                "the model could not evaluate the decision".into(),
+            ));
+        }
+        let scores = probs.iter().flatten().map(|&p| p.ln() as f32).collect();
+        let answers = req
+            .questions
+            .iter()
+            .zip(probs)
+            .map(|(q, p)| answer_from(q.ty, p))
+            .collect();
+        Ok(Response {
+            model: model.to_string(),
+            answers,
+            input_tokens,
+            scores,
+            approximate: true,
         })
     }
 

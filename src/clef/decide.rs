@@ -18,8 +18,15 @@
 //! rows for those tokens (the only thing the head keeps of untagged rows); a later request on the
 //! same state restores both and runs only its questions. The engine restores at most as many
 //! tokens as the decider holds rows for.
+//!
+//! **Two ways to answer** ([`Via`]): the joint schema head ([`DecisionModel`]), or — for a file
+//! without one — the approximate label readout ([`LabelReadout`], `approx.rs`: one prompt per
+//! question and option order, sharing the state prefix through the engine's snapshot). Both go
+//! through the same steps (`start` → `step` … → `finish`) and validation; a [`Decision`] in
+//! flight holds the work of whichever started it.
 
 use super::answer::{Calibration, Response};
+use super::approx::{LabelReadout, LabelRun};
 use super::head::{Head, HeadConfig, HeadInput};
 use super::request::{self, Prompt, Request, Template, TAG_NONE};
 use super::{safetensors, DecisionError};
@@ -89,6 +96,76 @@ impl DecisionModel {
     }
 }
 
+/// What answers decisions for a loaded model: its joint schema head, or the approximate label
+/// readout when it has none.
+pub enum Decisions {
+    Head(Box<DecisionModel>),
+    Labels(LabelReadout),
+}
+
+impl Decisions {
+    /// A model file's own decisions: a `clef` GGUF's head; for a file with no head (no
+    /// `decision.type` key, or a family other than clef) the label readout. A head that is there
+    /// but broken is an error (`bad_head`), never silently replaced by the readout.
+    pub fn from_gguf(h: &Header, model: &Model, tok: &Tokenizer, name: &str) -> Result<Decisions, DecisionError> {
+        match DecisionModel::from_gguf(h, model, name) {
+            Ok(dm) => Ok(Decisions::Head(Box::new(dm))),
+            Err(DecisionError::NotDecisionModel(_)) => LabelReadout::new(model, tok, name).map(Decisions::Labels),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn via(&self) -> Via<'_> {
+        match self {
+            Decisions::Head(dm) => Via::Head(dm),
+            Decisions::Labels(lr) => Via::Labels(lr),
+        }
+    }
+
+    /// Answers come from the label readout (marked `approximate`).
+    pub fn is_approximate(&self) -> bool {
+        matches!(self, Decisions::Labels(_))
+    }
+
+    /// The model name responses report.
+    pub fn set_name(&mut self, name: &str) {
+        match self {
+            Decisions::Head(dm) => dm.name = name.to_string(),
+            Decisions::Labels(lr) => lr.name = name.to_string(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Decisions::Head(dm) => &dm.name,
+            Decisions::Labels(lr) => &lr.name,
+        }
+    }
+}
+
+/// How a decision is answered (borrowed): `&DecisionModel` and `&LabelReadout` convert into it.
+#[derive(Clone, Copy)]
+pub enum Via<'a> {
+    Head(&'a DecisionModel),
+    Labels(&'a LabelReadout),
+}
+
+impl<'a> From<&'a DecisionModel> for Via<'a> {
+    fn from(dm: &'a DecisionModel) -> Via<'a> {
+        Via::Head(dm)
+    }
+}
+impl<'a> From<&'a LabelReadout> for Via<'a> {
+    fn from(lr: &'a LabelReadout) -> Via<'a> {
+        Via::Labels(lr)
+    }
+}
+impl<'a> From<&'a Decisions> for Via<'a> {
+    fn from(d: &'a Decisions) -> Via<'a> {
+        d.via()
+    }
+}
+
 /// The head's memory rows for a prompt's state prefix (the engine holds the backbone snapshot).
 struct PrefixMemory {
     tokens: Vec<u32>,
@@ -96,7 +173,7 @@ struct PrefixMemory {
     memory: Vec<f32>,
 }
 
-/// Counts of the last decision.
+/// Counts of the last decision (the readout: over all its prompts; known in full once finished).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct DecideStats {
     pub prompt_tokens: usize,
@@ -104,21 +181,50 @@ pub struct DecideStats {
     pub cached_tokens: usize,
 }
 
-/// A decision in flight: the request, its prompt and what the head has gathered so far.
+/// A decision in flight: the request and the work of the method that answers it.
 pub struct Decision {
     /// `None` for raw token + tag input ([`Decider::start_raw`]).
     pub request: Option<Request>,
-    pub tokens: Vec<u32>,
-    input: HeadInput,
-    /// Where the question-independent prefix ends (0: none).
-    point: usize,
+    work: Work,
+}
+
+enum Work {
+    /// The joint head: the prompt and what the head has gathered so far.
+    Head {
+        tokens: Vec<u32>,
+        input: HeadInput,
+        /// Where the question-independent prefix ends (0: none).
+        point: usize,
+    },
+    /// The label readout: its prompts and their distributions so far.
+    Labels(LabelRun),
 }
 
 impl Decision {
-    /// Prompt tokens whose hidden rows the head has (cached ones included).
-    pub fn done_tokens(&self) -> usize {
-        self.input.n_rows
+    /// Prompt tokens of the decision (the readout: over every prompt).
+    pub fn prompt_tokens(&self) -> usize {
+        match &self.work {
+            Work::Head { tokens, .. } => tokens.len(),
+            Work::Labels(run) => run.total_tokens(),
+        }
     }
+
+    /// Prompt tokens done (cached ones included).
+    pub fn done_tokens(&self) -> usize {
+        match &self.work {
+            Work::Head { input, .. } => input.n_rows,
+            Work::Labels(run) => run.done,
+        }
+    }
+
+    /// Answered by the approximate readout.
+    pub fn is_approximate(&self) -> bool {
+        matches!(self.work, Work::Labels(_))
+    }
+}
+
+fn mismatch() -> DecisionError {
+    DecisionError::Model("the decision was started with another decision method".into())
 }
 
 /// Runs decisions on an engine's backbone; keeps the head's rows of the last state prefix.
@@ -148,7 +254,7 @@ fn cache_point(p: &Prompt) -> usize {
     p.piece_token_counts[..first_tagged.saturating_sub(1)].iter().sum()
 }
 
-fn engine_err(e: EngineError) -> DecisionError {
+pub(super) fn engine_err(e: EngineError) -> DecisionError {
     match e {
         EngineError::ContextFull { needed, n_ctx } => DecisionError::TooLarge(format!(
             "the decision prompt has {needed} tokens, the context holds {n_ctx}"
@@ -162,16 +268,18 @@ impl Decider {
         Decider::default()
     }
 
-    /// Parses, validates and answers a SystemOne request body on `engine`'s backbone.
-    pub fn decide(
+    /// Parses, validates and answers a SystemOne request body on `engine`'s backbone, with the
+    /// joint head (`&DecisionModel`) or the approximate readout (`&LabelReadout`).
+    pub fn decide<'a>(
         &mut self,
         engine: &mut Engine,
-        dm: &DecisionModel,
+        via: impl Into<Via<'a>>,
         body: &str,
     ) -> Result<(Request, Response), DecisionError> {
-        let mut d = self.start(engine, dm, body)?;
-        self.run(engine, dm, &mut d)?;
-        let resp = self.finish(engine, dm, &d)?;
+        let via = via.into();
+        let mut d = self.start(engine, via, body)?;
+        self.run(engine, via, &mut d)?;
+        let resp = self.finish(engine, via, &d)?;
         Ok((d.request.expect("a request"), resp))
     }
 
@@ -184,27 +292,53 @@ impl Decider {
         tags: &[u8],
     ) -> Result<Vec<f32>, DecisionError> {
         let mut d = self.start_raw(engine, dm, tokens, tags)?;
-        self.run(engine, dm, &mut d)?;
+        self.run(engine, dm.into(), &mut d)?;
         self.finish_scores(engine, dm, &d)
     }
 
-    /// The rendered, tokenized and tagged prompt of a request.
+    /// The rendered, tokenized and tagged prompt of a request (joint head).
     pub fn prompt(&self, tok: &Tokenizer, dm: &DecisionModel, req: &Request) -> Result<Prompt, DecisionError> {
         let text = dm.template.render(req)?;
         request::tokenize_prompt(&text, req, tok)
     }
 
-    /// Step 1: parses and validates `body`, renders and tokenizes its prompt, and starts the
+    /// The context a request needs: its prompt's length (the readout: its longest prompt's).
+    pub fn context_needed<'a>(&self, tok: &Tokenizer, via: impl Into<Via<'a>>, req: &Request) -> Result<usize, DecisionError> {
+        match via.into() {
+            Via::Head(dm) => Ok(self.prompt(tok, dm, req)?.tokens.len()),
+            Via::Labels(lr) => Ok(lr.plan(tok, req)?.longest()),
+        }
+    }
+
+    /// Step 1: parses and validates `body`, renders and tokenizes its prompt(s), and starts the
     /// engine on it (restoring the state prefix when it has it). The engine must be idle.
-    pub fn start(&mut self, engine: &mut Engine, dm: &DecisionModel, body: &str) -> Result<Decision, DecisionError> {
+    pub fn start<'a>(&mut self, engine: &mut Engine, via: impl Into<Via<'a>>, body: &str) -> Result<Decision, DecisionError> {
         let req = request::parse_request(body)?;
-        let tok = engine
-            .tokenizer
-            .as_ref()
-            .ok_or_else(|| DecisionError::Model("the model has no tokenizer".into()))?;
-        let prompt = self.prompt(tok, dm, &req)?;
-        let point = cache_point(&prompt);
-        self.begin(engine, dm, Some(req), prompt.tokens, &prompt.tags, point)
+        if engine.model.role != Role::Whole {
+            return Err(split_refused());
+        }
+        match via.into() {
+            Via::Head(dm) => {
+                let tok = engine
+                    .tokenizer
+                    .as_ref()
+                    .ok_or_else(|| DecisionError::Model("the model has no tokenizer".into()))?;
+                let prompt = self.prompt(tok, dm, &req)?;
+                let point = cache_point(&prompt);
+                self.begin(engine, dm, Some(req), prompt.tokens, &prompt.tags, point)
+            }
+            Via::Labels(lr) => {
+                let run = LabelRun::start(lr, engine, &req)?;
+                self.last = DecideStats {
+                    prompt_tokens: run.total_tokens(),
+                    cached_tokens: run.cached,
+                };
+                Ok(Decision {
+                    request: Some(req),
+                    work: Work::Labels(run),
+                })
+            }
+        }
     }
 
     /// [`Decider::start`] for raw tokens and order tags.
@@ -222,6 +356,9 @@ impl Decider {
                 tags.len()
             )));
         }
+        if engine.model.role != Role::Whole {
+            return Err(split_refused());
+        }
         self.begin(engine, dm, None, tokens.to_vec(), tags, 0)
     }
 
@@ -234,13 +371,6 @@ impl Decider {
         tags: &[u8],
         point: usize,
     ) -> Result<Decision, DecisionError> {
-        if engine.model.role != Role::Whole {
-            // The head reads the LM head's rows (lexical option vectors) and its weights, which a
-            // split model keeps in its shard workers.
-            return Err(DecisionError::NotSupported(
-                "decisions need the whole model in one worker; this one is split across shard workers (load it with workers: 1)".into(),
-            ));
-        }
         let mut input: HeadInput = dm.head.begin(tags)?;
         let t_n = tokens.len();
         let point = if point < t_n && tags[..point].iter().all(|&t| t == TAG_NONE) {
@@ -265,54 +395,68 @@ impl Decider {
         };
         Ok(Decision {
             request,
-            tokens,
-            input,
-            point,
+            work: Work::Head { tokens, input, point },
         })
     }
 
-    /// Runs the rest of the prompt on a whole model, `chunk` tokens per backbone call.
-    fn run(&mut self, engine: &mut Engine, dm: &DecisionModel, d: &mut Decision) -> Result<(), DecisionError> {
-        loop {
-            let left = engine.prefill(self.chunk.max(1)).map_err(|e| {
-                engine.end_request();
-                engine_err(e)
-            })?;
-            self.absorb(engine, dm, d);
-            if left == 0 {
-                return Ok(());
-            }
-        }
+    /// Runs the rest of the decision's prompt(s), `chunk` tokens per backbone call.
+    fn run(&mut self, engine: &mut Engine, via: Via<'_>, d: &mut Decision) -> Result<(), DecisionError> {
+        while self.step(engine, via, d, self.chunk.max(1))? > 0 {}
+        Ok(())
     }
 
-    /// Step 2, after each backbone pass: feeds the pass's hidden rows to the head, and keeps the
-    /// head's rows of the state prefix when the pass ended there.
-    pub fn absorb(&mut self, engine: &mut Engine, dm: &DecisionModel, d: &mut Decision) {
+    /// Step 2: runs up to `max` more prompt tokens through the backbone (into the head, or the
+    /// readout's next prompt). Returns the prompt tokens left (0: ready for `finish`). On an error
+    /// the engine is idle again.
+    pub fn step<'a>(&mut self, engine: &mut Engine, via: impl Into<Via<'a>>, d: &mut Decision, max: usize) -> Result<usize, DecisionError> {
+        let out = match (via.into(), &mut d.work) {
+            (Via::Head(dm), Work::Head { tokens, input, point }) => match engine.prefill(max) {
+                Ok(left) => {
+                    self.absorb(engine, dm, tokens, input, *point);
+                    Ok(left)
+                }
+                Err(e) => Err(engine_err(e)),
+            },
+            (Via::Labels(lr), Work::Labels(run)) => run.step(lr, engine, max, &mut self.mm),
+            _ => Err(mismatch()),
+        };
+        if out.is_err() {
+            engine.end_request();
+        }
+        out
+    }
+
+    /// After each backbone pass of the joint path: feeds the pass's hidden rows to the head, and
+    /// keeps the head's rows of the state prefix when the pass ended there.
+    fn absorb(&mut self, engine: &mut Engine, dm: &DecisionModel, tokens: &[u32], input: &mut HeadInput, point: usize) {
         let rows = engine.take_hidden();
         if rows.is_empty() {
             return;
         }
-        dm.head.push_rows(&engine.model, &mut d.input, &rows, engine.precision, &mut self.mm);
+        dm.head.push_rows(&engine.model, input, &rows, engine.precision, &mut self.mm);
         let w = dm.head.config.width;
-        if d.point > 0 && d.input.n_rows == d.point && self.cache.as_ref().is_none_or(|c| c.tokens != d.tokens[..d.point]) {
+        if point > 0 && input.n_rows == point && self.cache.as_ref().is_none_or(|c| c.tokens != tokens[..point]) {
             self.cache = Some(PrefixMemory {
-                tokens: d.tokens[..d.point].to_vec(),
-                memory: d.input.memory[..d.point * w].to_vec(),
+                tokens: tokens[..point].to_vec(),
+                memory: input.memory[..point * w].to_vec(),
             });
         }
     }
 
-    /// Step 3: the head's scores once every row is in; ends the engine's run.
+    /// Step 3 of the joint path: the head's scores once every row is in; ends the engine's run.
     pub fn finish_scores(&mut self, engine: &mut Engine, dm: &DecisionModel, d: &Decision) -> Result<Vec<f32>, DecisionError> {
         engine.end_request();
-        if d.input.n_rows != d.tokens.len() {
+        let Work::Head { tokens, input, .. } = &d.work else {
+            return Err(mismatch());
+        };
+        if input.n_rows != tokens.len() {
             return Err(DecisionError::Model(format!(
                 "the backbone ran {} of the prompt's {} tokens",
-                d.input.n_rows,
-                d.tokens.len()
+                input.n_rows,
+                tokens.len()
             )));
         }
-        let scores = dm.head.scores(&engine.model, &d.input, &d.tokens, engine.precision, &mut self.mm);
+        let scores = dm.head.scores(&engine.model, input, tokens, engine.precision, &mut self.mm);
         if scores.iter().any(|s| !s.is_finite()) {
             return Err(DecisionError::Evaluation(
                 "the model could not evaluate the decision (non-finite scores)".into(),
@@ -321,17 +465,41 @@ impl Decider {
         Ok(scores)
     }
 
-    /// Step 3 of a request: scores → calibrated answers.
-    pub fn finish(&mut self, engine: &mut Engine, dm: &DecisionModel, d: &Decision) -> Result<Response, DecisionError> {
-        let scores = self.finish_scores(engine, dm, d)?;
-        let req = d.request.as_ref().ok_or_else(|| DecisionError::Semantic("raw input has no request".into()))?;
-        Response::from_scores(&dm.name, req, &scores, &dm.calibration, d.tokens.len())
+    /// Step 3 of a request: the answers (the engine is idle afterwards).
+    pub fn finish<'a>(&mut self, engine: &mut Engine, via: impl Into<Via<'a>>, d: &Decision) -> Result<Response, DecisionError> {
+        let req = d.request.as_ref().ok_or_else(|| DecisionError::Semantic("raw input has no request".into()));
+        match (via.into(), &d.work) {
+            (Via::Head(dm), Work::Head { tokens, .. }) => {
+                let scores = self.finish_scores(engine, dm, d)?;
+                Response::from_scores(&dm.name, req?, &scores, &dm.calibration, tokens.len())
+            }
+            (Via::Labels(lr), Work::Labels(run)) => {
+                engine.end_request();
+                self.last = DecideStats {
+                    prompt_tokens: run.total_tokens(),
+                    cached_tokens: run.cached,
+                };
+                run.finish(lr, req?)
+            }
+            _ => {
+                engine.end_request();
+                Err(mismatch())
+            }
+        }
     }
 
     /// Gives up a decision in flight (abort, error): the engine is idle again.
     pub fn cancel(&mut self, engine: &mut Engine) {
         engine.end_request();
     }
+}
+
+/// Decisions on a model split across shard workers: the head reads the LM head's rows (lexical
+/// option vectors, label logits) and its weights, which a split model keeps in its shard workers.
+fn split_refused() -> DecisionError {
+    DecisionError::NotSupported(
+        "decisions need the whole model in one worker; this one is split across shard workers (load it with workers: 1)".into(),
+    )
 }
 
 /// The context an engine needs for decisions of `n` prompt tokens on `model`, at least 512

@@ -18,13 +18,15 @@
 //! Files: [`json`] (order-preserving parser, llama.cpp's `tojson`), [`request`] (validation, the
 //! template, tokens and tags), [`head`] (weights from a `clef` GGUF or `joint_head.safetensors`,
 //! the forward pass), [`answer`] (probabilities, confidences, calibration, the response),
-//! [`decide`] (the driver: chunked prefill with a reusable state prefix).
+//! [`decide`] (the driver: chunked prefill with a reusable state prefix), [`approx`] (a file with
+//! no head: the approximate label-token readout, answers marked `approximate: true`).
 //!
 //! Unlike llama.cpp, whose `clef` graph needs the whole prompt in one ubatch (it has no memory,
 //! so decode becomes encode), the backbone here runs the prompt in chunks carrying its KV and
 //! recurrent state — the hidden rows are the same — and the head streams what it needs.
 
 pub mod answer;
+pub mod approx;
 pub mod decide;
 pub mod head;
 pub mod json;
@@ -32,7 +34,8 @@ pub mod request;
 pub mod safetensors;
 
 pub use answer::{Answer, Calibration, Response};
-pub use decide::{Decider, Decision, DecisionModel};
+pub use approx::LabelReadout;
+pub use decide::{Decider, Decision, DecisionModel, Decisions, Via};
 pub use head::{Head, HeadConfig};
 pub use request::{parse_request, Request};
 
