@@ -76,7 +76,7 @@ rm -rf www/dist/types/app   # the chat page's modules are not part of the packag
 esb="npx --no-install esbuild --bundle --format=esm --target=es2022 --minify --legal-comments=none --log-level=warning"
 $esb www/src/app/main.ts --outfile=www/dist/app.js
 $esb www/src/app/element.ts --loader:.css=text --outfile=www/dist/clef-chat.js
-cat www/src/app/app.css www/src/app/chat.css | npx --no-install esbuild --loader=css --minify --log-level=warning > www/dist/app.css
+cat www/src/app/app.css www/src/app/chat.css www/src/app/decide.css | npx --no-install esbuild --loader=css --minify --log-level=warning > www/dist/app.css
 cp www/index.html www/embed-example.html www/manifest.webmanifest www/icon.svg www/icon-maskable.svg \
    www/icon-192.png www/icon-512.png www/icon-maskable-512.png www/dist/
 # The service worker precaches the shell under a version derived from the files' contents, so each

@@ -9,6 +9,7 @@
 //!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact]
 //! clef tokenize --model F --text TEXT [--special]
 //! clef decide   --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
+//! clef bench-decide --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
 //! clef bench-kernels [--json] [--type T] [--ms MS] [--prefill T]
 //! clef bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
 //! ```
@@ -44,6 +45,8 @@ pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench
   tokenize      --model F --text TEXT [--special]
   decide        --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
                 [--precision fast|exact]   (SystemOne request JSON in, response JSON out)
+  bench-decide  --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
+                (a decision of about N prompt tokens vs the plain prompt of the same tokens; JSON)
   bench-kernels [--json] [--type T] [--ms MS] [--prefill TOKENS]
   bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
                 (constrained decoding over F's vocabulary: build, compile and per-token mask times; JSON)
@@ -127,6 +130,7 @@ pub fn run(args: &[String], host: &mut dyn Host) -> Result<(), String> {
         "generate" => generate(&a, host),
         "tokenize" => tokenize(&a, host),
         "decide" => decide(&a, host),
+        "bench-decide" => bench_decide(&a, host),
         "bench-kernels" => bench(&a, host),
         "bench-grammar" => bench_grammar(&a, host),
         "self-test" => self_test(&a, host),
@@ -370,6 +374,101 @@ fn decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     let (req, resp) = d.decide(&mut engine, &dm, &body).map_err(typed)?;
     host.out(&resp.to_json(&req));
     host.out("\n");
+    Ok(())
+}
+
+/// `bench-decide`: what the joint schema head adds to a prompt. A request of about `--tokens`
+/// prompt tokens (three questions; the state is filler text sized to reach the count) is run
+/// `--runs` times three ways on one engine, each from an empty state (no prefix reuse):
+/// `prompt` — the tokens as a chat prompt (prefill, logits of the last token: a generation's
+/// prompt time); `hidden` — the same prefill returning the final-norm hidden rows (what the head
+/// reads); `decide` — the whole decision (parse, render, prefill, head streaming and scoring,
+/// answers). Medians in ms, and the head's share: (decide − hidden) / decide.
+fn bench_decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
+    use crate::bench::now_ms;
+    use crate::clef::{decide::context_for, Decider, DecisionModel};
+    a.check_known(&["model", "head", "head-config", "tokens", "runs", "precision"])?;
+    let want: usize = a.num("tokens", 300)?;
+    let runs: usize = a.num("runs", 3)?.max(1);
+    let model_path = a.req("model")?;
+    let head = a.req("head")?;
+    let t_load = now_ms();
+    let (h, model) = load(host, model_path)?;
+    let tok = Tokenizer::from_gguf(&h).map_err(|e| format!("cannot tokenize: {e}"))?;
+    let typed = |e: crate::clef::DecisionError| format!("{}: {e}", e.code());
+    let cfg_path = a
+        .get("head-config")
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}joint_head_config.json", &head[..head.len() - file_name(head).len()]));
+    let cfg = read_text(host, &cfg_path)?;
+    let mut src = host.open(head)?;
+    let dm = DecisionModel::from_safetensors(&h, &model, src.as_mut(), &cfg, file_name(model_path)).map_err(typed)?;
+    let load_ms = now_ms() - t_load;
+    // The request: filler state words until the prompt has `want` tokens.
+    let body = |words: usize| {
+        let state: Vec<String> = (0..words).map(|i| ["order", "late", "refund", "customer", "charged", "twice"][i % 6].to_string()).collect();
+        format!(
+            r#"{{"state":"{}","questions":{{"route":{{"type":"choice","instructions":"Which team should handle this?","criteria":{{"billing":null,"shipping":null,"technical":null}}}},"angry":{{"type":"noul","instructions":"Is the customer angry?"}},"urgency":{{"type":"score","instructions":"How urgent is it?","criteria":["can wait","this week","today","right now"]}}}}}}"#,
+            state.join(" ")
+        )
+    };
+    let d = Decider::new();
+    let n_tokens = |words: usize| -> Result<usize, String> {
+        let req = crate::clef::parse_request(&body(words)).map_err(typed)?;
+        Ok(d.prompt(&tok, &dm, &req).map_err(typed)?.tokens.len())
+    };
+    let mut words = 0;
+    while n_tokens(words)? < want {
+        words += (want - n_tokens(words)?).div_ceil(2).max(1);
+    }
+    let body = body(words);
+    let req = crate::clef::parse_request(&body).map_err(typed)?;
+    let tokens = d.prompt(&tok, &dm, &req).map_err(typed)?.tokens;
+    let n_ctx = context_for(&model, tokens.len());
+    let mut engine = Engine::new(model, Some(tok), n_ctx).map_err(|e| format!("out_of_memory: {e}"))?;
+    engine.precision = a.precision()?;
+    let chunk = crate::clef::decide::DEFAULT_CHUNK;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (mut prompt, mut hidden, mut decide) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        engine.reset();
+        let t = now_ms();
+        engine.begin(&tokens, GenParams { max_tokens: 1, ..Default::default() }).map_err(|e| e.to_string())?;
+        while engine.prefill(chunk).map_err(|e| e.to_string())? > 0 {}
+        prompt.push(now_ms() - t);
+        engine.end_request();
+        engine.reset();
+        let t = now_ms();
+        engine.begin_hidden(&tokens, 0, 0).map_err(|e| e.to_string())?;
+        while engine.prefill(chunk).map_err(|e| e.to_string())? > 0 {
+            engine.take_hidden();
+        }
+        engine.take_hidden();
+        hidden.push(now_ms() - t);
+        engine.end_request();
+        engine.reset();
+        let t = now_ms();
+        Decider::new().decide(&mut engine, &dm, &body).map_err(typed)?;
+        decide.push(now_ms() - t);
+    }
+    let (p, hd, dc) = (median(prompt), median(hidden), median(decide));
+    let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+    host.out(&format!(
+        "{{\"model\":{},\"layers\":{},\"prompt_tokens\":{},\"runs\":{runs},\"load_ms\":{:.0},\"prompt_ms\":{:.1},\"hidden_ms\":{:.1},\"decide_ms\":{:.1},\"head_ms\":{:.1},\"head_share\":{},\"decide_vs_prompt\":{}}}\n",
+        json::string(file_name(model_path)),
+        engine.model.config.n_layer,
+        tokens.len(),
+        load_ms,
+        p,
+        hd,
+        dc,
+        dc - hd,
+        r3((dc - hd) / dc),
+        r3(dc / p - 1.0),
+    ));
     Ok(())
 }
 

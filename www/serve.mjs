@@ -75,7 +75,8 @@ export async function serve(argv, { log = (m) => process.stderr.write(`${m}\n`) 
   await new Promise((ok, fail) => server.once('error', fail).listen(opts.port, opts.host, ok));
   const { port } = server.address();
   const url = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}/v1`;
-  const decisions = engine.decisions.available ? `decisions: ${engine.decisions.form} head` : 'no decisions';
+  const d = engine.decisions;
+  const decisions = !d.available ? 'no decisions' : d.form === 'approximate' ? 'decisions: approximate (no head: label readout; --head adds it)' : `decisions: ${d.form} head`;
   log(`clef: serving ${engine.info.name} (context ${engine.info.contextLength}, ${decisions}) at ${url}`);
   return {
     server, url, engine,

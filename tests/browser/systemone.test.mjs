@@ -2,8 +2,9 @@
 // (../shared/fixtures/clef; the generated files from tools/make_clef_fixtures.sh):
 //   engine.decide = llama.cpp's SystemOne responses (every case, same tolerance as tests/js/decide.test.mjs),
 //   progress, abort, typed errors for invalid requests, the engine still working after each;
-//   a head-less qwen35 file + joint_head.safetensors (from a path, and from a local Hub with a dropped
-//   connection, sha256 verified) answering as the clef GGUF does;
+//   a head-less qwen35 file answering by the approximate label readout (approximate: true) until its
+//   joint_head.safetensors is attached (from a path, and from a local Hub with a dropped connection,
+//   sha256 verified), then answering as the clef GGUF does;
 //   the npm `@typesafe-ai/sdk`, unchanged, through createSystemOneFetch and through `serve`.
 
 import { test } from 'node:test';
@@ -116,18 +117,47 @@ test('decide: every fixture A case = llama.cpp; progress; prefix reuse; abort; t
   }
 });
 
-test('decide: a head-less qwen35 file refuses (not_a_decision_model) until its joint_head.safetensors is attached, then answers as the clef GGUF', { skip }, async () => {
+/** Checks an approximate response's shape: every question of `request`, every allowed option, sums of 1. */
+function assertApproximate(r, request) {
+  assert.equal(r.approximate, true);
+  assert.deepEqual(Object.keys(r.answers), Object.keys(request.questions));
+  for (const [id, q] of Object.entries(request.questions)) {
+    const a = r.answers[id];
+    assert.equal(a.type, q.type);
+    if (q.type === 'noul') {
+      assert.ok(a.noul >= 0 && a.noul <= 1, id);
+      continue;
+    }
+    const keys = q.type === 'score' ? q.criteria.map((_, i) => String(i)) : Object.keys(q.criteria);
+    assert.deepEqual(Object.keys(a.probabilities).sort(), keys.sort(), id);
+    assert.ok(Math.abs(Object.values(a.probabilities).reduce((s, p) => s + p, 0) - 1) < 1e-9, id);
+  }
+}
+
+test('decide: a head-less qwen35 file answers approximately (label readout) until its joint_head.safetensors is attached, then as the clef GGUF', { skip }, async () => {
   const { ClefEngine, ClefError } = await load();
   const clef = await ClefEngine.load(CLEF_A, { contextLength: 2048 });
   const bare = await ClefEngine.load(HEADLESS_A, { contextLength: 2048 });
   try {
-    assert.equal(bare.decisions.available, false);
-    assert.equal(bare.decisions.code, 'not_a_decision_model');
-    await assert.rejects(bare.decide(caseById('A4-single-noul').request), (e) => e instanceof ClefError && e.code === 'not_a_decision_model');
-    // A broken config: bad_head, nothing attached.
+    assert.deepEqual(bare.decisions, { available: true, form: 'approximate' });
+    for (const c of fixture.cases.slice(0, 4)) {
+      const progress = [];
+      const r = await bare.decide(c.request, { prefillChunk: 32, onProgress: (p) => progress.push(p.done) });
+      assertApproximate(r, c.request);
+      // Usage counts every prompt (two per question); their shared state prefix ran once.
+      assert.equal(r.usage.input_tokens, r.timings.prompt_tokens);
+      assert.ok(r.timings.cached_tokens > 0 && r.timings.cached_tokens < r.timings.prompt_tokens);
+      assert.equal(progress.at(-1), r.timings.prompt_tokens);
+      assert.ok(progress.every((d, i) => i === 0 || d > progress[i - 1]));
+    }
+    // The readout's errors are the head's.
+    for (const [what, body, code] of INVALID) {
+      await assert.rejects(bare.decide(body), (e) => e instanceof ClefError && e.code === code, what);
+    }
+    // A broken config: bad_head, nothing attached (still the readout).
     await assert.rejects(bare.loadHead({ safetensors: HEAD_A.safetensors, config: { width: 64 } }), (e) => e.code === 'bad_head');
     await assert.rejects(bare.loadHead({ safetensors: HEADLESS_A, config: HEAD_A.config }), (e) => e.code === 'bad_head');
-    assert.equal(bare.decisions.available, false);
+    assert.deepEqual(bare.decisions, { available: true, form: 'approximate' });
     const info = await bare.loadHead(HEAD_A);
     assert.equal(info.form, 'safetensors');
     assert.ok(info.bytes > 1e6);
@@ -243,11 +273,13 @@ test('@typesafe-ai/sdk, unchanged, through createSystemOneFetch (no server)', { 
     setTimeout(() => ac.abort(), 5);
     await assert.rejects(p, (e) => e.constructor.name === 'APIUserAbortError');
     assert.equal((await client.systemOne({ state: 's', questions: { q: noul('x') } })).answers.q.type, 'noul');
-    // A head-less model: 501, not_a_decision_model.
+    // A head-less model: the approximate readout's answers, marked, through the same SDK.
     const bare = await ClefEngine.load(HEADLESS_A, { contextLength: 1024 });
     try {
-      const c2 = new TypeSafeClient({ baseURL: 'http://clef.local', apiKey: 'local', fetch: createSystemOneFetch(bare), retry: { maxRetries: 0 } });
-      await assert.rejects(c2.systemOne({ state: 's', questions: { q: noul('x') } }), (e) => e instanceof APIError && e.status === 501 && e.body.error.clef_code === 'not_a_decision_model');
+      const c2 = new TypeSafeClient({ baseURL: 'http://clef.local', apiKey: 'local', fetch: createSystemOneFetch(bare), timeout: 120_000, retry: { maxRetries: 0 } });
+      const request = { state: 'Refund please', questions: { team: choice('Which team?', { billing: null, shipping: null }), upset: noul('Upset?'), urgency: score('How urgent?', ['low', 'high']) } };
+      assertApproximate(await c2.systemOne(request), request);
+      await assert.rejects(c2.systemOne({ state: 's', questions: { q: { type: 'maybe', instructions: 'x' } } }), (e) => e instanceof UnprocessableEntityError);
     } finally {
       await bare.unload();
     }

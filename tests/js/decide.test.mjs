@@ -2,8 +2,9 @@
 // command line's entry point (`runCli`), against llama.cpp's SystemOne responses for fixture A
 // (../shared/fixtures/clef, see its README): same choices, probabilities / confidences / score values /
 // noul within 2e-5 (the native tests/clef.rs bound: our backbone vs llama.cpp's flash-attention numerics),
-// the head-less form (qwen35 GGUF + joint_head.safetensors) identical to the clef GGUF, and typed errors
-// from `node www/cli.mjs`. The generated files come from tools/make_clef_fixtures.sh (run when missing).
+// the head-less form (qwen35 GGUF + joint_head.safetensors) identical to the clef GGUF, a head-less file
+// without its head answering by the approximate label readout (marked, and said on stderr), and typed
+// errors from `node www/cli.mjs`. The generated files come from tools/make_clef_fixtures.sh (run when missing).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -27,7 +28,8 @@ const clefA = join(gen, 'clef-A-F32.gguf');
 const fixture = JSON.parse(readFileSync(join(shared, 'clef/A/requests.json'), 'utf8'));
 const tmp = mkdtempSync(join(tmpdir(), 'clef-decide-'));
 
-/** Runs one command in-process on the wasm build; returns stdout. */
+/** Runs one command in-process on the wasm build; returns stdout (stderr notices go to `notes`). */
+const notes = [];
 function clef(...args) {
   let out = '';
   const fds = new Map();
@@ -43,6 +45,7 @@ function clef(...args) {
       }
     },
     write: (s) => { out += s; },
+    note: (s) => { notes.push(s); },
   };
   try {
     runCli(args.map(String), host);
@@ -104,7 +107,27 @@ test('decide: typed errors, exit status 1 (node www/cli.mjs)', () => {
     assert.equal(r.status, 1, r.stderr);
     assert.equal(r.stderr.trim(), `error: ${msg}`);
   }
-  const r = spawnSync(process.execPath, [...process.execArgv, join(root, 'www/cli.mjs'), 'decide', '--model', join(shared, 'qwen35-tiny/A-F32.gguf'), '--request', requestFile(fixture.cases[3])], { encoding: 'utf8', env: { ...process.env, CLEF_WASM: build } });
-  assert.equal(r.status, 1);
-  assert.match(r.stderr, /^error: not_a_decision_model: /);
+});
+
+test('decide: a head-less file without --head answers by the approximate label readout, and says so', () => {
+  const c = fixture.cases[0];
+  const native = spawnSync(process.execPath, [...process.execArgv, join(root, 'www/cli.mjs'), 'decide', '--model', join(shared, 'qwen35-tiny/A-F32.gguf'), '--request', requestFile(c)], { encoding: 'utf8', env: { ...process.env, CLEF_WASM: build } });
+  assert.equal(native.status, 0, native.stderr);
+  assert.match(native.stderr, /^approximate: this model has no decision head/);
+  const r = JSON.parse(native.stdout);
+  assert.equal(r.approximate, true);
+  assert.deepEqual(Object.keys(r.answers), Object.keys(c.request.questions));
+  for (const [id, q] of Object.entries(c.request.questions)) {
+    const a = r.answers[id];
+    if (q.type === 'noul') assert.ok(a.noul >= 0 && a.noul <= 1);
+    else assert.ok(Math.abs(Object.values(a.probabilities).reduce((s, p) => s + p, 0) - 1) < 1e-9, id);
+  }
+  // In-process: the same answers; the notice through the host.
+  notes.length = 0;
+  assert.deepEqual(JSON.parse(clef('decide', '--model', join(shared, 'qwen35-tiny/A-F32.gguf'), '--request', requestFile(c))), r);
+  assert.equal(notes.length, 1);
+  // A file with its head says nothing of the kind.
+  notes.length = 0;
+  assert.equal(JSON.parse(clef('decide', '--model', clefA, '--request', requestFile(c))).approximate, undefined);
+  assert.equal(notes.length, 0);
 });

@@ -694,7 +694,9 @@ export class ClefEngine {
   /**
    * Answers a SystemOne decision (Clef's API: a state and typed questions → a probability for every
    * option, in one pass through the joint schema head), as llama-server's `/v1/systemone` does.
-   * `request` may be the JSON text (keeps integer-like question ids in your order). Typed errors:
+   * `request` may be the JSON text (keeps integer-like question ids in your order). A model without
+   * a head (a head-less GGUF before `loadHead`) answers by the approximate label readout: each
+   * question asked of the language model with labelled options, marked `approximate: true`. Typed errors:
    * malformed_request, invalid_decision, request_too_large, not_a_decision_model, not_supported,
    * evaluation_failed, aborted.
    */

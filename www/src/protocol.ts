@@ -179,7 +179,7 @@ export interface ModelInfo {
   verified: boolean;
   etag: string | null;
   hasChatTemplate: boolean;
-  /** Whether `decide` can run (the joint schema head: in the GGUF, or attached with `loadHead`). */
+  /** Whether `decide` can run, and how (the joint schema head: in the GGUF, or attached with `loadHead`; else the approximate label readout). */
   decisions: DecisionInfo;
   /** Shard workers the weights are split across (1: all in the engine worker). */
   workers: number;
@@ -191,8 +191,12 @@ export interface ModelInfo {
 /** Whether an engine answers decisions, and with which head. */
 export interface DecisionInfo {
   available: boolean;
-  /** 'gguf': the head inside a `clef` GGUF; 'safetensors': attached from joint_head.safetensors; '': none. */
-  form: 'gguf' | 'safetensors' | '';
+  /**
+   * 'gguf': the head inside a `clef` GGUF; 'safetensors': attached from joint_head.safetensors;
+   * 'approximate': no head, the label-token readout (answers carry `approximate: true`; `loadHead`
+   * replaces it with the head); '': none.
+   */
+  form: 'gguf' | 'safetensors' | 'approximate' | '';
   /** Why not, when not available (not_a_decision_model, not_supported, bad_head). */
   code?: ErrorCode;
   message?: string;
@@ -227,7 +231,7 @@ export interface DecideResult {
   /** The SystemOne response as JSON text, keys in llama-server's order. */
   json: string;
   promptTokens: number;
-  /** Prompt tokens served from the cached state prefix. */
+  /** Prompt tokens served from the cached state prefix (the approximate readout: over all its prompts). */
   cachedTokens: number;
   /** Time to run the prompt through the backbone (and feed the head), ms. */
   promptMs: number;

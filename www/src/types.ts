@@ -324,7 +324,11 @@ export interface SystemOneResponse {
   /** Question ids in request order. */
   answers: Record<string, SystemOneAnswer>;
   usage: { input_tokens: number; output_tokens: number };
-  /** Present (true) when the answers come from the label-token readout of a model without a head. */
+  /**
+   * Present (true) when the answers come from the label-token readout of a model without a head
+   * (each question asked of the language model alone, options labelled, both option orders
+   * averaged; uncalibrated), not from Clef's joint schema head.
+   */
   approximate?: boolean;
   /** This engine's timings (not part of llama-server's response). */
   timings?: DecisionTimings;

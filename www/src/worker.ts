@@ -378,7 +378,9 @@ export function createCore(post: Post, env: CoreEnv) {
       }
       const promptMs = performance.now() - t1;
       const json = eng.decideFinish();
-      return { json, promptTokens: total, cachedTokens: begun.cachedTokens, promptMs, totalMs: performance.now() - t0 };
+      // The approximate readout restores the state prefix once per prompt: its count is final now.
+      const stats = eng.decideStats() as { promptTokens: number; cachedTokens: number };
+      return { json, promptTokens: total, cachedTokens: stats.cachedTokens, promptMs, totalMs: performance.now() - t0 };
     } catch (e) {
       if (engine === eng) eng.decideCancel();
       throw e;

@@ -8,6 +8,7 @@
 
 import { ClefEngine, resolveModel, type CachedModel, type LoadProgress } from '../index.js';
 import { ChatView } from './chat.js';
+import { DecideView, mountViewTabs } from './decide.js';
 import { icons } from './icons.js';
 import {
   DEFAULT_REPO, QUANTS, checkFit, deviceInfo, estimateMemory, fetchRepoSizes, fileOf, parseRepoQuant, refOfCachedUrl,
@@ -129,6 +130,11 @@ const chat = new ChatView($('chat'), {
   },
 });
 
+// ---- decisions (decide.ts): the "Decide" view beside the chat ----------------------------------
+
+const decide = new DecideView($('decide'), { getEngine: () => engine, hubUrl });
+mountViewTabs($('view-tabs'), { chat: $('chat'), decide: $('decide') });
+
 // ---- loading ------------------------------------------------------------------------------------
 
 async function startLoad(t: Target) {
@@ -228,6 +234,7 @@ function renderAll() {
   renderPicker();
   renderCached();
   chat.refreshEmpty();
+  decide.refresh();
 }
 
 function renderChip() {
