@@ -383,7 +383,9 @@ fn decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
 /// `prompt` — the tokens as a chat prompt (prefill, logits of the last token: a generation's
 /// prompt time); `hidden` — the same prefill returning the final-norm hidden rows (what the head
 /// reads); `decide` — the whole decision (parse, render, prefill, head streaming and scoring,
-/// answers). Medians in ms, and the head's share: (decide − hidden) / decide.
+/// answers). Medians in ms, and the head's share: (decide − hidden) / decide. The head alone on
+/// the hidden run's rows too: `push_ms` (LayerNorm + memory rows, as the chunks arrive) and
+/// `scores_ms` (routing and joint blocks, scorer).
 fn bench_decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     use crate::bench::now_ms;
     use crate::clef::{decide::context_for, Decider, DecisionModel};
@@ -423,7 +425,8 @@ fn bench_decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     }
     let body = body(words);
     let req = crate::clef::parse_request(&body).map_err(typed)?;
-    let tokens = d.prompt(&tok, &dm, &req).map_err(typed)?.tokens;
+    let prompt_of = d.prompt(&tok, &dm, &req).map_err(typed)?;
+    let (tokens, tags) = (prompt_of.tokens, prompt_of.tags);
     let n_ctx = context_for(&model, tokens.len());
     let mut engine = Engine::new(model, Some(tok), n_ctx).map_err(|e| format!("out_of_memory: {e}"))?;
     engine.precision = a.precision()?;
@@ -433,6 +436,8 @@ fn bench_decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         v[v.len() / 2]
     };
     let (mut prompt, mut hidden, mut decide) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut push, mut scores) = (Vec::new(), Vec::new());
+    let mut mm = crate::ops::MatmulScratch::default();
     for _ in 0..runs {
         engine.reset();
         let t = now_ms();
@@ -443,21 +448,41 @@ fn bench_decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         engine.reset();
         let t = now_ms();
         engine.begin_hidden(&tokens, 0, 0).map_err(|e| e.to_string())?;
-        while engine.prefill(chunk).map_err(|e| e.to_string())? > 0 {
-            engine.take_hidden();
+        let mut rows = Vec::new();
+        let mut chunks = Vec::new();
+        loop {
+            let left = engine.prefill(chunk).map_err(|e| e.to_string())?;
+            let r = engine.take_hidden();
+            chunks.push(r.len());
+            rows.extend(r);
+            if left == 0 {
+                break;
+            }
         }
-        engine.take_hidden();
         hidden.push(now_ms() - t);
         engine.end_request();
+        // The head alone on those rows, chunk by chunk as a decision feeds it.
+        let t = now_ms();
+        let mut input = dm.head.begin(&tags).map_err(typed)?;
+        let mut at = 0;
+        for n in chunks {
+            dm.head.push_rows(&engine.model, &mut input, &rows[at..at + n], engine.precision, &mut mm);
+            at += n;
+        }
+        push.push(now_ms() - t);
+        let t = now_ms();
+        dm.head.scores(&engine.model, &input, &tokens, engine.precision, &mut mm);
+        scores.push(now_ms() - t);
         engine.reset();
         let t = now_ms();
         Decider::new().decide(&mut engine, &dm, &body).map_err(typed)?;
         decide.push(now_ms() - t);
     }
     let (p, hd, dc) = (median(prompt), median(hidden), median(decide));
+    let (ps, sc) = (median(push), median(scores));
     let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
     host.out(&format!(
-        "{{\"model\":{},\"layers\":{},\"prompt_tokens\":{},\"runs\":{runs},\"load_ms\":{:.0},\"prompt_ms\":{:.1},\"hidden_ms\":{:.1},\"decide_ms\":{:.1},\"head_ms\":{:.1},\"head_share\":{},\"decide_vs_prompt\":{}}}\n",
+        "{{\"model\":{},\"layers\":{},\"prompt_tokens\":{},\"runs\":{runs},\"load_ms\":{:.0},\"prompt_ms\":{:.1},\"hidden_ms\":{:.1},\"decide_ms\":{:.1},\"head_ms\":{:.1},\"push_ms\":{ps:.1},\"scores_ms\":{sc:.1},\"head_share\":{},\"decide_vs_prompt\":{}}}\n",
         json::string(file_name(model_path)),
         engine.model.config.n_layer,
         tokens.len(),
