@@ -1,9 +1,11 @@
 // The chat page's "Decide" view (www/src/app/decide.ts) in headless Chromium against hub-server.mjs,
-// in the style of ui.test.mjs: the head-less F32 backbone of the decision fixtures
-// (test-org/clef-flash-GGUF:F32) answers approximately (badge) until "Get the decision head" fetches
-// fixture A's joint_head.safetensors from the Hub stand-in (as Cloudflare/clef-flash); the README
-// request is then built in the question builder and its bars must show llama.cpp's probabilities
-// (../shared/fixtures/clef/A, case A1). Screenshots go to tests/artifacts/ (1280×800 and 390×844).
+// in the style of ui.test.mjs. On the head-less F32 backbone of the decision fixtures
+// (test-org/clef-flash-GGUF:F32) the README request is built in the question builder (the request
+// JSON it writes is checked); without a head the answers are approximate (badge, a bar for every
+// option); "Get the decision head" fetches fixture A's joint_head.safetensors from the Hub stand-in
+// (as Cloudflare/clef-flash), and the bars must then show llama.cpp's probabilities
+// (../shared/fixtures/clef/A, case A1). Screenshots go to tests/artifacts/ (1280×800 light and
+// dark, 390×844).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -139,6 +141,13 @@ test('decide view: the builder makes the README request; approximate badge witho
     assert.match(summary, /\d+ ms|\d+\.\d s/);
     assert.match(summary, /422 prompt tokens/);
     await shotAnswers(page, 'decide-1280');
+    // Dark theme (the toggle goes automatic → light → dark), then back.
+    const theme = page.locator('#theme-toggle');
+    await theme.click();
+    await theme.click();
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), 'dark');
+    await shotAnswers(page, 'decide-dark-1280');
+    await theme.click();
 
     // A draft the page refuses before the engine: the field is marked and focused.
     const name = view.locator('.d-q').nth(1).getByLabel('Name of question 2', { exact: true });
