@@ -58,6 +58,7 @@ try {
         for await (const _ of s) break;
         const firstMs = performance.now() - t0;
         const source = engine.info.source;
+        const stats = engine.info.stats;
         await engine.unload();
         // A plain read of every cached piece, in a worker (sync access handles), 16 MiB at a time.
         const worker = new Worker(URL.createObjectURL(new Blob([`
@@ -81,13 +82,14 @@ try {
           };`], { type: 'text/javascript' })));
         const read = await new Promise((r) => { worker.onmessage = (e) => r(e.data); worker.postMessage(0); });
         worker.terminate();
-        return { loadMs, firstMs, source, read };
+        return { loadMs, firstMs, source, read, stats };
       }, { hub: hub.url, file: basename(f), workers });
       console.log();
       console.log(`OPFS: ${basename(f)} loaded from the ${again.source} in ${(again.loadMs / 1000).toFixed(1)} s, first token at ${(again.firstMs / 1000).toFixed(1)} s; ` +
         `a plain read of the ${(again.read.bytes / GiB).toFixed(2)} GiB cached takes ${(again.read.ms / 1000).toFixed(1)} s ` +
         `(${(again.read.bytes / again.read.ms / 1e6).toFixed(2)} GB/s): ratio ${(again.firstMs / again.read.ms).toFixed(2)}×`);
       console.log();
+      console.log(`load phases (ms): ${JSON.stringify(Object.fromEntries(Object.entries(again.stats.phaseMs).map(([k, v]) => [k, Math.round(v)])))}`);
     }
   }
 } finally {

@@ -35,7 +35,7 @@ export interface Manifest {
   headerChecksum: string;
   chunkSize: number;
   pieceSize: number;
-  /** Checksum (see checksum.ts) of each complete chunk, by chunk index. */
+  /** Checksum (src/checksum.rs; the kind is in the string) of each complete chunk, by chunk index. */
   chunks: Record<string, string>;
   /** The whole file's sha256 matched `oid`. */
   verified: boolean;

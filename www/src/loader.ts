@@ -27,7 +27,7 @@ import { MIN_AUTO_CONTEXT, WASM_MAX_MEMORY, memoryNeeded, outOfMemory, pickConte
 import { type HeaderInfo, checkSupported, readHeader } from './load/header.js';
 import { cachedHeader, completeCache, isTrusted, probe, sameFile, startCache } from './load/cached.js';
 import { type RetryEvents, withRetry } from './load/fetch.js';
-import { type Placement, ShardPlacement, SplitPlacement, localDestination } from './load/placement.js';
+import { type Placement, ShardPlacement, SplitPlacement } from './load/placement.js';
 import { chooseWorkers, coreCount, deviceRam, partsFit } from './load/workers.js';
 import { ShardError, type ShardPool } from './shards.js';
 import { Progress, emptyStats, jsHeap } from './load/progress.js';
@@ -144,7 +144,16 @@ export async function loadModel(ctx: LoadContext): Promise<LoadOutcome> {
 
 async function runLoad(run: Run): Promise<LoadOutcome> {
   const { ctx, params, stats, progress } = run;
+  const ms = stats.phaseMs;
+  let mark = performance.now();
+  /** Adds the time since the last mark to a phase. */
+  const lap = (phase: 'header' | 'allocate' | 'data' | 'settle') => {
+    const now = performance.now();
+    ms[phase] += now - mark;
+    mark = now;
+  };
   const head = await readHead(run);
+  lap('header');
   const { info, size } = head;
   progress.total = size;
   checkSupported(info);
@@ -194,6 +203,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   const chunkSize = m?.chunkSize ?? params.chunkSize;
 
   // ---- allocate ----------------------------------------------------------------------------------
+  lap('header');
   let loader: ModelLoader;
   let pool: ShardPool | null = null;
   let placement: Placement;
@@ -207,7 +217,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers);
       const l = loader;
       const plans = await pool.alloc(headerBytes, size);
-      placement = new SplitPlacement([localDestination(l.plan() as CopyOp[], (i) => l.shardPtr(i)), ...pool.destinations(plans)], info.dataOffset, size);
+      placement = new SplitPlacement({ plan: l.plan() as CopyOp[], shardPtr: (i) => l.shardPtr(i) }, pool.destinations(plans), info.dataOffset, size, chunkSize);
     }
   } catch (e) {
     pool?.terminate();
@@ -219,6 +229,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   }
 
   // ---- data --------------------------------------------------------------------------------------
+  lap('allocate');
   try {
     // A verified cache with every chunk present needs no sha256 (chunk checksums suffice).
     const trusted = isTrusted(m, info.dataOffset, size, chunkSize);
@@ -229,7 +240,12 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       onWarning: ctx.onWarning,
     });
     for (let i = 0; i < loader.shardCount(); i++) loader.markFilled(i);
+    ms.cacheRead = r.cacheMs;
+    ms.deliver = r.deliverMs;
+    lap('data');
     await pool?.sync(); // every shard has written its bytes (or the pool failed)
+    pool?.dropBuffers();
+    lap('settle');
 
     stats.seconds = (performance.now() - run.t0) / 1000;
     stats.downloadBytesPerSecond = r.netMs > 0 ? Math.round((r.downloadedData * 1000) / r.netMs) : 0;
@@ -252,6 +268,8 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     pool?.terminate();
     if (e instanceof ShardError) throw new LoadError(e.code, e.message);
     throw e;
+  } finally {
+    placement.dispose();
   }
 }
 

@@ -158,6 +158,26 @@ export interface LoadStats {
   wasmMemoryBytes: number;
   /** The kernels running: 'relaxed-simd' or 'simd128' (see simd.ts). */
   simd: string;
+  /** Where the load's time went (ms), in order. */
+  phaseMs: LoadPhaseMs;
+}
+
+/** A load's time by step (ms): see loader.ts for the steps. */
+export interface LoadPhaseMs {
+  /** Header: from the cache (after a freshness probe) or the network. */
+  header: number;
+  /** Starting shard workers and allocating every part's weight memory. */
+  allocate: number;
+  /** The data section: read / fetched, checked, delivered (split: the coordinator's side). */
+  data: number;
+  /** Of `data`: reading cached chunks. */
+  cacheRead: number;
+  /** Of `data`: every chunk's checksum, and (split) scattering it to the coordinator's memory and the shard workers. */
+  deliver: number;
+  /** Waiting for the shard workers to write what they were sent (split only). */
+  settle: number;
+  /** Building the engine (and every shard's) from the filled weights: state, KV cache. */
+  build: number;
 }
 
 export interface ModelInfo {
@@ -431,7 +451,10 @@ export type ShardRequest =
   | { type: 'init'; id: number; module: WebAssembly.Module }
   /** Allocate shard `index` of `count` of the model whose header is `header` (its first dataOffset bytes). */
   | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number }
-  /** Copy `bytes` into the weights: quads (shard, dstOffset, offset in bytes, len). No answer unless it fails. */
+  /**
+   * Copy `bytes` into the weights: quads (shard, dstOffset, offset in bytes, len). Answered with
+   * `spare` (the buffer handed back for the next chunk), or an error.
+   */
   | { type: 'write'; id: number; pieces: Float64Array; bytes: Uint8Array }
   /** Build the shard's engine with state for `nCtx` tokens. */
   | { type: 'finish'; id: number; nCtx: number; precision: string; kvCache: 'f32' | 'f16' }
@@ -455,7 +478,9 @@ export interface ShardResults {
 
 export type ShardResponse =
   | { type: 'result'; id: number; result: ShardResults[keyof ShardResults] }
-  | { type: 'error'; id: number; error: ErrorInfo };
+  | { type: 'error'; id: number; error: ErrorInfo }
+  /** A `write`'s buffer, back for reuse: a fresh buffer per chunk would cost the page faults of gigabytes. */
+  | { type: 'spare'; id: number; bytes: ArrayBuffer };
 
 export type Response = Event | Result | Failure;
 

@@ -57,6 +57,8 @@ export function createShardHost(post: Post) {
           const h = view();
           const p = req.pieces;
           for (let i = 0; i < p.length; i += 4) h.set(req.bytes.subarray(p[i + 2], p[i + 2] + p[i + 3]), ptrs[p[i]] + p[i + 1]);
+          const bytes = req.bytes.buffer as ArrayBuffer;
+          post({ type: 'spare', id: req.id, bytes }, [bytes]);
           return;
         }
         case 'finish': {

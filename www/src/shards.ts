@@ -38,6 +38,9 @@ export class ShardError extends Error {
   }
 }
 
+/** Spare load buffers kept (a few chunks in flight per shard). */
+const MAX_SPARE = 16;
+
 type Body<K extends ShardRequest['type']> = Omit<Extract<ShardRequest, { type: K }>, 'id' | 'type'>;
 
 interface Pending {
@@ -49,6 +52,8 @@ export class ShardPool {
   private nextId = 1;
   private pending = new Map<number, Pending>();
   private failure: ShardError | null = null;
+  /** Load buffers handed back by the shards after a `write` (see `buffer`). */
+  private spare: ArrayBuffer[] = [];
   /** Per shard: the vocabulary rows of its LM-head slice (after `finish`). */
   vocab: Array<[number, number]> = [];
 
@@ -76,6 +81,10 @@ export class ShardPool {
   }
 
   private receive(msg: ShardResponse) {
+    if (msg.type === 'spare') {
+      if (this.spare.length < MAX_SPARE) this.spare.push(msg.bytes);
+      return;
+    }
     const p = this.pending.get(msg.id);
     if (msg.type === 'error') {
       // An answerless message (write, ops) failed, or a request did: either way the shard's
@@ -123,8 +132,23 @@ export class ShardPool {
   destinations(plans: CopyOp[][]): Destination[] {
     return plans.map((plan, i) => ({
       plan,
+      buffer: (n) => this.buffer(n),
       write: (pieces, bytes) => this.send(i, 'write', { pieces, bytes }, [bytes.buffer as ArrayBuffer, pieces.buffer as ArrayBuffer]),
     }));
+  }
+
+  /**
+   * A buffer of at least `n` bytes for a `write`: one a shard handed back when there is one (its
+   * pages are in memory already), else a new one.
+   */
+  buffer(n: number): Uint8Array {
+    const i = this.spare.findIndex((b) => b.byteLength >= n);
+    return new Uint8Array(i >= 0 ? this.spare.splice(i, 1)[0] : new ArrayBuffer(n));
+  }
+
+  /** Drops the load's spare buffers (after the load). */
+  dropBuffers(): void {
+    this.spare = [];
   }
 
   /** Waits until every shard has handled every earlier message; returns their wasm memory sizes. */

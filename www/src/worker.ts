@@ -178,6 +178,7 @@ export function createCore(post: Post, env: CoreEnv) {
             onProgress: (progress) => post({ type: 'progress', id, progress }),
             onWarning: (message) => post({ type: 'warning', id, message }),
           });
+          const built = performance.now();
           let eng: WasmEngine;
           try {
             out.loader.setKvCache(params.kvCache ?? 'f32');
@@ -200,6 +201,7 @@ export function createCore(post: Post, env: CoreEnv) {
             pool = out.pool;
             driver = new SplitDriver(eng, out.pool);
           }
+          out.stats.phaseMs.build = performance.now() - built;
           const h = out.info;
           eng.setModelName(name);
           engine = eng;
