@@ -21,6 +21,7 @@ import type {
 import { loadHead } from './load/head.js';
 import { resolveLoadParams } from './validate.js';
 import { BlobSource, HttpSource, LoadError, SyncFileSource, loadModel, macrotask, type ByteSource } from './loader.js';
+import { errCode } from './load/errors.js';
 import { CacheError, deleteCached } from './cache.js';
 import { type CachingEvents, openCaching } from './load/caching.js';
 import { ShardError, ShardPool, SplitDriver, browserShard, nodeShard, type ShardPort } from './shards.js';
@@ -192,6 +193,7 @@ export function createCore(post: Post, env: CoreEnv) {
             eng = out.loader.finish(out.nCtx);
           } catch (e) {
             out.pool?.terminate();
+            if (errCode(e) === 'out_of_memory') throw out.refused(`the state and a ${out.nCtx}-token context`);
             throw e;
           } finally {
             out.loader.free();
