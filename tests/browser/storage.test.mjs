@@ -84,15 +84,16 @@ test('storage full mid-download: the model loads, the cache keeps exactly what w
     const f = fileOf(hub);
     const origin = new URL(hub.url).origin;
     const cdp = await b.ctx.newCDPSession(b.page);
-    // At 8 MiB loaded the origin's quota drops below what it already uses: every later write fails
-    // (Chromium returns its NO_SPACE error code as the byte count of a sync handle's write).
-    await b.page.exposeFunction('fillStorage', () => cdp.send('Storage.overrideQuotaForOrigin', { origin, quotaSize: 4 * MiB }));
+    // At 4 MiB loaded the origin's quota drops below what it already uses: the later writes fail
+    // (Chromium enforces it a few MB late, and returns its NO_SPACE error code as the byte count of
+    // a sync handle's write).
+    await b.page.exposeFunction('fillStorage', () => cdp.send('Storage.overrideQuotaForOrigin', { origin, quotaSize: 2 * MiB }));
     await b.page.evaluate(() => {
       window.onLoadProgress = (p) => {
-        if (p.phase === 'download' && p.loaded > 8 * 1024 * 1024 && !window.filled) window.filled = window.fillStorage();
+        if (p.phase === 'download' && p.loaded > 4 * 1024 * 1024 && !window.filled) window.filled = window.fillStorage();
       };
     });
-    hub.faults.delayMs = 5;
+    hub.faults.delayMs = 20;
     const r = await load(b.page, hub.url, { chunkSize: MiB, concurrency: 2 });
     hub.faults.delayMs = 0;
     await expectFixture(b.page, r, f);
@@ -102,7 +103,7 @@ test('storage full mid-download: the model loads, the cache keeps exactly what w
     const [partial] = await list(b.page);
     assert.equal(partial.complete, false, 'not believed complete');
     assert.equal(partial.verified, false);
-    assert.ok(partial.cachedBytes >= 4 * MiB && partial.cachedBytes < f.size - 8 * MiB, `cached ${partial.cachedBytes} of ${f.size}`);
+    assert.ok(partial.cachedBytes >= 2 * MiB && partial.cachedBytes < f.size - 4 * MiB, `cached ${partial.cachedBytes} of ${f.size}`);
 
     // Storage back: the next load reads every recorded chunk intact and fetches only the rest.
     await cdp.send('Storage.overrideQuotaForOrigin', { origin });
@@ -120,7 +121,7 @@ test('storage full mid-download: the model loads, the cache keeps exactly what w
     const [whole] = await list(b.page);
     assert.equal(whole.complete, true);
     assert.equal(whole.verified, true);
-    report(`quota lowered at 8 MiB loaded: ${mb(partial.cachedBytes)} of ${mb(f.size)} stored and kept; the next load fetched ${mb(served)}`);
+    report(`quota lowered at 4 MiB loaded: ${mb(partial.cachedBytes)} of ${mb(f.size)} stored and kept; the next load fetched ${mb(served)}`);
   } finally {
     await b.close();
     await hub.close();
@@ -192,7 +193,7 @@ test('the cache deleted while a load uses it: a typed `cache` error, the load co
         }))();
       };
     }, hub.url);
-    hub.faults.delayMs = 5;
+    hub.faults.delayMs = 30; // the load outlasts the three attempts
     const r = await load(b.page, hub.url, { chunkSize: MiB, concurrency: 2 });
     hub.faults.delayMs = 0;
     const attempts = await b.page.evaluate(() => window.attempts);
