@@ -25,10 +25,10 @@ export const fixture = (name) => JSON.parse(readFileSync(join(fixturesDir, name)
 export const A = fixture('A-F32.llama.json');
 export const PROMPT_TEXT = 'What is the capital of France?';
 
-/** Chromium with a fresh profile (its own OPFS); returns {ctx, page, close}. */
-export async function launch(serverUrl, { path = '/test/page.html' } = {}) {
+/** Chromium with a fresh profile (its own OPFS); returns {ctx, page, close}. `args`: more command-line flags. */
+export async function launch(serverUrl, { path = '/test/page.html', args = [] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'clef-browser-'));
-  const ctx = await chromium.launchPersistentContext(dir, { executablePath: CHROMIUM, headless: true, args: ARGS });
+  const ctx = await chromium.launchPersistentContext(dir, { executablePath: CHROMIUM, headless: true, args: [...ARGS, ...args] });
   const page = ctx.pages()[0] ?? (await ctx.newPage());
   const logs = [];
   page.on('console', (m) => logs.push(`${m.type()}: ${m.text()}`));

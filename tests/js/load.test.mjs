@@ -331,6 +331,16 @@ test('out_of_memory names what is needed and a smaller quant of the same reposit
   assert.match(e.message, /^o\/r:Q2_K does not fit in this tab: it needs about 4\.\d\d GB .* Use a smaller quant, e\.g\. 'o\/r:(IQ|Q)[0-9A-Z_]+'\.$/);
 });
 
+test('a refused allocation: out_of_memory with the memory the browser gives now (measured) and a quant that fits in it', () => {
+  const probed = L.probeWasmMemory();
+  assert.ok(probed > 0 && probed <= 4 * 2 ** 30 && probed % 65536 === 0, `probe: ${probed}`);
+  const shape = { weightBytes: 3.6e9, stateBytes: 50e6, kvBytesPerToken: 65536, nVocab: 248_320 };
+  const e = L.allocationRefused({ name: 'o/r:Q2_K', quant: 'Q2_K', fileType: 10, repo: 'o/r', contextRequested: false }, shape, 8192, 3e6, 'the weights');
+  assert.equal(e.code, 'out_of_memory');
+  assert.match(e.message, /^o\/r:Q2_K does not fit in this tab: the browser refused memory for the weights \(about [\d.]+ [GM]B of WebAssembly memory is available/);
+  assert.match(e.message, /Close other tabs, or use a smaller quant/);
+});
+
 test('the page\'s estimate with workers: files over 4 GiB split, contexts grow with the split (one core, two, eight)', () => {
   const GiB = 2 ** 30;
   const one = L.estimateMemory(3.36 * GiB, 1);

@@ -23,7 +23,7 @@ import type { CopyOp, ErrorCode, LoadParams, LoadProgress, LoadStats } from './p
 import { type Manifest, type ModelCache, CacheError, PIECE_BYTES } from './cache.js';
 import { type ResolvedLoadParams, resolveLoadParams } from './validate.js';
 import { LoadError, errCode } from './load/errors.js';
-import { MIN_AUTO_CONTEXT, WASM_MAX_MEMORY, memoryNeeded, outOfMemory, pickContext, type FitSubject, type MemoryShape } from './load/fit.js';
+import { MIN_AUTO_CONTEXT, WASM_MAX_MEMORY, allocationRefused, memoryNeeded, outOfMemory, pickContext, type FitSubject, type MemoryShape } from './load/fit.js';
 import { type HeaderInfo, checkSupported, readHeader } from './load/header.js';
 import { cachedHeader, completeCache, isTrusted, probe, sameFile, startCache } from './load/cached.js';
 import { type RetryEvents, withRetry } from './load/fetch.js';
@@ -55,6 +55,8 @@ export interface LoadOutcome {
   workersReason: string;
   info: HeaderInfo;
   nCtx: number;
+  /** The `out_of_memory` error for an allocation refused after the load (the state and KV cache in `finish`). */
+  refused: (what: string) => LoadError;
   source: 'network' | 'cache' | 'network+cache' | 'file';
   sha256: string | null;
   verified: boolean;
@@ -189,6 +191,8 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       throw outOfMemory(subject, p, nCtx, available(i), limit, why);
     }
   });
+  /** The browser refused an allocation the fit check allowed (measured: this instance's memory now). */
+  const refused = (what: string) => allocationRefused(subject, parts[0], nCtx, (wasmMemory() as WebAssembly.Memory).buffer.byteLength, what);
   // ---- cache: reuse the manifest, or start a fresh one ------------------------------------------
   const cache = ctx.cache;
   let m = head.manifest;
@@ -223,7 +227,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     pool?.terminate();
     cache?.close();
     const code = e instanceof ShardError ? e.code : errCode(e);
-    if (code === 'out_of_memory') throw outOfMemory(subject, parts[0], nCtx, available(0), limit, 'the allocation failed');
+    if (code === 'out_of_memory') throw refused('the weights');
     if (e instanceof ShardError) throw new LoadError(e.code, e.message);
     throw new LoadError((code as ErrorCode) ?? 'bad_gguf', (e as Error).message);
   }
@@ -257,7 +261,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     progress.phase = 'ready';
     progress.emit(true);
     return {
-      loader, pool, workers, workersReason: choice.reason, info, nCtx,
+      loader, pool, workers, workersReason: choice.reason, info, nCtx, refused,
       source: ctx.local ? 'file' : stats.cachedBytes > 0 ? (r.downloadedData > 0 ? 'network+cache' : 'cache') : 'network',
       sha256: r.sha256 ?? (trusted ? m!.oid : null),
       verified: !!r.sha256 || trusted,

@@ -111,7 +111,22 @@ export interface LoadParams {
   wasmUrl?: string;
 }
 
-export type LoadPhase = 'header' | 'download' | 'cache' | 'verify' | 'ready';
+/**
+ * 'waiting': another tab (or worker) is loading the same model into the cache; this load goes on
+ * from the cache when it is done (`loaded` / `total` are the other load's).
+ */
+export type LoadPhase = 'waiting' | 'header' | 'download' | 'cache' | 'verify' | 'ready';
+
+/**
+ * What became of the OPFS cache in a load (`ModelInfo.cache`):
+ *   stored       the whole file is in the cache: the next load needs no download
+ *   off          not asked for (`cache: false`, a File or a path)
+ *   unavailable  the browser has no OPFS here, or refuses it (private windows): not cached
+ *   quota        storage ran out: the chunks stored before stay (a later load resumes from them)
+ *   failed       another storage failure (the cache was in use without Web Locks, a write refused, …)
+ * Anything but `stored` and `off` comes with a warning saying why.
+ */
+export type CacheStatus = 'stored' | 'off' | 'unavailable' | 'quota' | 'failed';
 
 /** A failed request waiting to be retried. */
 export interface LoadRetry {
@@ -194,6 +209,8 @@ export interface ModelInfo {
   nEmbd: number;
   /** Where the bytes came from. */
   source: 'network' | 'cache' | 'network+cache' | 'file';
+  /** Whether the file is in the OPFS cache now (see CacheStatus). */
+  cache: CacheStatus;
   /** sha256 of the file when it was verified (else null). */
   sha256: string | null;
   verified: boolean;

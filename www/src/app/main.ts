@@ -6,7 +6,7 @@
 // ?model=owner/repo:QUANT (preselects it; loads it if it is on this device), ?chunk=KiB (Range
 // request size, for tests).
 
-import { ClefEngine, resolveModel, type CachedModel, type LoadProgress } from '../index.js';
+import { ClefEngine, resolveModel, type CacheStatus, type CachedModel, type LoadProgress } from '../index.js';
 import { ChatView } from './chat.js';
 import { icons } from './icons.js';
 import {
@@ -251,7 +251,19 @@ function renderChip() {
   } else text.textContent = 'Choose a model';
 }
 
+/** Why a loaded model is not saved on this device (ModelInfo.cache), where it is not. */
+const NOT_SAVED: Partial<Record<CacheStatus, string>> = {
+  unavailable: 'No — this browser gives no storage here (a private window?): it downloads again next time',
+  quota: 'Partly — the storage is full: free space, then load it again to finish saving it',
+  failed: 'No — the storage refused it (see the console)',
+};
+
 function progressLine(p: LoadProgress | null): { title: string; stats: string[]; frac: number | null } {
+  if (p?.phase === 'waiting') {
+    // Another tab is downloading this model into the cache; this one loads from it afterwards.
+    const got = p.total ? `${fmtBytes(p.loaded)} of ${fmtBytes(p.total)}` : 'starting';
+    return { title: 'Loading in another tab', stats: [got, 'this tab continues from the saved copy'], frac: p.total ? p.loaded / p.total : null };
+  }
   if (!p || p.phase === 'header') return { title: 'Connecting…', stats: [p?.retry ? `retrying in ${p.retry.inSeconds} s` : 'Reading the model header'], frac: null };
   const frac = p.total ? p.loaded / p.total : null;
   const stats = [`${fmtBytes(p.loaded)} of ${fmtBytes(p.total)}`];
@@ -324,6 +336,7 @@ function renderStatus() {
       <dt>Memory</dt><dd>${fmtBytes(info.stats.wasmMemoryBytes)}</dd>
       <dt>Kernels</dt><dd>${info.stats.simd === 'relaxed-simd' ? 'relaxed SIMD' : 'SIMD128'}</dd>
       <dt>Loaded</dt><dd>${from} in ${fmtMs(info.stats.seconds * 1000)}</dd>
+      ${NOT_SAVED[info.cache] ? `<dt>Saved</dt><dd>${NOT_SAVED[info.cache]}</dd>` : ''}
     </dl>
     <div class="row"><button type="button" class="clef-btn" data-action="unload">Unload</button></div>`;
 }

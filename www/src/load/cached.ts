@@ -3,7 +3,8 @@
 //   probe        is the cached file still the file at this URL? One small request with a short
 //                timeout; no answer = offline (the cached copy is what we have)
 //   header       the cached header bytes, checked against the manifest's checksum, parsed
-//   start        a fresh cache for this file (after a storage check), header stored first
+//   start        a fresh cache for this file (after a storage check), header stored first;
+//                too little storage: no caching (the load goes on)
 //   read chunk   a chunk read straight into its destinations, checked against its checksum
 //                (src/checksum.rs; a checksum of an earlier build's kind is checked with that
 //                kind and replaced with the current one)
@@ -12,7 +13,7 @@
 //   complete     the manifest after a successful load (complete, verified if the sha256 matched)
 
 import { Checksum } from '../../pkg/clef_web.js';
-import { type Manifest, ModelCache, quotaError, storageFree } from '../cache.js';
+import { CacheError, type Manifest, ModelCache, quotaError, storageFree } from '../cache.js';
 import { LoadError } from './errors.js';
 import { type HeaderInfo, parse } from './header.js';
 import { type Placement, hashParts } from './placement.js';
@@ -89,21 +90,30 @@ export async function cachedHeader(cache: ModelCache, m: Manifest, name: string)
   }
 }
 
-/** Starts a fresh cache for this file, with its header stored. Throws `quota` when storage is short. */
+/**
+ * Starts a fresh cache for this file, with its header stored. Too little storage for the whole
+ * file (or a storage failure) stops the caching instead (`ModelCache.stopWriting`): null, and the
+ * load goes on without it.
+ */
 export async function startCache(
   cache: ModelCache,
   f: { key: string; url: string; name: string; size: number; etag: string | null; oid: string | null; header: Uint8Array; dataOffset: number; chunkSize: number },
-): Promise<Manifest> {
+): Promise<Manifest | null> {
   const free = await storageFree();
   if (free < f.size * STORAGE_SLACK) {
-    cache.close();
-    throw quotaError(f.size - free);
+    cache.stopWriting(quotaError(f.size - free));
+    return null;
   }
   const header = f.header.subarray(0, f.dataOffset);
-  await cache.begin({
-    key: f.key, url: f.url, name: f.name, size: f.size, etag: f.etag, oid: f.oid,
-    dataOffset: f.dataOffset, headerChecksum: checksumOf(header), chunkSize: f.chunkSize,
-  });
+  try {
+    await cache.begin({
+      key: f.key, url: f.url, name: f.name, size: f.size, etag: f.etag, oid: f.oid,
+      dataOffset: f.dataOffset, headerChecksum: checksumOf(header), chunkSize: f.chunkSize,
+    });
+  } catch (e) {
+    cache.stopWriting(new CacheError('cache', `could not create the cache: ${(e as Error).message}`));
+    return null;
+  }
   cache.write(0, header);
   cache.saveManifest();
   return cache.manifest!;
@@ -150,7 +160,7 @@ export function isTrusted(m: Manifest | null, dataStart: number, size: number, c
 
 /** Records a successful load in the manifest: complete, verified when the sha256 matched, last used now. */
 export function completeCache(cache: ModelCache | null, m: Manifest | null, sha256: string | null): void {
-  if (!cache || !m) return;
+  if (!cache || !m || !cache.writing) return;
   m.complete = true;
   if (sha256) m.verified = true;
   m.lastUsed = Date.now();
