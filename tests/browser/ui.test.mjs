@@ -574,6 +574,13 @@ test('chat view: tool calls as collapsed "called name(args)" blocks, JSON answer
     assert.ok(await calls.nth(1).locator('pre').isHidden());
     assert.match(await page.locator('[aria-live]').innerText(), /called get_weather\(.*called get_time\(\)/);
     await shot(page, 'ui-toolcalls-1280');
+    // On a phone the one-line summary is cut with an ellipsis; the arguments wrap inside their block.
+    await page.setViewportSize(PHONE);
+    const sig = calls.first().locator('summary');
+    assert.ok(await sig.evaluate((el) => el.scrollWidth > el.clientWidth && getComputedStyle(el).textOverflow === 'ellipsis'));
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth), 'no sideways scrolling');
+    await shot(page, 'ui-toolcalls-390');
+    await page.setViewportSize(DESKTOP);
 
     // The next turn sends the calls back in the history (OpenAI's assistant message with tool_calls).
     await page.evaluate(() => {
