@@ -17,6 +17,7 @@ import { fmtBytes, fmtDuration, fmtMs, fmtPercent, fmtRate } from './format.js';
 import { humane } from './errors.js';
 import { DEFAULTS, getItem, loadSettings, saveSettings, setItem, type PageSettings } from './settings.js';
 import { escapeHtml } from './markdown.js';
+import { parseToolsSetting } from './structured.js';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const params = new URLSearchParams(location.search);
@@ -608,8 +609,24 @@ function fillSettings() {
   field('s-max-tokens').value = String(settings.max_tokens);
   field('s-hub').value = settings.hubUrl;
   field('s-repo').value = settings.repo;
+  field<HTMLInputElement>('s-json').checked = settings.json;
+  field('s-tools').value = settings.tools;
+  showOutputChecks();
   $('o-temperature').textContent = settings.temperature.toFixed(2);
   $('o-top-p').textContent = settings.top_p.toFixed(2);
+}
+/** The tools field checked as it is typed (a clear error under it); JSON output is off while tools are set. */
+function showOutputChecks() {
+  const r = parseToolsSetting(settings.tools);
+  const err = $('s-tools-error');
+  err.hidden = !('error' in r);
+  err.textContent = 'error' in r ? `${r.error[0].toUpperCase()}${r.error.slice(1)}. Answers are refused until it is fixed.` : '';
+  field('s-tools').setAttribute('aria-invalid', String('error' in r));
+  const withTools = 'tools' in r && r.tools.length > 0;
+  field<HTMLInputElement>('s-json').disabled = withTools;
+  $('s-json-help').textContent = withTools
+    ? 'Off while tools are set: an answer is either JSON or tool calls.'
+    : 'Every answer is a JSON object, shown as a code block.';
 }
 $('open-settings').addEventListener('click', () => {
   fillSettings();
@@ -628,7 +645,10 @@ $('settings-form').addEventListener('input', () => {
     max_tokens: Math.max(0, Math.round(num('s-max-tokens', DEFAULTS.max_tokens))),
     hubUrl: field('s-hub').value.trim(),
     repo: field('s-repo').value.trim(),
+    json: field<HTMLInputElement>('s-json').checked,
+    tools: field('s-tools').value,
   };
+  showOutputChecks();
   $('o-temperature').textContent = settings.temperature.toFixed(2);
   $('o-top-p').textContent = settings.top_p.toFixed(2);
   saveSettings(settings);
