@@ -279,24 +279,39 @@ impl ModelLoader {
     /// `shardPtr(shard) + dstOffset + i·dstStride`. A whole model's plan is one contiguous op
     /// (`count` 1, `dstOffset` 0) per shard.
     pub fn plan(&self) -> Array {
-        let store = self.store.as_ref().expect("loader already finished");
-        store
-            .plan()
-            .iter()
-            .map(|r| {
-                let o = Object::new();
-                set(&o, "shard", r.shard as u32);
-                set(&o, "dstOffset", r.dst_offset as f64);
-                set(&o, "fileOffset", r.file_offset as f64);
-                set(&o, "len", r.len as f64);
-                set(&o, "count", r.count as f64);
-                set(&o, "fileStride", r.file_stride as f64);
-                set(&o, "dstStride", r.dst_stride as f64);
-                JsValue::from(o)
-            })
-            .collect()
+        plan_array(self.store.as_ref().expect("loader already finished").plan())
     }
 
+    /// The plan `forRole` would give, without allocating anything: a shard worker answers with
+    /// it at once and allocates after, so the coordinator starts routing bytes meanwhile.
+    #[wasm_bindgen(js_name = planForRole)]
+    pub fn plan_for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize) -> Result<Array, JsValue> {
+        let role = parse_role(role, index, count)?;
+        let header = crate::gguf::parse_header(prefix, Some(file_size as u64)).map_err(|e| model_err(&ModelError::Gguf(e)))?;
+        let (_, layout, _) = Model::layout_role(&header, role).map_err(|e| model_err(&e))?;
+        Ok(plan_array(&layout.plan))
+    }
+}
+
+/// A copy plan as JS objects `{shard, dstOffset, fileOffset, len, count, fileStride, dstStride}`.
+fn plan_array(plan: &[crate::weights::CopyOp]) -> Array {
+    plan.iter()
+        .map(|r| {
+            let o = Object::new();
+            set(&o, "shard", r.shard as u32);
+            set(&o, "dstOffset", r.dst_offset as f64);
+            set(&o, "fileOffset", r.file_offset as f64);
+            set(&o, "len", r.len as f64);
+            set(&o, "count", r.count as f64);
+            set(&o, "fileStride", r.file_stride as f64);
+            set(&o, "dstStride", r.dst_stride as f64);
+            JsValue::from(o)
+        })
+        .collect()
+}
+
+#[wasm_bindgen]
+impl ModelLoader {
     /// How the KV cache stores values: "f32" (default) or "f16" (half the memory).
     #[wasm_bindgen(js_name = setKvCache)]
     pub fn set_kv_cache(&mut self, ty: &str) -> Result<(), JsValue> {

@@ -270,7 +270,8 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   } catch (e) {
     loader.free();
     pool?.terminate();
-    if (e instanceof ShardError) throw new LoadError(e.code, e.message);
+    // A shard worker allocates its weights while the data streams in (shard-worker.ts 'alloc').
+    if (e instanceof ShardError) throw e.code === 'out_of_memory' ? refused('the weights') : new LoadError(e.code, e.message);
     throw e;
   } finally {
     placement.dispose();

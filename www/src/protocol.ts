@@ -466,7 +466,10 @@ export interface CopyOp {
 export type ShardRequest =
   /** Instantiate the engine's compiled wasm module (compiled once, by the engine worker). */
   | { type: 'init'; id: number; module: WebAssembly.Module }
-  /** Allocate shard `index` of `count` of the model whose header is `header` (its first dataOffset bytes). */
+  /**
+   * Allocate shard `index` of `count` of the model whose header is `header` (its first dataOffset
+   * bytes). Answered with the load plan at once; the allocation follows (a failure fails the pool).
+   */
   | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number }
   /**
    * Copy `bytes` into the weights: quads (shard, dstOffset, offset in bytes, len). Answered with
@@ -484,7 +487,7 @@ export type ShardRequest =
 
 export interface ShardResults {
   init: null;
-  alloc: { plan: CopyOp[]; wasmMemoryBytes: number };
+  alloc: { plan: CopyOp[] };
   write: null;
   finish: { vocab: [number, number]; stateBytes: number; wasmMemoryBytes: number };
   ops: null;

@@ -44,12 +44,16 @@ export function createShardHost(post: Post) {
           ok(req.id, 'init', null);
           return;
         case 'alloc': {
+          // The plan goes back at once; the allocation follows (touching every page of it: the
+          // longest step of a cached load), while the coordinator already reads and routes the
+          // chunks. Their writes wait in this worker's queue; a failed allocation fails the pool.
           loader?.free();
+          loader = null;
+          const plan = ModelLoader.planForRole(req.header, req.size, 'shard', req.index, req.count) as CopyOp[];
+          ok(req.id, 'alloc', { plan });
           loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count);
-          const plan = loader.plan() as CopyOp[];
           ptrs = [];
           for (let i = 0; i < loader.shardCount(); i++) ptrs[i] = loader.shardPtr(i);
-          ok(req.id, 'alloc', { plan, wasmMemoryBytes: memory() });
           return;
         }
         case 'write': {

@@ -188,9 +188,13 @@ export function createCore(post: Post, env: CoreEnv) {
             onWarning: (message) => post({ type: 'warning', id, message }),
           });
           const built = performance.now();
+          // The shards build their engines while this worker builds the coordinator's.
+          const kv = params.kvCache ?? 'f32';
+          const shardsBuilt = out.pool?.finish(out.nCtx, kv);
+          shardsBuilt?.catch(() => {}); // awaited below; a failure meanwhile is not unhandled
           let eng: WasmEngine;
           try {
-            out.loader.setKvCache(params.kvCache ?? 'f32');
+            out.loader.setKvCache(kv);
             eng = out.loader.finish(out.nCtx);
           } catch (e) {
             out.pool?.terminate();
@@ -200,9 +204,9 @@ export function createCore(post: Post, env: CoreEnv) {
             out.loader.free();
           }
           let memory = (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
-          if (out.pool) {
+          if (out.pool && shardsBuilt) {
             try {
-              memory += (await out.pool.finish(out.nCtx, params.kvCache ?? 'f32')).reduce((a, b) => a + b, 0);
+              memory += (await shardsBuilt).reduce((a, b) => a + b, 0);
             } catch (e) {
               eng.free();
               out.pool.terminate();
