@@ -99,6 +99,12 @@ export interface LoadParams {
    * from the cores (navigator.hardwareConcurrency) and the model's size — see load/workers.ts.
    */
   workers?: number;
+  /**
+   * How a split model's stages reach the shard workers: 'shared' (SharedArrayBuffer + Atomics;
+   * Node, or a cross-origin isolated page), 'message' (postMessage: any page), 'auto' (default:
+   * shared where available).
+   */
+  exchange?: Exchange;
   /** KV cache values: 'f32' (default, exact) or 'f16' (half the memory per token: longer contexts). */
   kvCache?: 'f32' | 'f16';
   /** Expected sha256 of the whole file (else: the Hub's LFS oid when it gives one). */
@@ -220,6 +226,8 @@ export interface ModelInfo {
   decisions: DecisionInfo;
   /** Shard workers the weights are split across (1: all in the engine worker). */
   workers: number;
+  /** How stages reach the shard workers ('' with one worker): see LoadParams.exchange. */
+  exchange: 'shared' | 'message' | '';
   /** Why that many ("requested", or how the default was chosen). */
   workersReason: string;
   stats: LoadStats;
@@ -483,7 +491,12 @@ export type ShardRequest =
   /** Run a stage (kind 0 mixer, 1 FFN, 2 LM head; see src/wasm.rs WasmShard.run). */
   | { type: 'run'; id: number; kind: number; layer: number; pos: number; x: Float32Array }
   /** Answers once every earlier message has been handled. */
-  | { type: 'sync'; id: number };
+  | { type: 'sync'; id: number }
+  /**
+   * Serve stages through shared memory (exchange.ts) as shard `index`, from sequence number `seq`,
+   * until told to stop; no message is read meanwhile. No answer unless a stage fails.
+   */
+  | { type: 'serve'; id: number; exchange: ExchangeBuffer; index: number; seq: number };
 
 export interface ShardResults {
   init: null;
@@ -494,6 +507,17 @@ export interface ShardResults {
   /** The shard's result and the time it computed (ms). */
   run: { out: Float32Array; ms: number };
   sync: { wasmMemoryBytes: number };
+  serve: null;
+}
+
+export type Exchange = 'auto' | 'shared' | 'message';
+
+/** A SharedArrayBuffer laid out for the shared exchange (exchange.ts). */
+export interface ExchangeBuffer {
+  sab: SharedArrayBuffer;
+  shards: number;
+  cap: number;
+  outCap: number;
 }
 
 export type ShardResponse =

@@ -5,6 +5,7 @@
 // (`init`): the engine worker compiles it once for all.
 
 import { initSync, ModelLoader, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
+import { serve } from './exchange.js';
 import type { CopyOp, ErrorInfo, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
 
 /** A Node built-in, imported at run time (not bundled; never reached in browsers). */
@@ -94,6 +95,16 @@ export function createShardHost(post: Post) {
         case 'sync':
           ok(req.id, 'sync', { wasmMemoryBytes: memory() });
           return;
+        case 'serve': {
+          const s = shard;
+          if (!s) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
+          serve(req.exchange, req.index, req.seq, (kind, layer, pos, x) => {
+            const t = performance.now();
+            const out = s.run(kind, layer, pos, x);
+            return { out, ms: performance.now() - t };
+          }, (e) => post({ type: 'error', id: req.id, error: errorInfo(e) }));
+          return;
+        }
       }
     } catch (e) {
       post({ type: 'error', id: req.id, error: errorInfo(e) });

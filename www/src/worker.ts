@@ -25,6 +25,7 @@ import { errCode } from './load/errors.js';
 import { CacheError, deleteCached } from './cache.js';
 import { type CachingEvents, openCaching } from './load/caching.js';
 import { ShardError, ShardPool, SplitDriver, browserShard, nodeShard, type ShardPort } from './shards.js';
+import { sharedExchangeAvailable } from './exchange.js';
 
 export interface CoreEnv {
   /** Compiles and instantiates the wasm module (once); the compiled module goes to shard workers too. */
@@ -148,7 +149,13 @@ export function createCore(post: Post, env: CoreEnv) {
       wasmReady ??= env.initWasm(params.wasmUrl);
       const module = await wasmReady;
       const spawn = env.spawnShard;
-      const startShards = spawn ? (n: number) => ShardPool.start(n, module, spawn) : undefined;
+      // How a split model's stages travel: shared memory where there is some (exchange.ts).
+      const want = params.exchange ?? 'auto';
+      if (want === 'shared' && !sharedExchangeAvailable()) {
+        throw new LoadError('bad_request', "exchange: 'shared' needs SharedArrayBuffer: Node, or a cross-origin isolated page (COOP + COEP headers)");
+      }
+      const shared = want === 'shared' || (want === 'auto' && sharedExchangeAvailable());
+      const startShards = spawn ? (n: number) => ShardPool.start(n, module, spawn, shared) : undefined;
       for (let attempt = 0; ; attempt++) {
         let closeSource: (() => void) | undefined;
         let source: ByteSource;
@@ -213,7 +220,7 @@ export function createCore(post: Post, env: CoreEnv) {
               throw e;
             }
             pool = out.pool;
-            driver = new SplitDriver(eng, out.pool);
+            driver = new SplitDriver(eng, out.pool, out.info.nEmbd);
           }
           out.stats.phaseMs.build = performance.now() - built;
           const h = out.info;
@@ -224,7 +231,7 @@ export function createCore(post: Post, env: CoreEnv) {
             contextLength: eng.nCtx(), trainedContextLength: h.contextLength, nVocab: h.nVocab, nLayer: h.nLayer, nEmbd: h.nEmbd,
             source: out.source, cache: caching.status(), sha256: out.sha256, verified: out.verified, etag: out.etag, hasChatTemplate: !!h.chatTemplate,
             decisions: eng.decisionInfo() as DecisionInfo,
-            workers: out.workers, workersReason: out.workersReason,
+            workers: out.workers, workersReason: out.workersReason, exchange: out.pool ? (out.pool.shared ? 'shared' : 'message') : '',
             stats: { ...out.stats, wasmMemoryBytes: memory, simd: simdLevel() },
           };
           return info;
