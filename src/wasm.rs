@@ -965,6 +965,16 @@ impl ChunkRouter {
         Ok(ChunkRouter { dests: Vec::new(), stages: [buf()?, buf()?], pack: buf()? })
     }
 
+    /// A router with stage 0 only (no second stage, nothing packed): a worker reading its own part
+    /// of a cached model (www/src/load/pull.ts).
+    #[wasm_bindgen(js_name = stageOnly)]
+    pub fn stage_only(chunk_bytes: usize) -> Result<ChunkRouter, JsValue> {
+        let mut stage = Vec::new();
+        stage.try_reserve_exact(chunk_bytes).map_err(|_| err("out_of_memory", "no memory for the load's chunk buffer".to_string()))?;
+        stage.resize(chunk_bytes, 0u8);
+        Ok(ChunkRouter { dests: Vec::new(), stages: [stage, Vec::new()], pack: Vec::new() })
+    }
+
     /// Adds a destination by its plan: 7 numbers per op (shard, dstOffset, fileOffset, len, count,
     /// fileStride, dstStride, as `ModelLoader.plan()` gives them). Returns its index.
     #[wasm_bindgen(js_name = addDestination)]

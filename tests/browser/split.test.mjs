@@ -140,10 +140,42 @@ test('Chromium without COOP/COEP: 2 and 3 workers over HTTP, then from OPFS, giv
     assert.deepEqual(net.ids, A.cases[0].greedy_ids);
     const f = hub.files.get('test-org/clef-flash-GGUF').get('clef-flash-F32.gguf');
     assert.equal(hub.bytesServed(), f.size, 'every byte once: the engine worker downloads, the shards get their parts');
+    assert.equal(net.info.stats.pulledByWorkers, false);
     const cached = await run({ workers: 3 });
     assert.equal(cached.info.source, 'cache');
     assert.equal(cached.info.workers, 3);
+    assert.equal(cached.info.stats.pulledByWorkers, true, 'every worker read its own part of the cache');
     assert.deepEqual(cached.ids, A.cases[0].greedy_ids);
+
+    // A byte flipped in the cached copy: the workers find the bad chunk, the load falls back to the
+    // general path, which fetches that chunk alone; the answer is unchanged.
+    await b.page.evaluate(async (at) => {
+      const cache = await (await navigator.storage.getDirectory()).getDirectoryHandle('clef-cache');
+      let dir = null;
+      for await (const [, h] of cache.entries()) if (h.kind === 'directory') dir = h;
+      const fh = await dir.getFileHandle('piece-0.bin');
+      const byte = new Uint8Array(await (await fh.getFile()).slice(at, at + 1).arrayBuffer());
+      const w = await fh.createWritable({ keepExistingData: true });
+      await w.write({ type: 'write', position: at, data: new Uint8Array([byte[0] ^ 0x5a]) });
+      await w.close();
+    }, 9 * (1 << 20) + 777);
+    hub.clearLog();
+    const repaired = await b.page.evaluate(async ({ hub, text }) => {
+      const warnings = [];
+      const engine = await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl: hub, chunkSize: 1 << 20, workers: 2, onWarning: (m) => warnings.push(m) });
+      try {
+        const r = await engine.chat.completions.create({ messages: [{ role: 'user', content: text }], max_tokens: 16, temperature: 0, return_token_ids: true });
+        return { info: engine.info, ids: r.choices[0].token_ids, warnings };
+      } finally {
+        await engine.unload();
+      }
+    }, { hub: hub.url, text: PROMPT_TEXT });
+    assert.ok(repaired.warnings.some((w) => /damaged/.test(w)), repaired.warnings.join('\n'));
+    assert.equal(repaired.info.source, 'network+cache');
+    assert.equal(repaired.info.stats.pulledByWorkers, false);
+    const ranges = hub.log.filter((e) => e.path.startsWith('/cdn/') && e.start > 0);
+    assert.deepEqual(ranges.map((e) => [e.start, e.end]), [[9 << 20, 10 << 20]], 'only the bad chunk was fetched');
+    assert.deepEqual(repaired.ids, A.cases[0].greedy_ids);
     report(`Chromium, F32 fixture: 2 workers ${net.usage.completion_tokens_per_second} tok/s, 3 workers ${cached.usage.completion_tokens_per_second} tok/s (tiny model: exchange-bound)`);
 
     const crash = await b.page.evaluate(async ({ hub, text }) => {

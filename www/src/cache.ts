@@ -329,8 +329,7 @@ export class ModelCache {
 
   /** Opens the piece files for the manifest's size (after `begin`, or on a valid manifest). */
   async openPieces(): Promise<void> {
-    const m = this.manifest!;
-    const n = Math.max(1, Math.ceil(m.size / m.pieceSize));
+    const n = pieceCount(this.manifest!);
     for (let i = this.pieces.length; i < n; i++) this.pieces.push(await this.syncHandle(`piece-${i}.bin`));
   }
 
@@ -350,20 +349,36 @@ export class ModelCache {
 
   /** Reads `dest.length` bytes at `fileOffset`; returns the number of bytes actually read. */
   read(fileOffset: number, dest: Uint8Array): number {
-    const P = this.manifest!.pieceSize;
-    let done = 0;
-    while (done < dest.length) {
-      const off = fileOffset + done;
-      const p = Math.floor(off / P);
-      const at = off - p * P;
-      const n = Math.min(dest.length - done, P - at);
-      const h = this.pieces[p];
-      if (!h) return done;
-      const got = h.read(dest.subarray(done, done + n), { at });
-      done += got;
-      if (got < n) return done;
+    return readPieces(this.pieces, this.manifest!.pieceSize, fileOffset, dest);
+  }
+
+  /**
+   * Reopens the pieces read-only, so that other workers can open them read-only too (a split
+   * model's shard workers reading their own parts: load/pull.ts). False where the browser has no
+   * read-only access handles; then the pieces are open as before. `ownPieces` undoes it.
+   */
+  async shareReadOnly(): Promise<boolean> {
+    this.closePieces();
+    try {
+      const m = this.manifest!;
+      for (let i = 0; i < pieceCount(m); i++) this.pieces.push(await openPiece(this.dir, i, 'read-only'));
+      return true;
+    } catch {
+      this.closePieces();
+      await this.openPieces();
+      return false;
     }
-    return done;
+  }
+
+  /** Back to this worker's own (writable) handles after `shareReadOnly`. */
+  async ownPieces(): Promise<void> {
+    this.closePieces();
+    await this.openPieces();
+  }
+
+  /** The directory name of this cache (what other workers open: `openReadOnly`). */
+  get dirName(): string {
+    return dirNameOf(this.key);
   }
 
   /** Whether writes still happen (false after `stopWriting`). */
@@ -446,6 +461,10 @@ export class ModelCache {
     for (const h of this.pieces) {
       try {
         h.flush();
+      } catch {
+        /* read-only, or closed */
+      }
+      try {
         h.close();
       } catch {
         /* already closed */
@@ -478,6 +497,53 @@ export class ModelCache {
     }
     this.manifestHandle = null;
   }
+}
+
+function pieceCount(m: Pick<Manifest, 'size' | 'pieceSize'>): number {
+  return Math.max(1, Math.ceil(m.size / m.pieceSize));
+}
+
+/** Bytes [fileOffset, +dest.length) from piece files of `pieceSize` bytes; the number of bytes read. */
+function readPieces(pieces: SyncHandle[], pieceSize: number, fileOffset: number, dest: Uint8Array): number {
+  let done = 0;
+  while (done < dest.length) {
+    const off = fileOffset + done;
+    const p = Math.floor(off / pieceSize);
+    const at = off - p * pieceSize;
+    const n = Math.min(dest.length - done, pieceSize - at);
+    const h = pieces[p];
+    if (!h) return done;
+    const got = h.read(dest.subarray(done, done + n), { at });
+    done += got;
+    if (got < n) return done;
+  }
+  return done;
+}
+
+async function openPiece(dir: FileSystemDirectoryHandle, i: number, mode: 'read-only'): Promise<SyncHandle> {
+  const fh = await dir.getFileHandle(`piece-${i}.bin`);
+  return (await (fh as unknown as { createSyncAccessHandle(o: { mode: string }): Promise<SyncHandle> }).createSyncAccessHandle({ mode })) as SyncHandle;
+}
+
+/**
+ * Read-only access, from any worker, to the pieces of the cache in directory `dirName` (whose
+ * owner has called `ModelCache.shareReadOnly`). Null where OPFS is unavailable.
+ */
+export async function openReadOnly(dirName: string, size: number, pieceSize: number): Promise<{ read(fileOffset: number, dest: Uint8Array): number; close(): void } | null> {
+  const root = await cacheRoot(false);
+  if (!root) return null;
+  const dir = await root.getDirectoryHandle(dirName);
+  const pieces: SyncHandle[] = [];
+  try {
+    for (let i = 0; i < pieceCount({ size, pieceSize }); i++) pieces.push(await openPiece(dir, i, 'read-only'));
+  } catch (e) {
+    for (const h of pieces) h.close();
+    throw e;
+  }
+  return {
+    read: (fileOffset, dest) => readPieces(pieces, pieceSize, fileOffset, dest),
+    close: () => pieces.forEach((h) => h.close()),
+  };
 }
 
 /** Free storage for the cache (bytes; Infinity when unknown). */

@@ -34,6 +34,7 @@ import { Progress, emptyStats, jsHeap } from './load/progress.js';
 import { type RetryPolicy, retryPolicy } from './load/retry.js';
 import type { ByteSource } from './load/sources.js';
 import { transfer } from './load/transfer.js';
+import { pullCached } from './load/pull.js';
 
 export { LoadError } from './load/errors.js';
 export { WASM_MAX_MEMORY } from './load/fit.js';
@@ -235,9 +236,17 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   // ---- data --------------------------------------------------------------------------------------
   lap('allocate');
   try {
-    // A verified cache with every chunk present needs no sha256 (chunk checksums suffice).
-    const trusted = isTrusted(m, info.dataOffset, size, chunkSize);
-    const r = await transfer({
+    // A verified cache with every chunk present needs no sha256 (chunk checksums suffice); split,
+    // every worker reads its own part from it (load/pull.ts). Else, or if that fails: the transfer.
+    let trusted = isTrusted(m, info.dataOffset, size, chunkSize);
+    const pulled = pool && cache && m && trusted
+      ? await pullCached({
+        name: ctx.name, cache, manifest: m, pool, plan: loader.plan() as CopyOp[], shardPtr: (i) => loader.shardPtr(i),
+        dataStart: info.dataOffset, size, chunkSize, progress, stats, onWarning: ctx.onWarning,
+      })
+      : null;
+    trusted = isTrusted(m, info.dataOffset, size, chunkSize);
+    const r = pulled ?? await transfer({
       name: ctx.name, source: ctx.source, local: ctx.local, cache, manifest: m, placement,
       header: head.header, networkPrefix: head.networkPrefix, chunkSize, oid: head.oid, trusted, offline: head.offline,
       concurrency: params.concurrency, policy: run.policy, signal: ctx.signal, stats, progress, events: run.events,

@@ -181,6 +181,8 @@ export interface LoadStats {
   simd: string;
   /** Where the load's time went (ms), in order. */
   phaseMs: LoadPhaseMs;
+  /** A split model from a verified cache: every worker read its own part itself (load/pull.ts). */
+  pulledByWorkers: boolean;
 }
 
 /** A load's time by step (ms): see loader.ts for the steps. */
@@ -493,6 +495,12 @@ export type ShardRequest =
   /** Answers once every earlier message has been handled. */
   | { type: 'sync'; id: number }
   /**
+   * Read this shard's part from the OPFS cache in directory `dirName` itself (load/pull.ts):
+   * every chunk of `chunks` that holds its bytes, checked against its checksum. Answered with the
+   * bad chunks; `pulled` messages report progress.
+   */
+  | { type: 'pull'; id: number; dirName: string; size: number; pieceSize: number; chunkSize: number; chunks: PullChunk[] }
+  /**
    * Serve stages through shared memory (exchange.ts) as shard `index`, from sequence number `seq`,
    * until told to stop; no message is read meanwhile. No answer unless a stage fails.
    */
@@ -507,10 +515,23 @@ export interface ShardResults {
   /** The shard's result and the time it computed (ms). */
   run: { out: Float32Array; ms: number };
   sync: { wasmMemoryBytes: number };
+  /**
+   * Chunks that failed their checksum (or could not be read), and the bytes read; `failed`: why the
+   * shard could not read the cache itself (the load then takes the general path).
+   */
+  pull: { bad: number[]; bytes: number; failed?: string };
   serve: null;
 }
 
 export type Exchange = 'auto' | 'shared' | 'message';
+
+/** A cached chunk a worker reads itself (load/pull.ts): its file range and recorded checksum. */
+export interface PullChunk {
+  index: number;
+  start: number;
+  end: number;
+  checksum: string;
+}
 
 /** A SharedArrayBuffer laid out for the shared exchange (exchange.ts). */
 export interface ExchangeBuffer {
@@ -524,7 +545,9 @@ export type ShardResponse =
   | { type: 'result'; id: number; result: ShardResults[keyof ShardResults] }
   | { type: 'error'; id: number; error: ErrorInfo }
   /** A `write`'s buffer, back for reuse: a fresh buffer per chunk would cost the page faults of gigabytes. */
-  | { type: 'spare'; id: number; bytes: ArrayBuffer };
+  | { type: 'spare'; id: number; bytes: ArrayBuffer }
+  /** Progress of a `pull`: bytes of chunks in place since the last report. */
+  | { type: 'pulled'; id: number; bytes: number };
 
 export type Response = Event | Result | Failure;
 

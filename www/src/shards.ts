@@ -95,6 +95,10 @@ export class ShardPool {
       if (this.spare.length < MAX_SPARE) this.spare.push(msg.bytes);
       return;
     }
+    if (msg.type === 'pulled') {
+      this.onPulled?.(msg.bytes);
+      return;
+    }
     const p = this.pending.get(msg.id);
     if (msg.type === 'error') {
       // An answerless message (write, ops) failed, or a request did: either way the shard's
@@ -154,6 +158,24 @@ export class ShardPool {
   buffer(n: number): Uint8Array {
     const i = this.spare.findIndex((b) => b.byteLength >= n);
     return new Uint8Array(i >= 0 ? this.spare.splice(i, 1)[0] : new ArrayBuffer(n));
+  }
+
+  /** Told the bytes each shard reports during `pull`. */
+  private onPulled: ((bytes: number) => void) | null = null;
+
+  /**
+   * Every shard reads its part from the OPFS cache itself (load/pull.ts): the chunk indexes that
+   * failed over all shards, and why a shard could not read at all (null: every one could).
+   * `onBytes` hears the progress.
+   */
+  async pull(c: Body<'pull'>, onBytes: (bytes: number) => void): Promise<{ bad: number[]; failed: string | null }> {
+    this.onPulled = onBytes;
+    try {
+      const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'pull', c)));
+      return { bad: [...new Set(r.flatMap((x) => x.bad))], failed: r.find((x) => x.failed)?.failed ?? null };
+    } finally {
+      this.onPulled = null;
+    }
   }
 
   /** Drops the load's spare buffers (after the load). */

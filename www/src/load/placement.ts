@@ -163,8 +163,13 @@ export interface LocalDestination {
   shardPtr: (i: number) => number;
 }
 
+/** Copies pieces (quads: shard, dstOffset, offset from `stage`, len) within wasm memory `h` to `ptrs[shard] + dstOffset`. */
+export function copyPieces(h: Uint8Array, ptrs: number[], stage: number, q: Float64Array): void {
+  for (let i = 0; i < q.length; i += 4) h.copyWithin(ptrs[q[i]] + q[i + 1], stage + q[i + 2], stage + q[i + 2] + q[i + 3]);
+}
+
 /** A copy plan as ChunkRouter.addDestination takes it: 7 numbers per op. */
-function flatPlan(plan: CopyOp[]): Float64Array {
+export function flatPlan(plan: CopyOp[]): Float64Array {
   const f = new Float64Array(plan.length * 7);
   plan.forEach((o, i) => f.set([o.shard, o.dstOffset, o.fileOffset, o.len, o.count, o.fileStride, o.dstStride], i * 7));
   return f;
@@ -246,9 +251,8 @@ export class SplitPlacement implements Placement {
     if (!p.inStage) this.heap.get().set(p.buf!, stage);
     const digest = r.stageChecksum(slot, n);
     // The coordinator's own pieces: copied within wasm memory.
-    const q = r.pieces(0, slot, p.start, n, false);
-    const h = this.heap.get();
-    for (let i = 0; i < q.length; i += 4) h.copyWithin(this.ptrs[q[i]] + q[i + 1], stage + q[i + 2], stage + q[i + 2] + q[i + 3]);
+    const own = r.pieces(0, slot, p.start, n, false);
+    copyPieces(this.heap.get(), this.ptrs, stage, own); // (the heap viewed after the call: it may grow memory)
     // Each shard worker's: gathered in wasm, copied out once, sent (transferred).
     this.shards.forEach((d, i) => {
       const quads = r.pieces(i + 1, slot, p.start, n, true);
