@@ -312,3 +312,17 @@ export function realVocabGguf() {
   header = Buffer.concat([header, Buffer.alloc((32 - (header.length % 32)) % 32)]);
   return { header, size: header.length + off };
 }
+
+/** Flips one byte of the (only) cached model's first OPFS piece, at offset `at`, from the page. */
+export function flipCachedByte(page, at) {
+  return page.evaluate(async (at) => {
+    const cache = await (await navigator.storage.getDirectory()).getDirectoryHandle('clef-cache');
+    let dir = null;
+    for await (const [, h] of cache.entries()) if (h.kind === 'directory') dir = h;
+    const fh = await dir.getFileHandle('piece-0.bin');
+    const byte = new Uint8Array(await (await fh.getFile()).slice(at, at + 1).arrayBuffer());
+    const w = await fh.createWritable({ keepExistingData: true });
+    await w.write({ type: 'write', position: at, data: new Uint8Array([byte[0] ^ 0x5a]) });
+    await w.close();
+  }, at);
+}

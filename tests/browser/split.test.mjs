@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { startHubServer } from './hub-server.mjs';
-import { A, PROMPT_TEXT, fixturesDir, launch, repoRoot, skipReason } from './helpers.mjs';
+import { A, PROMPT_TEXT, fixturesDir, flipCachedByte, launch, repoRoot, skipReason } from './helpers.mjs';
 
 const dist = join(repoRoot, 'www', 'dist', 'clef.js');
 const skipNode = existsSync(dist) ? false : 'www/dist is not built (./build.sh)';
@@ -149,16 +149,7 @@ test('Chromium without COOP/COEP: 2 and 3 workers over HTTP, then from OPFS, giv
 
     // A byte flipped in the cached copy: the workers find the bad chunk, the load falls back to the
     // general path, which fetches that chunk alone; the answer is unchanged.
-    await b.page.evaluate(async (at) => {
-      const cache = await (await navigator.storage.getDirectory()).getDirectoryHandle('clef-cache');
-      let dir = null;
-      for await (const [, h] of cache.entries()) if (h.kind === 'directory') dir = h;
-      const fh = await dir.getFileHandle('piece-0.bin');
-      const byte = new Uint8Array(await (await fh.getFile()).slice(at, at + 1).arrayBuffer());
-      const w = await fh.createWritable({ keepExistingData: true });
-      await w.write({ type: 'write', position: at, data: new Uint8Array([byte[0] ^ 0x5a]) });
-      await w.close();
-    }, 9 * (1 << 20) + 777);
+    await flipCachedByte(b.page, 9 * (1 << 20) + 777);
     hub.clearLog();
     const repaired = await b.page.evaluate(async ({ hub, text }) => {
       const warnings = [];
