@@ -25,6 +25,15 @@
 //!
 //! JSON is compact (no whitespace between tokens): a model cannot spend its tokens on blank space,
 //! and the text parses with `JSON.parse` as it is.
+//!
+//! Every number is finite as a double, and every integer exact in JavaScript: JSON's grammar lets a
+//! number have any count of digits and any exponent (`9e7564` reads back as Infinity), and
+//! llguidance has no option to limit them, so the schema is rewritten before it is compiled
+//! ([`finite_numbers`]): each place a number may appear gets bounds within ±[`MAX_JSON_NUMBER`]
+//! (bounded numbers are written as plain decimals), and each place any value may appear (`{}`,
+//! `true`, an object's unlisted properties, an array's unlisted items) becomes a reference to an
+//! "any JSON value with finite numbers" definition, nested at most [`ANY_DEPTH`] deep. Otherwise
+//! what the schema allows is unchanged; a bound past that range is a `bad_schema` error.
 
 use std::sync::Arc;
 
@@ -147,21 +156,183 @@ impl OutputSpec {
 
     fn grammar(&self) -> Result<TopLevelGrammar, GrammarError> {
         Ok(match self {
-            OutputSpec::JsonObject => TopLevelGrammar::from_json_schema(compact(json!({"type": "object"}))),
-            OutputSpec::JsonSchema(s) => TopLevelGrammar::from_json_schema(compact(s.clone())),
+            OutputSpec::JsonObject => TopLevelGrammar::from_json_schema(compact(json!({"type": "object"}))?),
+            OutputSpec::JsonSchema(s) => TopLevelGrammar::from_json_schema(compact(s.clone())?),
             OutputSpec::ToolCalls { tools, name, parallel } => TopLevelGrammar::from_lark(tool_call_lark(tools, name.as_deref(), *parallel)?),
         })
     }
 }
 
-/// The schema with llguidance's options for compact JSON.
-fn compact(mut schema: Value) -> Value {
+/// The schema as it is compiled: numbers kept finite ([`finite_numbers`]) and llguidance's
+/// options for compact JSON.
+fn compact(mut schema: Value) -> Result<Value, GrammarError> {
     if let Value::Bool(b) = schema {
         schema = if b { json!({}) } else { json!({"not": {}}) };
     }
+    finite_numbers(&mut schema)?;
     let opts = JsonCompileOptions { whitespace_flexible: false, ..Default::default() };
     opts.apply_to(&mut schema);
-    schema
+    Ok(schema)
+}
+
+/// The largest magnitude of a generated JSON number: 2^53 − 1 (JavaScript's
+/// `Number.MAX_SAFE_INTEGER`), so every number is a finite double and every integer is exact.
+pub const MAX_JSON_NUMBER: f64 = 9_007_199_254_740_991.0;
+
+/// How deep values may nest where a schema allows any value (`{}`, `json_object`'s members, an
+/// object's unlisted properties): "any value" is a chain of definitions, each allowing arrays and
+/// objects of the next one down, ending with scalars and empty `[]` / `{}`. A recursive definition
+/// would be unlimited, but llguidance cannot intersect one with itself (`allOf`, a `$ref` with
+/// siblings), so the chain is finite.
+pub const ANY_DEPTH: usize = 12;
+
+/// The names (under the root's `$defs`) of the "any value" chain: `clef_any_{depth left}`.
+const ANY_DEF: &str = "clef_any_";
+
+/// Rewrites a root schema (an object) so that every number it allows is within ±MAX_JSON_NUMBER
+/// (see the module docs): each subschema that may be a number gets bounds, each place any value
+/// may appear becomes a reference to the "any value" chain ([`ANY_DEPTH`]). Subschemas under `not`
+/// are left as they are (bounds there would widen what the schema allows).
+///
+/// llguidance intersects a schema's parts with each other (`allOf` items; a `$ref`'s target, or
+/// each `anyOf` / `oneOf` option, with the keywords beside it), and intersecting two "any value"
+/// chains multiplies their branches level by level. So only one side of an intersection gets the
+/// chain: the `allOf` schema itself, the `$ref` target and the options; the parts intersected
+/// with them get bounds only ([`Fill::BoundsOnly`]), the chain on the other side covering their
+/// free-form places.
+pub fn finite_numbers(root: &mut Value) -> Result<(), GrammarError> {
+    let mut any = AnyRef { json: json!({"$ref": format!("#/$defs/{ANY_DEF}{ANY_DEPTH}")}), used: false };
+    bound_schema(root, &mut any, Fill::Any)?;
+    if !any.used {
+        return Ok(());
+    }
+    let root = root.as_object_mut().ok_or_else(|| GrammarError::Schema("a schema must be an object or a boolean".into()))?;
+    let defs = root.entry("$defs").or_insert_with(|| json!({}));
+    let defs = defs.as_object_mut().ok_or_else(|| GrammarError::Schema("$defs must be an object".into()))?;
+    for depth in 0..=ANY_DEPTH {
+        let name = format!("{ANY_DEF}{depth}");
+        if defs.contains_key(&name) {
+            return Err(GrammarError::Schema(format!("$defs.{name} is a name the engine uses")));
+        }
+        let (min, max) = (-MAX_JSON_NUMBER as i64, MAX_JSON_NUMBER as i64);
+        let def = match depth {
+            0 => json!({"minimum": min, "maximum": max, "maxItems": 0, "maxProperties": 0}),
+            d => {
+                let inner = json!({"$ref": format!("#/$defs/{ANY_DEF}{}", d - 1)});
+                json!({"minimum": min, "maximum": max, "items": inner, "additionalProperties": inner})
+            }
+        };
+        defs.insert(name, def);
+    }
+    Ok(())
+}
+
+/// The reference that stands for "any value" in a rewritten schema, and whether it was used.
+struct AnyRef {
+    json: Value,
+    used: bool,
+}
+
+impl AnyRef {
+    fn get(&mut self) -> Value {
+        self.used = true;
+        self.json.clone()
+    }
+}
+
+/// What [`bound_schema`] adds to a subschema.
+#[derive(Clone, Copy, PartialEq)]
+enum Fill {
+    /// Number bounds, and the "any value" chain where any value may appear.
+    Any,
+    /// Number bounds only (a part that is intersected with one that has the chain).
+    BoundsOnly,
+}
+
+/// One subschema of [`finite_numbers`], and everything under it.
+fn bound_schema(s: &mut Value, any: &mut AnyRef, fill: Fill) -> Result<(), GrammarError> {
+    let o = match s {
+        Value::Bool(true) if fill == Fill::Any => {
+            *s = any.get();
+            return Ok(());
+        }
+        Value::Object(o) => o,
+        _ => return Ok(()), // `true` / `false`, or not a schema (the compiler reports it)
+    };
+    let has = |k: &str| o.contains_key(k);
+    // A `$ref` / `anyOf` / `oneOf` is intersected with the keywords beside it; `allOf` items with
+    // each other and with this schema.
+    let combined = has("$ref") || has("anyOf") || has("oneOf");
+    let listed = has("enum") || has("const");
+    let beside = if combined { Fill::BoundsOnly } else { fill };
+    // Subschemas first (before this one's additions, which are references). Definitions are
+    // reached through `$ref`s: the side that has the chain.
+    bound_under(o, "$defs", any, Fill::Any)?;
+    bound_under(o, "definitions", any, Fill::Any)?;
+    bound_under(o, "anyOf", any, fill)?;
+    bound_under(o, "oneOf", any, fill)?;
+    bound_under(o, "allOf", any, Fill::BoundsOnly)?;
+    for key in ["properties", "patternProperties", "additionalProperties", "prefixItems", "items", "additionalItems"] {
+        bound_under(o, key, any, beside)?;
+    }
+    // `enum` / `const` list their values: nothing to bound or fill in.
+    if combined || listed {
+        return Ok(());
+    }
+    // The JSON types this subschema may be (all of them without `type`).
+    let types: Option<Vec<&str>> = match o.get("type") {
+        Some(Value::String(t)) => Some(vec![t.as_str()]),
+        Some(Value::Array(ts)) => Some(ts.iter().filter_map(Value::as_str).collect()),
+        _ => None,
+    };
+    let may = |t: &str| types.as_ref().is_none_or(|ts| ts.contains(&t));
+    let (numeric, array, object) = (may("number") || may("integer"), may("array"), may("object"));
+    if numeric {
+        bound_side(o, "minimum", "exclusiveMinimum", -1.0)?;
+        bound_side(o, "maximum", "exclusiveMaximum", 1.0)?;
+    }
+    if fill == Fill::Any && array {
+        // Items past `prefixItems` / a tuple `items` are unconstrained unless said otherwise.
+        let rest = if o.get("items").is_some_and(Value::is_array) { "additionalItems" } else { "items" };
+        if !o.contains_key(rest) {
+            o.insert(rest.into(), any.get());
+        }
+    }
+    if fill == Fill::Any && object && !o.contains_key("additionalProperties") {
+        o.insert("additionalProperties".into(), any.get());
+    }
+    Ok(())
+}
+
+/// The subschemas under one keyword (the keywords llguidance implements; it refuses others):
+/// a map of them, a list of them, or one.
+fn bound_under(o: &mut serde_json::Map<String, Value>, key: &str, any: &mut AnyRef, fill: Fill) -> Result<(), GrammarError> {
+    let map = ["properties", "patternProperties", "$defs", "definitions"].contains(&key);
+    match o.get_mut(key) {
+        Some(Value::Object(m)) if map => m.values_mut().try_for_each(|v| bound_schema(v, any, fill)),
+        Some(Value::Array(a)) => a.iter_mut().try_for_each(|v| bound_schema(v, any, fill)),
+        Some(v) if !map => bound_schema(v, any, fill),
+        _ => Ok(()),
+    }
+}
+
+/// One side of a number's range (`sign` −1: the lower bound), kept within ±MAX_JSON_NUMBER: a
+/// missing or wider bound becomes the limit itself; a bound past the other end cannot be met.
+fn bound_side(o: &mut serde_json::Map<String, Value>, inclusive: &str, exclusive: &str, sign: f64) -> Result<(), GrammarError> {
+    let limit = sign * MAX_JSON_NUMBER;
+    // The tighter of the two keywords (a boolean `exclusive…` is draft 4's flag on the other one).
+    let given = [inclusive, exclusive].iter().filter_map(|k| o.get(*k).and_then(Value::as_f64)).reduce(|a, b| if sign < 0.0 { a.max(b) } else { a.min(b) });
+    match given {
+        Some(b) if b.abs() <= MAX_JSON_NUMBER => Ok(()),
+        Some(b) if b * sign < 0.0 => Err(GrammarError::Schema(format!(
+            "{inclusive} {b} is past the numbers the engine generates (within ±{MAX_JSON_NUMBER}, so that JavaScript reads them exactly)"
+        ))),
+        _ => {
+            o.remove(exclusive);
+            o.insert(inclusive.into(), json!(limit as i64));
+            Ok(())
+        }
+    }
 }
 
 /// A JSON string literal (Lark string literals are read as JSON strings).
@@ -191,7 +362,7 @@ fn tool_call_lark(tools: &[Value], name: Option<&str>, parallel: bool) -> Result
                 return Err(GrammarError::Schema(format!("tool {fname}: parameter name {pname:?} cannot be written in a tool call")));
             }
             let rule = format!("f{i}_p{j}");
-            let value = value_rule(&rule, pschema, &mut rules);
+            let value = value_rule(&rule, pschema, &mut rules)?;
             rules.push_str(&format!("{rule}: {} {value}\n", lit(&format!("<parameter={pname}>\n"))));
             body.push(if required.contains(&pname.as_str()) { rule } else { format!("{rule}?") });
         }
@@ -214,7 +385,7 @@ fn tool_call_lark(tools: &[Value], name: Option<&str>, parallel: bool) -> Result
 }
 
 /// The rule of one parameter's value, through its closing `\n</parameter>\n`.
-fn value_rule(rule: &str, schema: &Value, rules: &mut String) -> String {
+fn value_rule(rule: &str, schema: &Value, rules: &mut String) -> Result<String, GrammarError> {
     let close = lit("\n</parameter>\n");
     let types: Vec<&str> = match schema.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
@@ -226,7 +397,7 @@ fn value_rule(rule: &str, schema: &Value, rules: &mut String) -> String {
     if let Some(values) = consts.filter(|v| !v.is_empty()) {
         // As the template writes them: strings bare, anything else as JSON.
         let alts: Vec<String> = values.iter().map(|v| lit(&v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))).collect();
-        return format!("({}) {close}", alts.join(" | "));
+        return Ok(format!("({}) {close}", alts.join(" | ")));
     }
     match (types.as_slice(), plain) {
         (["string"], _) => {
@@ -236,7 +407,7 @@ fn value_rule(rule: &str, schema: &Value, rules: &mut String) -> String {
             if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
                 let p = p.strip_prefix('^').unwrap_or(p);
                 let p = p.strip_suffix('$').filter(|q| !q.ends_with('\\')).unwrap_or(p);
-                return format!("/{}/ {close}", p.replace('/', "\\/"));
+                return Ok(format!("/{}/ {close}", p.replace('/', "\\/")));
             }
             let n = |k: &str| schema.get(k).and_then(Value::as_u64);
             let len = match (n("minLength"), n("maxLength")) {
@@ -244,16 +415,14 @@ fn value_rule(rule: &str, schema: &Value, rules: &mut String) -> String {
                 (min, max) => format!("{{{},{}}}", min.unwrap_or(0), max.map(|m| m.to_string()).unwrap_or_default()),
             };
             rules.push_str(&format!("{rule}_text[lazy]: /(?s:.{len})\\n<\\/parameter>\\n/\n"));
-            format!("{rule}_text")
+            Ok(format!("{rule}_text"))
         }
-        // Up to 16 digits and a two-digit exponent: always a finite double (an unbounded exponent
-        // would let a model write 9e7564, which reads back as Infinity).
-        (["integer"], true) => format!("/-?(0|[1-9][0-9]{{0,15}})/ {close}"),
-        (["number"], true) => format!("/-?(0|[1-9][0-9]{{0,15}})(\\.[0-9]{{1,16}})?([eE][-+]?[0-9]{{1,2}})?/ {close}"),
         // The template writes Python's True / False; JSON's spelling is read back as well.
-        (["boolean"], true) => format!("(\"true\" | \"false\" | \"True\" | \"False\") {close}"),
-        (["null"], true) => format!("\"null\" {close}"),
-        _ => format!("%json {} {close}", compact(schema.clone())),
+        (["boolean"], true) => Ok(format!("(\"true\" | \"false\" | \"True\" | \"False\") {close}")),
+        (["null"], true) => Ok(format!("\"null\" {close}")),
+        // Numbers (finite, as everywhere: see `finite_numbers`), objects, arrays, anything else:
+        // compact JSON under the parameter's own schema.
+        _ => Ok(format!("%json {} {close}", compact(schema.clone())?)),
     }
 }
 

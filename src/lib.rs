@@ -12,6 +12,7 @@ pub mod bench;
 pub mod model;
 pub mod ops;
 pub mod weights;
+pub mod checksum;
 pub mod split;
 pub mod kv;
 pub mod cluster;

@@ -285,24 +285,39 @@ impl ModelLoader {
     /// `shardPtr(shard) + dstOffset + i·dstStride`. A whole model's plan is one contiguous op
     /// (`count` 1, `dstOffset` 0) per shard.
     pub fn plan(&self) -> Array {
-        let store = self.store.as_ref().expect("loader already finished");
-        store
-            .plan()
-            .iter()
-            .map(|r| {
-                let o = Object::new();
-                set(&o, "shard", r.shard as u32);
-                set(&o, "dstOffset", r.dst_offset as f64);
-                set(&o, "fileOffset", r.file_offset as f64);
-                set(&o, "len", r.len as f64);
-                set(&o, "count", r.count as f64);
-                set(&o, "fileStride", r.file_stride as f64);
-                set(&o, "dstStride", r.dst_stride as f64);
-                JsValue::from(o)
-            })
-            .collect()
+        plan_array(self.store.as_ref().expect("loader already finished").plan())
     }
 
+    /// The plan `forRole` would give, without allocating anything: a shard worker answers with
+    /// it at once and allocates after, so the coordinator starts routing bytes meanwhile.
+    #[wasm_bindgen(js_name = planForRole)]
+    pub fn plan_for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize) -> Result<Array, JsValue> {
+        let role = parse_role(role, index, count)?;
+        let header = crate::gguf::parse_header(prefix, Some(file_size as u64)).map_err(|e| model_err(&ModelError::Gguf(e)))?;
+        let (_, layout, _) = Model::layout_role(&header, role).map_err(|e| model_err(&e))?;
+        Ok(plan_array(&layout.plan))
+    }
+}
+
+/// A copy plan as JS objects `{shard, dstOffset, fileOffset, len, count, fileStride, dstStride}`.
+fn plan_array(plan: &[crate::weights::CopyOp]) -> Array {
+    plan.iter()
+        .map(|r| {
+            let o = Object::new();
+            set(&o, "shard", r.shard as u32);
+            set(&o, "dstOffset", r.dst_offset as f64);
+            set(&o, "fileOffset", r.file_offset as f64);
+            set(&o, "len", r.len as f64);
+            set(&o, "count", r.count as f64);
+            set(&o, "fileStride", r.file_stride as f64);
+            set(&o, "dstStride", r.dst_stride as f64);
+            JsValue::from(o)
+        })
+        .collect()
+}
+
+#[wasm_bindgen]
+impl ModelLoader {
     /// How the KV cache stores values: "f32" (default) or "f16" (half the memory).
     #[wasm_bindgen(js_name = setKvCache)]
     pub fn set_kv_cache(&mut self, ty: &str) -> Result<(), JsValue> {
@@ -892,6 +907,158 @@ impl Sha256 {
         use sha2::Digest;
         let h = std::mem::take(&mut self.h);
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// The OPFS cache's chunk checksum (src/checksum.rs). `new Checksum()` computes the current kind
+/// (what new cache entries record); `Checksum.like(digest)` the kind a recorded string names, so
+/// entries written by earlier builds are still checked (null: `digest` is not a checksum).
+#[wasm_bindgen]
+pub struct Checksum {
+    c: crate::checksum::Checksum,
+}
+
+#[wasm_bindgen]
+impl Checksum {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Checksum {
+        Checksum { c: crate::checksum::Checksum::new(crate::checksum::Kind::Lanes) }
+    }
+    /// Whether `digest` is of the kind `new Checksum()` computes.
+    #[wasm_bindgen(js_name = isCurrent)]
+    pub fn is_current(digest: &str) -> bool {
+        crate::checksum::Kind::of(digest) == Some(crate::checksum::Kind::Lanes)
+    }
+    pub fn like(digest: &str) -> Option<Checksum> {
+        crate::checksum::Kind::of(digest).map(|k| Checksum { c: crate::checksum::Checksum::new(k) })
+    }
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.c.update(bytes);
+    }
+    /// Adds `len` bytes of wasm memory at `ptr` (a filled part of a weight shard) without copying.
+    #[wasm_bindgen(js_name = updateFromMemory)]
+    pub fn update_from_memory(&mut self, ptr: u32, len: u32) {
+        // SAFETY: the caller passes a range inside a live allocation (a shard from ModelLoader).
+        self.c.update(unsafe { std::slice::from_raw_parts(ptr as *const u8, len as usize) });
+    }
+    pub fn digest(&self) -> String {
+        self.c.digest()
+    }
+}
+
+impl Default for Checksum {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Routes the chunks of a model split across workers (www/src/load/placement.ts SplitPlacement):
+/// a chunk is staged here, its checksum taken, and each destination's pieces found by walking that
+/// destination's copy plan — the coordinator's own copied within wasm memory by the caller, each
+/// shard worker's gathered into one packed buffer to send. The walks run here rather than in JS: a
+/// column cut is one piece per row, hundreds of thousands per load.
+///
+/// Two stages: slot 0 may hold a chunk while it arrives and until it is hashed (a cached chunk
+/// is read straight into it); slot 1 takes a chunk that waited in a JS buffer, at its completion.
+#[wasm_bindgen]
+pub struct ChunkRouter {
+    dests: Vec<crate::weights::PlanIndex>,
+    stages: [Vec<u8>; 2],
+    pack: Vec<u8>,
+}
+
+#[wasm_bindgen]
+impl ChunkRouter {
+    /// A router for chunks of at most `chunk_bytes` (its stage and pack buffers are allocated now).
+    #[wasm_bindgen(constructor)]
+    pub fn new(chunk_bytes: usize) -> Result<ChunkRouter, JsValue> {
+        let buf = || {
+            let mut v = Vec::new();
+            v.try_reserve_exact(chunk_bytes).map_err(|_| err("out_of_memory", "no memory for the load's chunk buffers".to_string()))?;
+            v.resize(chunk_bytes, 0u8);
+            Ok::<_, JsValue>(v)
+        };
+        Ok(ChunkRouter { dests: Vec::new(), stages: [buf()?, buf()?], pack: buf()? })
+    }
+
+    /// A router with stage 0 only (no second stage, nothing packed): a worker reading its own part
+    /// of a cached model (www/src/load/pull.ts).
+    #[wasm_bindgen(js_name = stageOnly)]
+    pub fn stage_only(chunk_bytes: usize) -> Result<ChunkRouter, JsValue> {
+        let mut stage = Vec::new();
+        stage.try_reserve_exact(chunk_bytes).map_err(|_| err("out_of_memory", "no memory for the load's chunk buffer".to_string()))?;
+        stage.resize(chunk_bytes, 0u8);
+        Ok(ChunkRouter { dests: Vec::new(), stages: [stage, Vec::new()], pack: Vec::new() })
+    }
+
+    /// Adds a destination by its plan: 7 numbers per op (shard, dstOffset, fileOffset, len, count,
+    /// fileStride, dstStride, as `ModelLoader.plan()` gives them). Returns its index.
+    #[wasm_bindgen(js_name = addDestination)]
+    pub fn add_destination(&mut self, plan: &[f64]) -> Result<usize, JsValue> {
+        if plan.len() % 7 != 0 {
+            return Err(err("internal", format!("a copy plan has 7 numbers per op, not {}", plan.len())));
+        }
+        let ops = plan
+            .chunks_exact(7)
+            .map(|o| crate::weights::CopyOp {
+                shard: o[0] as usize,
+                dst_offset: o[1] as u64,
+                file_offset: o[2] as u64,
+                len: o[3] as u64,
+                count: (o[4] as u64).max(1),
+                file_stride: o[5] as u64,
+                dst_stride: o[6] as u64,
+            })
+            .collect();
+        self.dests.push(crate::weights::PlanIndex::new(ops));
+        Ok(self.dests.len() - 1)
+    }
+
+    /// Where stage `slot` (0 or 1) lies: the caller writes a chunk's bytes there.
+    #[wasm_bindgen(js_name = stagePtr)]
+    pub fn stage_ptr(&mut self, slot: usize) -> u32 {
+        self.stages[slot & 1].as_mut_ptr() as u32
+    }
+
+    /// The checksum (src/checksum.rs, current kind) of the first `len` bytes of stage `slot`.
+    #[wasm_bindgen(js_name = stageChecksum)]
+    pub fn stage_checksum(&self, slot: usize, len: usize) -> String {
+        let stage = &self.stages[slot & 1];
+        let mut c = crate::checksum::Checksum::new(crate::checksum::Kind::Lanes);
+        c.update(&stage[..len.min(stage.len())]);
+        c.digest()
+    }
+
+    /// Destination `d`'s pieces of the chunk in stage `slot` (file bytes `[start, start + len)`) as
+    /// quads (shard, dstOffset, src, len). `pack`: gathered into the pack buffer, `src` an offset
+    /// there; else `src` is an offset into the stage.
+    pub fn pieces(&mut self, d: usize, slot: usize, start: f64, len: usize, pack: bool) -> Vec<f64> {
+        let stage = &self.stages[slot & 1];
+        let (start, end) = (start as u64, start as u64 + len.min(stage.len()) as u64);
+        let mut quads = Vec::new();
+        let mut at = 0usize;
+        let out = &mut self.pack;
+        self.dests[d].pieces_in(start, end, |shard, file, dst, n| {
+            let (from, n) = ((file - start) as usize, n as usize);
+            let src = if pack {
+                if at + n > out.len() {
+                    out.resize(at + n, 0); // not for a plan whose ops are disjoint (every plan): a safeguard
+                }
+                out[at..at + n].copy_from_slice(&stage[from..from + n]);
+                at += n;
+                at - n
+            } else {
+                from
+            };
+            quads.extend_from_slice(&[shard as f64, dst as f64, src as f64, n as f64]);
+        });
+        quads
+    }
+
+    /// Where `pieces(…, pack = true)` gathered the bytes.
+    #[wasm_bindgen(js_name = packPtr)]
+    pub fn pack_ptr(&mut self) -> u32 {
+        self.pack.as_mut_ptr() as u32
     }
 }
 

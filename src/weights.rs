@@ -60,6 +60,34 @@ impl CopyOp {
     }
 }
 
+/// One destination's copy plan sorted by file offset, for finding the pieces inside a file range
+/// quickly (a split load routes every chunk through every worker's plan).
+pub struct PlanIndex {
+    ops: Vec<CopyOp>,
+    /// `ends[i]`: the largest file end of `ops[..=i]` (strided ops of one tensor overlap in file range).
+    ends: Vec<u64>,
+}
+
+impl PlanIndex {
+    pub fn new(mut ops: Vec<CopyOp>) -> PlanIndex {
+        ops.sort_by_key(|o| o.file_offset);
+        let mut end = 0;
+        let ends = ops.iter().map(|o| {
+            end = end.max(o.file_end());
+            end
+        });
+        PlanIndex { ends: ends.collect(), ops }
+    }
+
+    /// Calls `f(shard, file_offset, dst_offset, len)` for every piece inside `[start, end)`, in plan order.
+    pub fn pieces_in(&self, start: u64, end: u64, mut f: impl FnMut(usize, u64, u64, u64)) {
+        let first = self.ends.partition_point(|&e| e <= start);
+        for op in self.ops[first..].iter().take_while(|o| o.file_offset < end) {
+            op.pieces_in(start, end, |file, dst, len| f(op.shard, file, dst, len));
+        }
+    }
+}
+
 /// A tensor inside the store: which shard, where, and its shape and type.
 #[derive(Clone, Debug)]
 pub struct TensorView {
@@ -137,11 +165,7 @@ impl WeightStore {
         let total = l.total_bytes();
         let mut shards = Vec::with_capacity(l.shard_len.len());
         for &len in &l.shard_len {
-            let words = len.div_ceil(8) as usize;
-            let mut v: Vec<u64> = Vec::new();
-            v.try_reserve_exact(words).map_err(|_| StoreError::OutOfMemory { requested: total })?;
-            v.resize(words, 0);
-            shards.push(v);
+            shards.push(zeroed_words(len.div_ceil(8) as usize).ok_or(StoreError::OutOfMemory { requested: total })?);
         }
         let filled = vec![false; l.shard_len.len()];
         Ok(WeightStore { shards, shard_len: l.shard_len, plan: l.plan, tensors: l.tensors, filled, shard_plan: None })
@@ -160,6 +184,23 @@ impl WeightStore {
             t.shard = 0;
         }
         WeightStore::from_layout(Layout { shard_len: vec![len], plan: vec![CopyOp::contiguous(0, 0, 0, len)], tensors })
+    }
+}
+
+/// `words` zeroed u64s, or `None` when the allocation fails. Through the allocator's zeroed
+/// allocation, not a reserve + fill: fresh pages (wasm `memory.grow`, an mmap natively) are zero
+/// already, so gigabytes of weights are not written twice — nor every page touched before the
+/// load writes it.
+fn zeroed_words(words: usize) -> Option<Vec<u64>> {
+    if words == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u64>(words).ok()?;
+    // SAFETY: `layout` has a non-zero size; a non-null result is an allocation of `words` zeroed
+    // (valid) u64s with the global allocator and this layout, which Vec::from_raw_parts takes over.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut u64;
+        (!p.is_null()).then(|| Vec::from_raw_parts(p, words, words))
     }
 }
 
@@ -356,5 +397,47 @@ impl WeightStore {
     /// The bytes of a tensor.
     pub fn bytes(&self, t: &TensorView) -> &[u8] {
         &bytemuck::cast_slice(&self.shards[t.shard])[t.offset..t.offset + t.size]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// Every piece of every op inside [start, end), by brute force (the reference for PlanIndex).
+    fn brute(ops: &[CopyOp], start: u64, end: u64) -> Vec<(usize, u64, u64, u64)> {
+        let mut v = Vec::new();
+        for op in ops {
+            for i in 0..op.count {
+                let (fs, ds) = (op.file_offset + i * op.file_stride, op.dst_offset + i * op.dst_stride);
+                let (a, b) = (fs.max(start), (fs + op.len).min(end));
+                if a < b {
+                    v.push((op.shard, a, ds + (a - fs), b - a));
+                }
+            }
+        }
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn plan_index_finds_every_piece_in_any_range() {
+        // Two column cuts of one tensor interleaved in file range (their rows alternate), a row
+        // cut, a whole tensor, given out of order.
+        let ops = vec![
+            CopyOp { shard: 1, dst_offset: 0, file_offset: 5000, len: 300, count: 1, file_stride: 300, dst_stride: 300 },
+            CopyOp { shard: 0, dst_offset: 0, file_offset: 1000, len: 10, count: 8, file_stride: 40, dst_stride: 10 },
+            CopyOp { shard: 0, dst_offset: 80, file_offset: 1020, len: 10, count: 8, file_stride: 40, dst_stride: 10 },
+            CopyOp::contiguous(2, 0, 2000, 1000),
+        ];
+        let index = PlanIndex::new(ops.clone());
+        for (start, end) in [(0, 10_000), (1005, 1045), (1010, 1020), (1300, 2100), (2999, 5001), (5300, 6000), (1025, 1026)] {
+            let mut got = Vec::new();
+            index.pieces_in(start, end, |s, f, d, n| got.push((s, f, d, n)));
+            got.sort();
+            assert_eq!(got, brute(&ops, start, end), "[{start}, {end})");
+        }
     }
 }

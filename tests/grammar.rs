@@ -97,20 +97,116 @@ fn json_schema_walks_on_the_real_vocabulary_parse_and_validate() {
     assert!(mean < 20.0, "mask mean {mean} ms");
 }
 
-/// Unbounded numbers are JSON numbers, but a garbage writer may give exponents past the double
-/// range (`9E7564`: valid JSON, ±Infinity in JavaScript); llguidance cannot compile a float range
-/// as wide as a double's, so only the syntax is guaranteed there. Bound numbers to get finite ones.
-#[test]
-fn unbounded_numbers_are_json_numbers() {
+/// Whether the grammar of `spec` takes `text` (the tokenizer's own split of it) and may end there.
+fn accepts(spec: &OutputSpec, text: &str) -> bool {
     let (tok, vocab) = real();
-    let spec = schema_spec(&json!({"type": "array", "items": {"type": "number"}, "maxItems": 5}));
-    for seed in 0..6 {
-        let w = random_walk(&mut vocab.compile(&spec).unwrap(), tok.n_vocab(), 400, seed).unwrap();
-        if w.ended {
-            let text = tok.decode(&w.tokens, true);
-            serde_json::from_str::<serde::de::IgnoredAny>(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    let mut c = vocab.compile(spec).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+    for t in tok.encode(text, false) {
+        if !c.allowed().unwrap().is_allowed(t) {
+            return false;
+        }
+        c.commit(t).unwrap();
+    }
+    c.allowed().unwrap().is_allowed(tok.eos().unwrap())
+}
+
+/// Every JSON number that can be generated is a finite double, every integer exact in JavaScript
+/// (|x| <= 2^53 - 1): JSON's grammar alone allows `1e400` or 400 digits (Infinity once parsed).
+#[test]
+fn generated_numbers_are_finite_doubles() {
+    let huge = "9".repeat(400);
+    let cases: Vec<(OutputSpec, Vec<String>, Vec<String>)> = vec![
+        (
+            schema_spec(&json!({"type": "array", "items": {"type": "number"}})),
+            vec!["[0,-12.5,42,9007199254740991,3.14159,-9007199254740991,0.000001]".into()],
+            vec!["[1e400]".into(), "[1E+309]".into(), "[-2e308]".into(), "[1e5]".into(), format!("[{huge}]"), "[9007199254740992]".into()],
+        ),
+        (
+            schema_spec(&json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})),
+            vec![r#"{"n":9007199254740991}"#.into(), r#"{"n":-3,"extra":[1.5,{"x":2}]}"#.into()],
+            vec![r#"{"n":12345678901234567890}"#.into(), r#"{"n":1,"extra":1e400}"#.into(), format!(r#"{{"n":1,"extra":[{huge}]}}"#)],
+        ),
+        // One bound given: the other side is bounded too (past it, plain digits would overflow).
+        (
+            schema_spec(&json!({"type": "array", "items": {"type": "number", "minimum": 0}})),
+            vec!["[0.5,10,9007199254740991]".into()],
+            vec![format!("[{huge}]"), "[-1]".into()],
+        ),
+        // A bound wider than the limit is narrowed to it.
+        (schema_spec(&json!({"type": "number", "maximum": 1e300})), vec!["5".into(), "-7.25".into()], vec![format!("{huge}")]),
+        // Any value (true / {}), json_object, untyped subschemas: numbers anywhere inside are finite.
+        (schema_spec(&json!(true)), vec![r#"[1,{"a":null,"b":"1e400"},-0.5]"#.into()], vec!["1e400".into(), r#"[{"a":[1e999]}]"#.into()]),
+        (
+            OutputSpec::JsonObject,
+            vec![r#"{"a":1.5,"b":[1,{"c":-2}],"d":"e","f":null,"g":true}"#.into()],
+            vec![r#"{"a":1e400}"#.into(), r#"{"a":[{"b":1E999}]}"#.into(), format!(r#"{{"a":{huge}}}"#)],
+        ),
+        (
+            schema_spec(&json!({"anyOf": [{"type": "string"}, {"description": "anything"}]})),
+            vec!["12".into(), r#""1e400""#.into()],
+            vec!["1e400".into()],
+        ),
+        // Intersections (allOf, a $ref beside other keywords) of places that allow any value.
+        (
+            schema_spec(&json!({"allOf": [{"type": "object"}, {"type": "object", "required": ["a"]}]})),
+            vec![r#"{"a":{"b":[1,{"c":2.5}]}}"#.into()],
+            vec![r#"{"a":1e400}"#.into(), r#"{"a":{"b":[1E999]}}"#.into()],
+        ),
+        (
+            schema_spec(&json!({"$defs": {"o": {"type": "object"}}, "$ref": "#/$defs/o", "properties": {"p": {}}})),
+            vec![r#"{"p":[1],"q":{}}"#.into()],
+            vec![r#"{"p":1e400}"#.into(), r#"{"q":[1e400]}"#.into()],
+        ),
+        // Free-form values nest as deep as answers do (ANY_DEPTH = 12).
+        (OutputSpec::JsonObject, vec![format!(r#"{{"a":{}1{}}}"#, "[".repeat(10), "]".repeat(10))], vec![]),
+        // A forced tool call: parameters written as JSON (numbers, objects) follow the same limits.
+        (
+            OutputSpec::ToolCalls {
+                tools: vec![json!({"type": "function", "function": {"name": "plot", "parameters": {"type": "object", "properties": {
+                    "scale": {"type": "number"}, "point": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}},
+                    "required": ["scale", "point"]}}})],
+                name: None,
+                parallel: false,
+            },
+            vec!["plot>\n<parameter=scale>\n2.5\n</parameter>\n<parameter=point>\n{\"x\":-3}\n</parameter>\n</function>\n</tool_call>".into()],
+            vec![
+                "plot>\n<parameter=scale>\n1e400\n</parameter>\n<parameter=point>\n{\"x\":1}\n</parameter>\n</function>\n</tool_call>".into(),
+                "plot>\n<parameter=scale>\n1\n</parameter>\n<parameter=point>\n{\"x\":1e400}\n</parameter>\n</function>\n</tool_call>".into(),
+            ],
+        ),
+    ];
+    for (spec, good, bad) in &cases {
+        for t in good {
+            assert!(accepts(spec, t), "{spec:?} refuses {t}");
+        }
+        for t in bad {
+            assert!(!accepts(spec, t), "{spec:?} takes {t}");
         }
     }
+    // Random writers: every number they end up with is finite.
+    for (si, schema) in [json!({"type": "array", "items": {"type": "number"}, "maxItems": 5}), json!({"type": "array", "items": {"type": "integer"}, "maxItems": 5})].iter().enumerate() {
+        let (tok, vocab) = real();
+        for seed in 0..6 {
+            let w = random_walk(&mut vocab.compile(&schema_spec(schema)).unwrap(), tok.n_vocab(), 400, 10 * si as u64 + seed).unwrap();
+            if w.ended {
+                let text = tok.decode(&w.tokens, true);
+                let v: Vec<f64> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+                assert!(v.iter().all(|x| x.is_finite() && x.abs() <= 9007199254740991.0), "{text}");
+                validate(schema, &text);
+            }
+        }
+    }
+    // A bound past the other end of the range cannot be met: a typed error that says why.
+    for bad in [json!({"type": "number", "minimum": 1e17}), json!({"type": "integer", "exclusiveMaximum": -1e20})] {
+        match vocab_compile(&bad) {
+            Err(e @ GrammarError::Schema(_)) => assert!(e.to_string().contains("past the numbers the engine generates"), "{e}"),
+            other => panic!("{bad}: {:?}", other.err()),
+        }
+    }
+}
+
+fn vocab_compile(schema: &Value) -> Result<(), GrammarError> {
+    real().1.compile(&schema_spec(schema)).map(|_| ())
 }
 
 #[test]

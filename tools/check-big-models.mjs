@@ -58,36 +58,77 @@ try {
         for await (const _ of s) break;
         const firstMs = performance.now() - t0;
         const source = engine.info.source;
+        const stats = engine.info.stats;
         await engine.unload();
-        // A plain read of every cached piece, in a worker (sync access handles), 16 MiB at a time.
-        const worker = new Worker(URL.createObjectURL(new Blob([`
-          onmessage = async () => {
+        // Two references, both in workers with sync access handles, 16 MiB at a time:
+        // - a plain read of every cached piece into one reused buffer (the issue's yardstick);
+        // - the same bytes read into fresh wasm memories, one per worker (`nw` workers in parallel,
+        //   each reading every nw-th 16 MiB block): what any load must at least do, page faults of
+        //   the destination memory included.
+        const reader = `
+          onmessage = async ({ data: { k, nw, fresh } }) => {
             const root = await navigator.storage.getDirectory();
             const dir = await root.getDirectoryHandle('clef-cache');
-            const buf = new Uint8Array(16 << 20);
-            let bytes = 0;
-            const t = performance.now();
+            const B = 16 << 20;
+            let buf = new Uint8Array(B);
+            const handles = [];
             for await (const [, d] of dir.entries()) {
               if (d.kind !== 'directory') continue;
-              for await (const [name, h] of d.entries()) {
-                if (!name.startsWith('piece-')) continue;
-                const a = await h.createSyncAccessHandle();
-                const n = a.getSize();
-                for (let at = 0; at < n; at += buf.length) bytes += a.read(buf, { at });
-                a.close();
+              for await (const [name, h] of d.entries()) if (name.startsWith('piece-')) handles.push(await h.createSyncAccessHandle({ mode: 'read-only' }));
+            }
+            const total = handles.reduce((a, h) => a + h.getSize(), 0);
+            let mem = null;
+            let at = 0;
+            if (fresh) mem = new WebAssembly.Memory({ initial: 0, maximum: 65536 });
+            postMessage({ ready: true });
+            await new Promise((r) => (onmessage = r));
+            let bytes = 0;
+            let block = 0;
+            const t = performance.now();
+            for (const a of handles) {
+              const n = a.getSize();
+              for (let off = 0; off < n; off += B, block++) {
+                if (block % nw !== k) continue;
+                const len = Math.min(B, n - off);
+                if (fresh) {
+                  if (at + len > mem.buffer.byteLength) mem.grow(Math.ceil((at + len - mem.buffer.byteLength) / 65536));
+                  bytes += a.read(new Uint8Array(mem.buffer, at, len), { at: off });
+                  at += len;
+                } else bytes += a.read(buf.subarray(0, len), { at: off });
               }
             }
-            postMessage({ bytes, ms: performance.now() - t });
-          };`], { type: 'text/javascript' })));
-        const read = await new Promise((r) => { worker.onmessage = (e) => r(e.data); worker.postMessage(0); });
-        worker.terminate();
-        return { loadMs, firstMs, source, read };
+            const ms = performance.now() - t;
+            for (const a of handles) a.close();
+            postMessage({ bytes, ms });
+          };`;
+        const url = URL.createObjectURL(new Blob([reader], { type: 'text/javascript' }));
+        const timeRead = async (nw, fresh) => {
+          const ws = Array.from({ length: nw }, () => new Worker(url));
+          const next = (w) => new Promise((r) => { w.onmessage = (e) => r(e.data); });
+          // Start together, once every worker has opened its handles.
+          const ready = ws.map(next);
+          ws.forEach((w, k) => w.postMessage({ k, nw, fresh }));
+          await Promise.all(ready);
+          const t = performance.now();
+          const done = ws.map(next);
+          ws.forEach((w) => w.postMessage('go'));
+          const rs = await Promise.all(done);
+          const ms = performance.now() - t;
+          ws.forEach((w) => w.terminate());
+          return { bytes: rs.reduce((a, r) => a + r.bytes, 0), ms };
+        };
+        const read = await timeRead(1, false);
+        const freshRead = await timeRead(Math.max(1, workers ?? 2), true);
+        return { loadMs, firstMs, source, read, freshRead, stats };
       }, { hub: hub.url, file: basename(f), workers });
       console.log();
       console.log(`OPFS: ${basename(f)} loaded from the ${again.source} in ${(again.loadMs / 1000).toFixed(1)} s, first token at ${(again.firstMs / 1000).toFixed(1)} s; ` +
         `a plain read of the ${(again.read.bytes / GiB).toFixed(2)} GiB cached takes ${(again.read.ms / 1000).toFixed(1)} s ` +
         `(${(again.read.bytes / again.read.ms / 1e6).toFixed(2)} GB/s): ratio ${(again.firstMs / again.read.ms).toFixed(2)}×`);
+      console.log(`The same bytes read into fresh wasm memories by ${workers ?? 2} workers in parallel (page faults included: the least any load does): ` +
+        `${(again.freshRead.ms / 1000).toFixed(1)} s (${(again.freshRead.bytes / again.freshRead.ms / 1e6).toFixed(2)} GB/s); first token / that: ${(again.firstMs / again.freshRead.ms).toFixed(2)}×`);
       console.log();
+      console.log(`load phases (ms): ${JSON.stringify(Object.fromEntries(Object.entries(again.stats.phaseMs).map(([k, v]) => [k, Math.round(v)])))}`);
     }
   }
 } finally {

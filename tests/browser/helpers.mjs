@@ -25,10 +25,10 @@ export const fixture = (name) => JSON.parse(readFileSync(join(fixturesDir, name)
 export const A = fixture('A-F32.llama.json');
 export const PROMPT_TEXT = 'What is the capital of France?';
 
-/** Chromium with a fresh profile (its own OPFS); returns {ctx, page, close}. */
-export async function launch(serverUrl, { path = '/test/page.html' } = {}) {
+/** Chromium with a fresh profile (its own OPFS); returns {ctx, page, close}. `args`: more command-line flags. */
+export async function launch(serverUrl, { path = '/test/page.html', args = [] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'clef-browser-'));
-  const ctx = await chromium.launchPersistentContext(dir, { executablePath: CHROMIUM, headless: true, args: ARGS });
+  const ctx = await chromium.launchPersistentContext(dir, { executablePath: CHROMIUM, headless: true, args: [...ARGS, ...args] });
   const page = ctx.pages()[0] ?? (await ctx.newPage());
   const logs = [];
   page.on('console', (m) => logs.push(`${m.type()}: ${m.text()}`));
@@ -311,4 +311,18 @@ export function realVocabGguf() {
   let header = Buffer.concat(parts);
   header = Buffer.concat([header, Buffer.alloc((32 - (header.length % 32)) % 32)]);
   return { header, size: header.length + off };
+}
+
+/** Flips one byte of the (only) cached model's first OPFS piece, at offset `at`, from the page. */
+export function flipCachedByte(page, at) {
+  return page.evaluate(async (at) => {
+    const cache = await (await navigator.storage.getDirectory()).getDirectoryHandle('clef-cache');
+    let dir = null;
+    for await (const [, h] of cache.entries()) if (h.kind === 'directory') dir = h;
+    const fh = await dir.getFileHandle('piece-0.bin');
+    const byte = new Uint8Array(await (await fh.getFile()).slice(at, at + 1).arrayBuffer());
+    const w = await fh.createWritable({ keepExistingData: true });
+    await w.write({ type: 'write', position: at, data: new Uint8Array([byte[0] ^ 0x5a]) });
+    await w.close();
+  }, at);
 }

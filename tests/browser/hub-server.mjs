@@ -1,6 +1,6 @@
 // A small HTTP server that behaves like the Hugging Face Hub for the files of a directory, plus a
 // static file server for the pages (www/dist then www/ at /, tests/browser/ at /test/), with NO
-// COOP/COEP headers.
+// COOP/COEP headers (`startHubServer({isolated: true})`: with them, a cross-origin isolated site).
 //
 //   GET|HEAD /{owner}/{repo}/resolve/{rev}/{file}   302 → /cdn/{owner}/{repo}/{rev}/{file}
 //            (X-Linked-Etag = sha256, X-Linked-Size, ETag, like the Hub)
@@ -263,11 +263,13 @@ export async function startHubServer(options = {}) {
       if (!p.startsWith(dir + sep) && p !== dir) continue;
       if (!existsSync(p) || !statSync(p).isFile()) continue;
       const body = readFileSync(p);
-      // Deliberately no Cross-Origin-Opener-Policy / Cross-Origin-Embedder-Policy.
-      // CORS like a public CDN (the package can be imported from another origin).
+      // No Cross-Origin-Opener-Policy / Cross-Origin-Embedder-Policy (a plain static host) unless
+      // `isolated` (a cross-origin isolated site: SharedArrayBuffer). CORS like a public CDN (the
+      // package can be imported from another origin).
       res.writeHead(200, {
         'Content-Type': MIME[extname(p)] ?? 'application/octet-stream', 'Content-Length': body.length, 'Cache-Control': 'no-cache',
         'Access-Control-Allow-Origin': '*',
+        ...(options.isolated ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } : {}),
       });
       res.end(req.method === 'HEAD' ? undefined : body);
       return true;

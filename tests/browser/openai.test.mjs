@@ -1,5 +1,6 @@
-// The official `openai` npm package, unchanged, against the engine on the tiny fixture model (Node):
-// through createOpenAIFetch (no server) and through `node www/cli.mjs serve` (HTTP + SSE).
+// The official `openai` npm package, unchanged, against the engine on the tiny fixture model: in Node
+// through createOpenAIFetch (no server) and through `node www/cli.mjs serve` (HTTP + SSE), and in
+// headless Chromium through createOpenAIFetch in the page (the package's own ESM build, served as is).
 // Completions and chat, streamed and not (a stream gives the same text as the plain answer),
 // usage chunks as OpenAI sends them, tools and tool_choice, typed errors as HTTP errors, abort
 // through the signal (the engine stays usable), follow-up turns with tool results.
@@ -10,7 +11,8 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { A, PROMPT_TEXT, fixturesDir, repoRoot } from './helpers.mjs';
+import { A, PROMPT_TEXT, fixturesDir, launch, repoRoot, skipReason } from './helpers.mjs';
+import { startHubServer } from './hub-server.mjs';
 
 const dist = join(repoRoot, 'www', 'dist', 'clef.js');
 const skip = existsSync(dist) ? false : 'www/dist is not built (./build.sh)';
@@ -317,4 +319,152 @@ test('serve refuses bad options with a usage line', { skip }, async () => {
   });
   assert.equal(r.code, 1);
   assert.match(r.e, /--model is required/);
+});
+
+/**
+ * In the page: the npm `openai` package (its ESM build from node_modules, unchanged) over
+ * createOpenAIFetch(engine). Returns what each call gave; the test checks it in Node.
+ */
+async function inPage({ hubUrl, prompt, person, weather, add }) {
+  const { default: OpenAI } = await import('/node_modules/openai/index.mjs');
+  const { ClefEngine, createOpenAIFetch } = window.clef;
+  const engine = await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl, contextLength: 2048 });
+  const client = new OpenAI({ baseURL: 'http://clef.local/v1', apiKey: 'local', dangerouslyAllowBrowser: true, maxRetries: 0, fetch: createOpenAIFetch(engine) });
+  const out = {};
+  const req = { model: 'clef', messages: [{ role: 'user', content: prompt }], max_tokens: 16, temperature: 0 };
+  const errorOf = async (p) => {
+    try {
+      await p;
+      return null;
+    } catch (e) {
+      return { name: e.constructor.name, status: e.status ?? null, code: e.code ?? null, message: e.message };
+    }
+  };
+  try {
+    out.models = (await client.models.list()).data.map((m) => m.id);
+    out.engineModel = engine.model;
+
+    // Completions, plain and streamed (with the usage chunk OpenAI sends on request).
+    const r = await client.chat.completions.create({ ...req, return_token_ids: true });
+    out.plain = { text: r.choices[0].message.content, ids: r.choices[0].token_ids, finish: r.choices[0].finish_reason, usage: r.usage.completion_tokens };
+    out.direct = (await engine.chat.completions.create(req)).choices[0].message.content;
+    const chunks = [];
+    for await (const c of await client.chat.completions.create({ ...req, stream: true, stream_options: { include_usage: true } })) chunks.push(c);
+    out.stream = {
+      objects: [...new Set(chunks.map((c) => c.object))],
+      text: chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''),
+      finish: chunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean),
+      usage: chunks.filter((c) => c.usage).map((c) => ({ choices: c.choices.length, tokens: c.usage.completion_tokens })),
+    };
+    out.helper = (await client.chat.completions.stream(req).finalChatCompletion()).choices[0].message.content;
+    const t = await client.completions.create({ model: 'clef', prompt, max_tokens: 8, temperature: 0 });
+    let ts = '';
+    for await (const c of await client.completions.create({ model: 'clef', prompt, max_tokens: 8, temperature: 0, stream: true })) ts += c.choices[0]?.text ?? '';
+    out.completion = { text: t.choices[0].text, streamed: ts };
+
+    // Tools: a forced call (schema-constrained arguments), streamed = not streamed, then the follow-up turn.
+    const toolReq = { ...req, max_tokens: 200, temperature: 1, seed: 1, tools: [weather, add], tool_choice: 'required', parallel_tool_calls: false };
+    const tr = await client.chat.completions.create(toolReq);
+    const tsr = await client.chat.completions.stream(toolReq).finalChatCompletion();
+    out.tools = { finish: tr.choices[0].finish_reason, calls: tr.choices[0].message.tool_calls, streamedCalls: tsr.choices[0].message.tool_calls };
+    const named = await client.chat.completions.create({ ...toolReq, tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+    out.named = named.choices[0].message.tool_calls ?? named.choices[0];
+    const call = named.choices[0].message.tool_calls?.[0];
+    const follow = await client.chat.completions.create({
+      ...req, max_tokens: 4, tools: [weather],
+      messages: [...req.messages, named.choices[0].message, { role: 'tool', tool_call_id: call?.id ?? 'call_1', content: 'sunny, 21 °C' }],
+    });
+    out.follow = follow.usage.completion_tokens;
+
+    // response_format json_schema: content that parses, the SDK's parse helper, a stream of the same text.
+    const rf = { type: 'json_schema', json_schema: { name: 'person', schema: person, strict: true } };
+    const jr = { ...req, messages: [{ role: 'user', content: 'Describe a person as JSON.' }], max_tokens: 400, temperature: 1, seed: 3, response_format: rf };
+    const j = await client.chat.completions.create(jr);
+    const parsed = await client.chat.completions.parse(jr);
+    let js = '';
+    for await (const c of await client.chat.completions.create({ ...jr, stream: true })) js += c.choices[0]?.delta?.content ?? '';
+    out.json = { finish: j.choices[0].finish_reason, content: j.choices[0].message.content, parsed: parsed.choices[0].message.parsed, streamed: js };
+
+    // Errors as the SDK's typed HTTP errors.
+    out.errors = {
+      schema: await errorOf(client.chat.completions.create({ ...req, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(?<=a)b' } } } })),
+      empty: await errorOf(client.chat.completions.create({ model: 'clef', messages: [] })),
+    };
+
+    // Abort through the signal: a stream after 3 chunks, then a plain request; the engine stays usable.
+    const ac = new AbortController();
+    let n = 0;
+    const stream = await client.chat.completions.create({ ...req, max_tokens: 4000, ignore_eos: true, stream: true }, { signal: ac.signal });
+    out.streamAbort = await errorOf((async () => {
+      for await (const _ of stream) if (++n === 3) ac.abort();
+    })());
+    out.chunksAfterAbort = n;
+    const ac2 = new AbortController();
+    setTimeout(() => ac2.abort(), 150);
+    out.plainAbort = await errorOf(client.chat.completions.create({ ...req, max_tokens: 4000, ignore_eos: true }, { signal: ac2.signal }));
+    const t0 = performance.now();
+    out.again = (await client.chat.completions.create({ ...req, return_token_ids: true })).choices[0].token_ids;
+    out.againMs = performance.now() - t0;
+    return out;
+  } finally {
+    await engine.unload();
+  }
+}
+
+test('Chromium: the openai package in a page through createOpenAIFetch (streams, tools, json_schema, abort)', { skip: skip || skipReason() }, async () => {
+  const hub = await startHubServer({
+    staticDirs: [['/test/', join(repoRoot, 'tests', 'browser')], ['/node_modules/', join(repoRoot, 'node_modules')], ['/', join(repoRoot, 'www', 'dist')], ['/', join(repoRoot, 'www')]],
+  });
+  const b = await launch(hub.url);
+  try {
+    // Bounded string arguments, so the tiny random model's calls end within max_tokens.
+    const weather = { type: 'function', function: { ...WEATHER.function, parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 } }, required: ['city'] } } };
+    const ADD = { type: 'function', function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'number' } }, required: ['a', 'b'] } } };
+    const out = await b.page.evaluate(inPage, { hubUrl: hub.url, prompt: PROMPT_TEXT, person: PERSON, weather, add: ADD });
+    assert.deepEqual(out.models, [out.engineModel]);
+    // Greedy through the SDK = llama.cpp's tokens = the engine's own API.
+    assert.deepEqual(out.plain.ids, A.cases[0].greedy_ids);
+    assert.equal(out.plain.finish, 'length');
+    assert.equal(out.plain.usage, 16);
+    assert.equal(out.plain.text, out.direct);
+    assert.deepEqual(out.stream, { objects: ['chat.completion.chunk'], text: out.plain.text, finish: ['length'], usage: [{ choices: 0, tokens: 16 }] });
+    assert.equal(out.helper, out.plain.text);
+    assert.ok(out.completion.text.length > 0);
+    assert.equal(out.completion.streamed, out.completion.text);
+
+    assert.equal(out.tools.finish, 'tool_calls');
+    assert.equal(out.tools.calls.length, 1);
+    // Streamed = not streamed (each call gets a fresh id).
+    const noId = (calls) => calls.map(({ id, ...c }) => c);
+    assert.deepEqual(noId(out.tools.streamedCalls), noId(out.tools.calls));
+    const [call] = out.tools.calls;
+    assert.equal(call.type, 'function');
+    assert.match(call.id, /\S/);
+    const args = JSON.parse(call.function.arguments);
+    if (call.function.name === 'get_weather') assert.equal(typeof args.city, 'string');
+    else assert.ok(call.function.name === 'add' && Number.isInteger(args.a) && Number.isFinite(args.b), call.function.arguments);
+    assert.equal(out.named.length, 1, JSON.stringify(out.named));
+    assert.equal(out.named[0].function.name, 'get_weather');
+    assert.equal(typeof JSON.parse(out.named[0].function.arguments).city, 'string');
+    assert.equal(out.follow, 4);
+
+    assert.equal(out.json.finish, 'stop', out.json.content);
+    checkPerson(JSON.parse(out.json.content));
+    assert.deepEqual(out.json.parsed, JSON.parse(out.json.content));
+    assert.equal(out.json.streamed, out.json.content);
+
+    assert.deepEqual([out.errors.schema.name, out.errors.schema.status, out.errors.schema.code], ['BadRequestError', 400, 'bad_schema']);
+    assert.deepEqual([out.errors.empty.name, out.errors.empty.status, out.errors.empty.code], ['BadRequestError', 400, 'bad_request']);
+
+    // The SDK ends an aborted stream's iteration quietly (or with its abort error), within a few chunks.
+    assert.ok(out.streamAbort === null || out.streamAbort.name === 'APIUserAbortError', JSON.stringify(out.streamAbort));
+    assert.ok(out.chunksAfterAbort < 10, `${out.chunksAfterAbort} chunks`);
+    assert.equal(out.plainAbort?.name, 'APIUserAbortError');
+    assert.deepEqual(out.again, A.cases[0].greedy_ids);
+    assert.ok(out.againMs < 5000, `the next request took ${out.againMs} ms: an aborted generation went on`);
+    assert.deepEqual(b.logs.filter((l) => l.startsWith('pageerror')), []);
+  } finally {
+    await b.close();
+    await hub.close();
+  }
 });

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startHubServer } from './hub-server.mjs';
-import { A, PROMPT_TEXT, heapSampler, hugeGguf, launch, open, realVocabGguf, rng, skipReason } from './helpers.mjs';
+import { A, PROMPT_TEXT, flipCachedByte, heapSampler, hugeGguf, launch, open, realVocabGguf, rng, skipReason } from './helpers.mjs';
 
 const skip = skipReason();
 const MODEL = 'test-org/clef-flash-GGUF:F32';
@@ -235,17 +235,7 @@ test('a byte corrupted in transit is caught by sha256 and re-fetched; a corrupt 
 
     // Flip a byte inside the cached copy (OPFS), then load again: that chunk alone is fetched again.
     const bad = 9 * MiB + 777;
-    await b.page.evaluate(async (at) => {
-      const root = await navigator.storage.getDirectory();
-      const cache = await root.getDirectoryHandle('clef-cache');
-      let dir = null;
-      for await (const [, h] of cache.entries()) if (h.kind === 'directory') dir = h;
-      const fh = await dir.getFileHandle('piece-0.bin');
-      const byte = new Uint8Array(await (await fh.getFile()).slice(at, at + 1).arrayBuffer());
-      const w = await fh.createWritable({ keepExistingData: true });
-      await w.write({ type: 'write', position: at, data: new Uint8Array([byte[0] ^ 0x5a]) });
-      await w.close();
-    }, bad);
+    await flipCachedByte(b.page, bad);
     hub.clearLog();
     await open(b.page, hub.url + '/test/page.html');
     const r2 = await load(b.page, hub.url, { chunkSize: MiB });

@@ -1,6 +1,7 @@
 // A model split across shard workers (tensor parallelism, `workers` load option), end to end:
-// in Node (worker_threads, loading from a path) and in headless Chromium (Web Workers, loading from
-// the local Hub emulator over HTTP and then from OPFS, with no COOP/COEP headers: postMessage only).
+// in Node (worker_threads, loading from a path; stages through shared memory, and by postMessage)
+// and in headless Chromium (Web Workers, loading from the local Hub emulator over HTTP and then from
+// OPFS: with no COOP/COEP headers, postMessage only; cross-origin isolated, shared memory).
 // The fixtures through 1, 2 and 3 workers give llama.cpp's greedy tokens (F32) and the one-worker
 // tokens (quantized files); an abort mid-generation and a killed shard worker are handled.
 
@@ -9,7 +10,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { startHubServer } from './hub-server.mjs';
-import { A, PROMPT_TEXT, fixturesDir, launch, repoRoot, skipReason } from './helpers.mjs';
+import { A, PROMPT_TEXT, fixturesDir, flipCachedByte, launch, repoRoot, skipReason } from './helpers.mjs';
 
 const dist = join(repoRoot, 'www', 'dist', 'clef.js');
 const skipNode = existsSync(dist) ? false : 'www/dist is not built (./build.sh)';
@@ -23,11 +24,12 @@ const greedyIds = async (engine, ids, n = 16) =>
 
 test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one worker; follow-ups reuse the prefix', { skip: skipNode, timeout: 240000 }, async () => {
   const { ClefEngine } = await import(dist);
-  for (const workers of [1, 2, 3]) {
-    const engine = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers });
+  for (const [workers, exchange] of [[1, 'auto'], [2, 'auto'], [3, 'auto'], [2, 'message']]) {
+    const engine = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers, exchange });
     try {
       assert.equal(engine.info.workers, workers);
       assert.equal(engine.info.workersReason, 'requested');
+      assert.equal(engine.info.exchange, workers === 1 ? '' : exchange === 'auto' ? 'shared' : 'message', 'Node has SharedArrayBuffer');
       const r = await greedyChat(engine);
       assert.deepEqual(r.prompt_token_ids, A.cases[0].prompt_ids);
       assert.deepEqual(r.choices[0].token_ids, A.cases[0].greedy_ids, `${workers} workers`);
@@ -65,11 +67,17 @@ test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one wo
   }
 });
 
-test('Node: abort mid-generation with 2 workers, then generate again; a killed shard worker is a typed fatal error and the model loads again', { skip: skipNode, timeout: 120000 }, async () => {
+test('Node: abort mid-generation with 2 workers, then generate again; a killed shard worker is a typed fatal error and the model loads again (both exchanges)', { skip: skipNode, timeout: 120000 }, async () => {
   const { ClefEngine } = await import(dist);
   const path = join(fixturesDir, 'A-F32.gguf');
-  const engine = await ClefEngine.load(path, { workers: 2 });
+  for (const exchange of ['shared', 'message']) await abortAndKill(ClefEngine, path, exchange);
+  await assert.rejects(ClefEngine.load(path, { workers: 2, exchange: 'both' }), (e) => e.code === 'bad_request' && /exchange/.test(e.message));
+});
+
+async function abortAndKill(ClefEngine, path, exchange) {
+  const engine = await ClefEngine.load(path, { workers: 2, exchange });
   try {
+    assert.equal(engine.info.exchange, exchange);
     const ac = new AbortController();
     const s = await engine.chat.completions.create({ messages: [{ role: 'user', content: PROMPT_TEXT }], max_tokens: 400, temperature: 0, stream: true, signal: ac.signal });
     let n = 0;
@@ -87,13 +95,13 @@ test('Node: abort mid-generation with 2 workers, then generate again; a killed s
   } finally {
     await engine.unload();
   }
-  const again = await ClefEngine.load(path, { workers: 2 });
+  const again = await ClefEngine.load(path, { workers: 2, exchange });
   try {
-    assert.deepEqual((await greedyChat(again)).choices[0].token_ids, A.cases[0].greedy_ids, 'loaded again after the crash');
+    assert.deepEqual((await greedyChat(again)).choices[0].token_ids, A.cases[0].greedy_ids, `${exchange}: loaded again after the crash`);
   } finally {
     await again.unload();
   }
-});
+}
 
 test('Node: the default worker count — small models stay in one worker; an invalid count is a typed bad_request', { skip: skipNode, timeout: 60000 }, async () => {
   const { ClefEngine } = await import(dist);
@@ -126,15 +134,39 @@ test('Chromium without COOP/COEP: 2 and 3 workers over HTTP, then from OPFS, giv
       }, { hub: hub.url, opts, text: PROMPT_TEXT });
     const net = await run({ workers: 2 });
     assert.equal(net.info.workers, 2);
+    assert.equal(net.info.exchange, 'message', 'not cross-origin isolated: postMessage');
     assert.equal(net.info.source, 'network');
     assert.equal(net.info.verified, true);
     assert.deepEqual(net.ids, A.cases[0].greedy_ids);
     const f = hub.files.get('test-org/clef-flash-GGUF').get('clef-flash-F32.gguf');
     assert.equal(hub.bytesServed(), f.size, 'every byte once: the engine worker downloads, the shards get their parts');
+    assert.equal(net.info.stats.pulledByWorkers, false);
     const cached = await run({ workers: 3 });
     assert.equal(cached.info.source, 'cache');
     assert.equal(cached.info.workers, 3);
+    assert.equal(cached.info.stats.pulledByWorkers, true, 'every worker read its own part of the cache');
     assert.deepEqual(cached.ids, A.cases[0].greedy_ids);
+
+    // A byte flipped in the cached copy: the workers find the bad chunk, the load falls back to the
+    // general path, which fetches that chunk alone; the answer is unchanged.
+    await flipCachedByte(b.page, 9 * (1 << 20) + 777);
+    hub.clearLog();
+    const repaired = await b.page.evaluate(async ({ hub, text }) => {
+      const warnings = [];
+      const engine = await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl: hub, chunkSize: 1 << 20, workers: 2, onWarning: (m) => warnings.push(m) });
+      try {
+        const r = await engine.chat.completions.create({ messages: [{ role: 'user', content: text }], max_tokens: 16, temperature: 0, return_token_ids: true });
+        return { info: engine.info, ids: r.choices[0].token_ids, warnings };
+      } finally {
+        await engine.unload();
+      }
+    }, { hub: hub.url, text: PROMPT_TEXT });
+    assert.ok(repaired.warnings.some((w) => /damaged/.test(w)), repaired.warnings.join('\n'));
+    assert.equal(repaired.info.source, 'network+cache');
+    assert.equal(repaired.info.stats.pulledByWorkers, false);
+    const ranges = hub.log.filter((e) => e.path.startsWith('/cdn/') && e.start > 0);
+    assert.deepEqual(ranges.map((e) => [e.start, e.end]), [[9 << 20, 10 << 20]], 'only the bad chunk was fetched');
+    assert.deepEqual(repaired.ids, A.cases[0].greedy_ids);
     report(`Chromium, F32 fixture: 2 workers ${net.usage.completion_tokens_per_second} tok/s, 3 workers ${cached.usage.completion_tokens_per_second} tok/s (tiny model: exchange-bound)`);
 
     const crash = await b.page.evaluate(async ({ hub, text }) => {
@@ -155,6 +187,56 @@ test('Chromium without COOP/COEP: 2 and 3 workers over HTTP, then from OPFS, giv
     assert.equal(crash.err?.code, 'worker_crashed');
     assert.equal(crash.err?.fatal, true);
     assert.deepEqual(crash.ids, A.cases[0].greedy_ids);
+  } finally {
+    await b.close();
+    await hub.close();
+  }
+});
+
+test('Chromium, cross-origin isolated (COOP + COEP): stages through shared memory, llama.cpp\'s tokens; abort and a killed shard worker are handled', { skip: skipBrowser, timeout: 180000 }, async () => {
+  const hub = await startHubServer({ isolated: true });
+  const b = await launch(hub.url);
+  try {
+    assert.equal(await b.page.evaluate(() => crossOriginIsolated), true);
+    const r = await b.page.evaluate(async ({ hub, text }) => {
+      const ask = (engine, signal, n = 16) => engine.chat.completions.create({ messages: [{ role: 'user', content: text }], max_tokens: n, temperature: 0, return_token_ids: true, signal });
+      const out = {};
+      for (const exchange of ['auto', 'message']) {
+        const engine = await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl: hub, workers: 2, exchange });
+        const t = performance.now();
+        const a = await ask(engine);
+        out[exchange] = { info: engine.info, ids: a.choices[0].token_ids, ms: performance.now() - t, split: a.usage.split };
+        if (exchange === 'auto') {
+          // Abort mid-generation (the shards are serving), then a full answer.
+          const ac = new AbortController();
+          const s = await engine.chat.completions.create({ messages: [{ role: 'user', content: text }], max_tokens: 200, temperature: 0, stream: true, signal: ac.signal });
+          let n = 0;
+          try {
+            for await (const c of s) if (c.choices[0]?.delta?.content !== undefined && ++n === 3) ac.abort();
+          } catch (e) {
+            out.abortCode = e.code;
+          }
+          out.afterAbort = (await ask(engine)).choices[0].token_ids;
+          await engine.injectFault({ killShard: 1 });
+          try {
+            await ask(engine, undefined, 4);
+          } catch (e) {
+            out.crash = { code: e.code, fatal: e.fatal };
+          }
+        }
+        await engine.unload();
+      }
+      return out;
+    }, { hub: hub.url, text: PROMPT_TEXT });
+    assert.equal(r.auto.info.exchange, 'shared');
+    assert.equal(r.message.info.exchange, 'message');
+    assert.deepEqual(r.auto.ids, A.cases[0].greedy_ids);
+    assert.deepEqual(r.message.ids, A.cases[0].greedy_ids);
+    assert.equal(r.abortCode, 'aborted');
+    assert.deepEqual(r.afterAbort, A.cases[0].greedy_ids);
+    assert.deepEqual(r.crash, { code: 'worker_crashed', fatal: true });
+    const perStage = (x) => ((x.split.completion.wait_ms - x.split.completion.shard_ms) / x.split.completion.stages) * 1000;
+    report(`Chromium, F32 fixture, 2 workers, isolated page: exchange + imbalance per decode stage ${perStage(r.auto).toFixed(0)} µs shared, ${perStage(r.message).toFixed(0)} µs postMessage`);
   } finally {
     await b.close();
     await hub.close();

@@ -481,3 +481,215 @@ test('chat view: streamed Markdown rendered safely, reasoning in a collapsible <
     await hub.close();
   }
 });
+
+/** The chat view (www/src/app/chat.ts) bundled on its own, on a bare page with the app's CSS. */
+async function chatViewPage(hub, page) {
+  const { build } = await import('esbuild');
+  const bundle = await build({
+    stdin: { contents: "import { ChatView } from './chat.ts'; window.ChatView = ChatView;", resolveDir: join(repoRoot, 'www', 'src', 'app'), loader: 'ts' },
+    bundle: true, format: 'esm', write: false, logLevel: 'silent',
+  });
+  await page.goto(`${hub.url}/test/page.html`);
+  await page.setContent(`<!doctype html><html><head><link rel="stylesheet" href="${hub.url}/dist/app.css"></head>
+    <body><main class="chat-host" id="host" style="height:100vh"></main></body></html>`);
+  await page.addScriptTag({ type: 'module', content: bundle.outputFiles[0].text });
+  await page.waitForFunction(() => !!window.ChatView);
+}
+
+test('chat view: tool calls as collapsed "called name(args)" blocks, JSON answers as code blocks, the tools setting checked', { skip, timeout: 30000 }, async () => {
+  const hub = await startHubServer();
+  const b = await launch(null);
+  const { page } = b;
+  try {
+    await page.setViewportSize(DESKTOP);
+    await chatViewPage(hub, page);
+    await page.evaluate(() => {
+      const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+      const usage = { prompt_tokens: 40, completion_tokens: 30, total_tokens: 70, prompt_tokens_details: { cached_tokens: 0 }, prompt_ms: 300, completion_ms: 2000, prompt_tokens_per_second: 133, completion_tokens_per_second: 15 };
+      // What each request answers: streamed pieces of content / tool calls, then a finish reason.
+      const scripts = {
+        tools: [
+          { content: 'Let me check both.' },
+          { tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '' } }] },
+          { tool_calls: [{ index: 0, function: { arguments: '{"city":"Par' } }] },
+          { tool_calls: [{ index: 0, function: { arguments: 'is","days":[1,2],"unit":"°C"}' } }] },
+          { tool_calls: [{ index: 1, id: 'call_b', type: 'function', function: { name: 'get_time', arguments: '{}' } }] },
+          { finish: 'tool_calls' },
+        ],
+        json: [{ content: '{"name":"Ada",' }, { content: '"age":36,"score":1.50,"big":12345678901234567890,' }, { content: '"tags":["a","b"],"note":"x, y: {z}","empty":{}}' }, { finish: 'stop' }],
+        cut: [{ content: '{"name":"Ad' }, { finish: 'length' }],
+      };
+      window.bodies = [];
+      window.next = 'tools';
+      const engine = {
+        chat: {
+          completions: {
+            create: async (body) => {
+              window.bodies.push(JSON.parse(JSON.stringify({ ...body, signal: undefined })));
+              const script = scripts[window.next];
+              return (async function* () {
+                yield { choices: [{ delta: { role: 'assistant', content: '' }, finish_reason: null }] };
+                for (const s of script) {
+                  await sleep(25);
+                  if (s.finish) yield { choices: [{ delta: {}, finish_reason: s.finish }], usage };
+                  else yield { choices: [{ delta: s, finish_reason: null }] };
+                }
+              })();
+            },
+          },
+        },
+      };
+      const tools = [
+        { type: 'function', function: { name: 'get_weather', description: 'Weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } },
+        { name: 'get_time' }, // a bare function: wrapped into OpenAI's shape
+      ];
+      window.settings = { temperature: 0.7, top_p: 0.8, max_tokens: 256, system: '', thinking: false, json: true, tools: JSON.stringify(tools, null, 2) };
+      window.view = new window.ChatView(document.getElementById('host'), { getEngine: () => engine, getSettings: () => window.settings });
+      window.view.setReady(true);
+    });
+    const input = page.getByRole('textbox', { name: 'Message' });
+    const send = async (text) => {
+      await input.fill(text);
+      await input.press('Enter');
+      const a = page.locator('.clef-assistant').last();
+      await a.locator('.clef-meta:not([hidden]), .clef-error:not([hidden])').first().waitFor();
+      await page.locator('.clef-send[aria-label="Send"]').waitFor();
+      return a;
+    };
+
+    // Tools: the request carries them in OpenAI's shape (JSON output is off while tools are set).
+    let a = await send('Weather in Paris, and the time?');
+    let body = await page.evaluate(() => window.bodies.at(-1));
+    assert.deepEqual(body.tools.map((t) => t.function.name), ['get_weather', 'get_time']);
+    assert.deepEqual(body.tools[1], { type: 'function', function: { name: 'get_time' } });
+    assert.equal(body.response_format, undefined);
+    assert.equal((await a.locator('.clef-body').innerText()).trim(), 'Let me check both.');
+    const calls = a.locator('details.clef-tool-call');
+    assert.equal(await calls.count(), 2);
+    assert.deepEqual(await calls.locator('summary').allInnerTexts(), ['called get_weather({"city":"Paris","days":[1,2],"unit":"°C"})', 'called get_time()']);
+    assert.deepEqual(await calls.evaluateAll((ds) => ds.map((d) => d.open)), [false, false], 'collapsed by default');
+    await calls.first().locator('summary').click();
+    assert.equal(await calls.first().locator('pre code').innerText(), '{\n  "city": "Paris",\n  "days": [\n    1,\n    2\n  ],\n  "unit": "°C"\n}');
+    assert.ok(await calls.first().getByRole('button', { name: 'Copy get_weather arguments' }).isVisible());
+    assert.ok(await calls.nth(1).locator('pre').isHidden());
+    assert.match(await page.locator('[aria-live]').innerText(), /called get_weather\(.*called get_time\(\)/);
+    await shot(page, 'ui-toolcalls-1280');
+    // On a phone the one-line summary is cut with an ellipsis; the arguments wrap inside their block.
+    await page.setViewportSize(PHONE);
+    const sig = calls.first().locator('summary');
+    assert.ok(await sig.evaluate((el) => el.scrollWidth > el.clientWidth && getComputedStyle(el).textOverflow === 'ellipsis'));
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth), 'no sideways scrolling');
+    await shot(page, 'ui-toolcalls-390');
+    await page.setViewportSize(DESKTOP);
+
+    // The next turn sends the calls back in the history (OpenAI's assistant message with tool_calls).
+    await page.evaluate(() => {
+      window.next = 'json';
+      window.settings.tools = '';
+    });
+    a = await send('Now describe Ada as JSON.');
+    body = await page.evaluate(() => window.bodies.at(-1));
+    assert.deepEqual(body.messages[1], {
+      role: 'assistant', content: 'Let me check both.',
+      tool_calls: [
+        { id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris","days":[1,2],"unit":"°C"}' } },
+        { id: 'call_b', type: 'function', function: { name: 'get_time', arguments: '{}' } },
+      ],
+    });
+    // JSON: asked for with response_format, shown indented in a copyable code block, tokens as written.
+    assert.deepEqual(body.response_format, { type: 'json_object' });
+    assert.equal(body.tools, undefined);
+    const block = a.locator('.clef-body .code-block');
+    assert.equal(await block.locator('.code-head span').innerText(), 'JSON');
+    assert.equal(await block.locator('pre code').innerText(),
+      '{\n  "name": "Ada",\n  "age": 36,\n  "score": 1.50,\n  "big": 12345678901234567890,\n  "tags": [\n    "a",\n    "b"\n  ],\n  "note": "x, y: {z}",\n  "empty": {}\n}');
+    assert.ok(await block.getByRole('button', { name: 'Copy JSON' }).isVisible());
+    await shot(page, 'ui-json-answer-1280');
+
+    // Cut short by the length limit: shown as written, marked incomplete.
+    await page.evaluate(() => (window.next = 'cut'));
+    a = await send('Again');
+    assert.equal(await a.locator('.clef-body .code-head span').innerText(), 'JSON (incomplete)');
+    assert.equal(await a.locator('.clef-body pre code').innerText(), '{"name":"Ad');
+    assert.match(await a.locator('.clef-meta').innerText(), /Length limit/);
+
+    // A tools setting that is not valid: a clear, typed error instead of a request.
+    const before = await page.evaluate(() => window.bodies.length);
+    await page.evaluate(() => (window.settings.tools = '[{"type": "function", "function": {"name": "bad name!"}}]'));
+    a = await send('Try the tools');
+    assert.equal(await page.evaluate(() => window.bodies.length), before, 'no request was made');
+    const err = a.locator('.clef-error');
+    assert.match(await err.innerText(), /That request was not accepted/);
+    await err.locator('summary').click();
+    assert.match(await err.innerText(), /bad_request.*Settings → Tools: item 1: "name" must be 1–64 letters/s);
+  } finally {
+    await b.close();
+    await hub.close();
+  }
+});
+
+test('chat page: Output settings (JSON toggle, tools checked as typed) and a JSON answer from the model', { skip, timeout: 60000 }, async () => {
+  const hub = await startHubServer();
+  const b = await launch(null);
+  const { page } = b;
+  try {
+    await page.setViewportSize(DESKTOP);
+    await page.goto(pageUrl(hub));
+    await page.locator('[data-quant="IQ1_S"]').click();
+    await page.locator('.quant-item.is-selected').getByRole('button', { name: /Download/ }).click();
+    await page.locator('#status-card').getByText('is ready').waitFor({ timeout: 30000 });
+
+    await page.getByRole('button', { name: 'Settings' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Settings' });
+    await dialog.waitFor();
+    const tools = dialog.getByLabel('Tools (JSON)');
+    const json = dialog.getByLabel('Answer in JSON');
+    const error = dialog.locator('#s-tools-error');
+    assert.ok(await error.isHidden());
+    // Checked as typed: a clear error under the field; JSON output is off while tools are set.
+    await tools.fill('[{"type": "function", "function": {"name": "get_weather"}');
+    await error.waitFor();
+    assert.match(await error.innerText(), /^Not valid JSON \(.+\)\. Answers are refused until it is fixed\.$/);
+    assert.equal(await tools.getAttribute('aria-invalid'), 'true');
+    await tools.fill('[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]');
+    assert.ok(await error.isHidden());
+    assert.equal(await tools.getAttribute('aria-invalid'), 'false');
+    assert.ok(await json.isDisabled());
+    assert.match(await dialog.locator('#s-json-help').innerText(), /Off while tools are set/);
+    let stored = await page.evaluate(() => JSON.parse(localStorage.getItem('clef.settings')));
+    assert.match(stored.tools, /get_weather/);
+    await shot(page, 'ui-settings-output-1280');
+    await tools.fill('');
+    assert.ok(await json.isEnabled());
+    await json.check();
+    await dialog.getByLabel('Max tokens', { exact: false }).fill('60');
+    await dialog.getByRole('button', { name: 'Done' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    stored = await page.evaluate(() => JSON.parse(localStorage.getItem('clef.settings')));
+    assert.equal(stored.json, true);
+    assert.equal(stored.tools, '');
+
+    // The tiny model writes under the JSON grammar: the answer is an object, shown indented.
+    const input = page.getByRole('textbox', { name: 'Message' });
+    await input.fill('Describe a cat as JSON.');
+    await input.press('Enter');
+    const a = page.locator('.clef-assistant').last();
+    await a.locator('.clef-meta:not([hidden])').waitFor({ timeout: 30000 });
+    await page.locator('.clef-send[aria-label="Send"]').waitFor({ timeout: 30000 });
+    const head = await a.locator('.clef-body .code-head span').innerText();
+    const code = await a.locator('.clef-body pre code').innerText();
+    if (head === 'JSON') {
+      const v = JSON.parse(code);
+      assert.ok(v && typeof v === 'object' && !Array.isArray(v), code);
+    } else {
+      // 60 tokens were not enough to close it: shown as written, with the length tag.
+      assert.equal(head, 'JSON (incomplete)');
+      assert.match(await a.locator('.clef-meta').innerText(), /Length limit/);
+      assert.ok(code.startsWith('{'), code);
+    }
+    await shot(page, 'ui-json-page-1280');
+  } finally {
+    await b.close();
+    await hub.close();
+  }
+});

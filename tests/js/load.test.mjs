@@ -11,7 +11,7 @@ import { importTs, initWasm, root } from './bundle.mjs';
 
 const L = await importTs(
   'www/src/load/retry.ts', 'www/src/load/fetch.ts', 'www/src/load/plan.ts', 'www/src/load/placement.ts', 'www/src/load/header.ts',
-  'www/src/load/fit.ts', 'www/src/load/verify.ts', 'www/src/load/errors.ts', 'www/src/load/workers.ts', 'www/src/app/models.ts', 'www/src/validate.ts',
+  'www/src/load/fit.ts', 'www/src/load/verify.ts', 'www/src/load/cached.ts', 'www/src/load/errors.ts', 'www/src/load/workers.ts', 'www/src/app/models.ts', 'www/src/validate.ts',
 );
 await initWasm();
 const fixture = readFileSync(join(root, '..', 'shared', 'fixtures', 'qwen35-tiny', 'A-F32.gguf'));
@@ -173,8 +173,9 @@ test('Placement.route: parts follow the segments; a shard part knows its offset 
   assert.deepEqual(pl.segments.map((s) => [s.start, s.end, s.shard]), [[1000, 2000, 0], [2000, 2500, 1], [2500, 3000, -1]]);
   const parts = pl.route(1500, 2700);
   assert.deepEqual(parts.map((p) => [p.kind, p.start, p.end, p.shard ?? -1, p.shardOffset ?? -1]), [['shard', 1500, 2000, 0, 500], ['shard', 2000, 2500, 1, 0], ['gap', 2500, 2700, -1, -1]]);
-  assert.equal(pl.addr(parts[0]), 65536 + 500);
-  assert.equal(pl.addr(parts[1]), 131072);
+  assert.equal(pl.wasmAddr(parts[0]), 65536 + 500);
+  assert.equal(pl.wasmAddr(parts[1]), 131072);
+  assert.equal(pl.wasmAddr(parts[2]), null);
   assert.equal(pl.view(parts[2]).length, 200);
   assert.equal(pl.fileSize, 3000);
   assert.equal(pl.dataStart, 1000);
@@ -191,33 +192,90 @@ test('writeBytes spreads a stream of bytes over a chunk\'s parts and advances `r
   assert.deepEqual([...c.parts[0].buf, ...c.parts[1].buf], [...all]);
 });
 
-test('opPieces walks a strided copy op (a column cut: a piece of every row) inside any file range', () => {
-  const op = { shard: 0, dstOffset: 100, fileOffset: 1000, len: 10, count: 5, fileStride: 40, dstStride: 10 };
-  const pieces = (a, b) => {
-    const out = [];
-    L.opPieces(op, a, b, (f, d, n) => out.push([f, d, n]));
-    return out;
+test('SplitPlacement completes a staged chunk in wasm: checksum, own pieces in place, each shard its pieces packed', async () => {
+  const g = await initWasm();
+  const file = new Uint8Array(1200).map((_, i) => (i * 13) & 255);
+  // The coordinator's own tensors: file [120, 140) → its weight shard 0 at 4; [700, 710) at 30.
+  const own = new g.ChunkRouter(64); // any wasm allocation serves as the coordinator's "weight shard"
+  const ownPtr = own.stagePtr(0);
+  const local = {
+    plan: [{ shard: 0, dstOffset: 4, fileOffset: 120, len: 20, count: 1, fileStride: 20, dstStride: 20 }, { shard: 0, dstOffset: 30, fileOffset: 700, len: 10, count: 1, fileStride: 10, dstStride: 10 }],
+    shardPtr: () => ownPtr,
   };
-  assert.deepEqual(pieces(0, 5000), [[1000, 100, 10], [1040, 110, 10], [1080, 120, 10], [1120, 130, 10], [1160, 140, 10]]);
-  assert.deepEqual(pieces(1045, 1085), [[1045, 115, 5], [1080, 120, 5]]);
-  assert.deepEqual(pieces(1010, 1040), [], 'between two rows');
-  assert.deepEqual(pieces(1170, 9999), [], 'past the end');
+  const got = [];
+  const dest = (name, plan) => ({ plan, buffer: (n) => new Uint8Array(n), write: (quads, bytes) => got.push([name, [...quads], [...bytes]]) });
+  const rows = dest('rows', [{ shard: 1, dstOffset: 8, fileOffset: 150, len: 50, count: 1, fileStride: 50, dstStride: 50 }]);
+  // A column cut: 4 bytes of each 300-byte row; its rows fall in both chunks.
+  const cols = dest('cols', [{ shard: 0, dstOffset: 0, fileOffset: 200, len: 4, count: 3, fileStride: 300, dstStride: 4 }]);
+  const pl = new L.SplitPlacement(local, [rows, cols], 100, 1200, 512);
+  const [a, b] = L.planChunks(pl, 512);
+  assert.deepEqual([a.start, a.end, b.start, b.end], [100, 512, 512, 1024]);
+  assert.equal(a.parts.length, 1);
+  // Chunk a takes the wasm stage (as a cached chunk does); b, arriving while a holds it, a JS buffer.
+  L.writeBytes(pl, a, file.subarray(a.start, a.end));
+  L.writeBytes(pl, b, file.subarray(b.start, b.end));
+  assert.notEqual(pl.wasmAddr(a.parts[0]), null, 'a is staged in wasm');
+  assert.equal(pl.wasmAddr(b.parts[0]), null, 'b waits in JS');
+  const checksum = (bytes) => {
+    const s = new g.Checksum();
+    s.update(bytes);
+    return s.digest();
+  };
+  assert.equal(pl.complete(b.parts), checksum(file.subarray(512, 1024)), 'b completes while a holds the stage');
+  assert.deepEqual([...pl.view(a.parts[0])], [...file.subarray(100, 512)], 'a is still staged');
+  const digest = pl.complete(a.parts);
+  assert.equal(digest, checksum(file.subarray(100, 512)));
+  assert.match(digest, /^c2-[0-9a-f]{16}:412$/);
+  const heap = new Uint8Array(g.wasmMemory().buffer);
+  assert.deepEqual([...heap.subarray(ownPtr + 4, ownPtr + 24)], [...file.subarray(120, 140)], 'own pieces copied in place');
+  assert.deepEqual([...heap.subarray(ownPtr + 30, ownPtr + 40)], [...file.subarray(700, 710)]);
+  assert.deepEqual(got, [
+    ['cols', [0, 8, 0, 4], [...file.subarray(800, 804)]],
+    ['rows', [1, 8, 0, 50], [...file.subarray(150, 200)]],
+    ['cols', [0, 0, 0, 4, 0, 4, 4, 4], [...file.subarray(200, 204), ...file.subarray(500, 504)]],
+  ]);
+  pl.release(a.parts[0]);
+  pl.release(b.parts[0]);
+  pl.dispose();
+  own.free();
 });
 
-test('SplitPlacement stages a chunk, then delivers each destination its pieces, packed', () => {
-  const file = new Uint8Array(1000).map((_, i) => i & 255);
-  const got = [];
-  const dest = (name, plan) => ({ plan, write: (quads, bytes) => got.push([name, [...quads], [...bytes]]) });
-  const rows = dest('rows', [{ shard: 1, dstOffset: 8, fileOffset: 100, len: 50, count: 1, fileStride: 50, dstStride: 50 }]);
-  const cols = dest('cols', [{ shard: 0, dstOffset: 0, fileOffset: 200, len: 4, count: 3, fileStride: 16, dstStride: 4 }]);
-  const pl = new L.SplitPlacement([rows, cols], 100, 1000);
-  const [c] = L.planChunks(pl, 512).filter((c) => c.start <= 120 && c.end > 120);
-  assert.equal(c.parts.length, 1);
-  assert.equal(c.parts[0].buf, null, 'staging is allocated on first use');
-  L.writeBytes(pl, c, file.subarray(c.start, c.end));
-  pl.deliver(c.parts);
-  assert.deepEqual(got[0], ['rows', [1, 8, 0, 50], [...file.subarray(100, 150)]]);
-  assert.deepEqual(got[1], ['cols', [0, 0, 0, 4, 0, 4, 4, 4, 0, 8, 8, 4], [...file.subarray(200, 204), ...file.subarray(216, 220), ...file.subarray(232, 236)]]);
+test('a cached chunk recorded with an earlier build\'s checksum is checked with it, then recorded anew', async () => {
+  const g = await initWasm();
+  const file = new Uint8Array(700).map((_, i) => (i * 5 + 1) & 255);
+  const pl = new L.ShardPlacement([], 100, 700, () => 0);
+  const [c] = L.planChunks(pl, 1024);
+  L.writeBytes(pl, c, file.subarray(100, 700));
+  const digest = pl.complete(c.parts);
+  // The legacy kind (strings without the c2- prefix), as www/src/checksum.ts wrote it.
+  const legacy = g.Checksum.like('0000000000000000:0');
+  legacy.update(file.subarray(100, 700));
+  const old = legacy.digest();
+  assert.match(old, /^[0-9a-f]{16}:600$/);
+  const cache = { manifest: { chunks: { 0: old } } };
+  assert.equal(L.cachedChunkGood(cache, pl, c, old, digest), true);
+  assert.equal(cache.manifest.chunks[0], digest, 'recorded with the current checksum');
+  const bad = old.replace(/^./, (x) => (x === '0' ? '1' : '0'));
+  assert.equal(L.cachedChunkGood({ manifest: { chunks: { 0: bad } } }, pl, c, bad, digest), false, 'a legacy mismatch');
+  const other = 'c2-0123456789abcdef:600';
+  assert.equal(L.cachedChunkGood({ manifest: { chunks: { 0: other } } }, pl, c, other, digest), false, 'a current-kind mismatch');
+  assert.equal(L.checksumMatches(old, file.subarray(100, 700)), true);
+  assert.equal(L.checksumMatches('junk', file), false);
+});
+
+test('ShardPlacement.complete: the checksum of a chunk where its bytes lie (shard memory and gap buffers)', async () => {
+  const g = await initWasm();
+  const file = new Uint8Array(600).map((_, i) => (i * 7 + 3) & 255);
+  const mem = new g.ChunkRouter(256); // a wasm allocation standing in for a weight shard
+  const ptr = mem.stagePtr(0);
+  const pl = new L.ShardPlacement([{ shard: 0, fileOffset: 300, len: 200 }], 100, 600, () => ptr);
+  const [c] = L.planChunks(pl, 1024);
+  assert.deepEqual(c.parts.map((p) => p.kind), ['gap', 'shard', 'gap']);
+  L.writeBytes(pl, c, file.subarray(100, 600));
+  const sum = new g.Checksum();
+  sum.update(file.subarray(100, 600));
+  assert.equal(pl.complete(c.parts), sum.digest());
+  mem.free();
 });
 
 // ---- header.ts ----------------------------------------------------------------------------------
@@ -271,6 +329,16 @@ test('out_of_memory names what is needed and a smaller quant of the same reposit
   const e = L.outOfMemory({ name: 'o/r:Q2_K', quant: 'Q2_K', fileType: 10, repo: 'o/r', contextRequested: false }, shape, 8192, 3.5e9, 4 * 2 ** 30);
   assert.equal(e.code, 'out_of_memory');
   assert.match(e.message, /^o\/r:Q2_K does not fit in this tab: it needs about 4\.\d\d GB .* Use a smaller quant, e\.g\. 'o\/r:(IQ|Q)[0-9A-Z_]+'\.$/);
+});
+
+test('a refused allocation: out_of_memory with the memory the browser gives now (measured) and a quant that fits in it', () => {
+  const probed = L.probeWasmMemory();
+  assert.ok(probed > 0 && probed <= 4 * 2 ** 30 && probed % 65536 === 0, `probe: ${probed}`);
+  const shape = { weightBytes: 3.6e9, stateBytes: 50e6, kvBytesPerToken: 65536, nVocab: 248_320 };
+  const e = L.allocationRefused({ name: 'o/r:Q2_K', quant: 'Q2_K', fileType: 10, repo: 'o/r', contextRequested: false }, shape, 8192, 3e6, 'the weights');
+  assert.equal(e.code, 'out_of_memory');
+  assert.match(e.message, /^o\/r:Q2_K does not fit in this tab: the browser refused memory for the weights \(about [\d.]+ [GM]B of WebAssembly memory is available/);
+  assert.match(e.message, /Close other tabs, or use a smaller quant/);
 });
 
 test('the page\'s estimate with workers: files over 4 GiB split, contexts grow with the split (one core, two, eight)', () => {

@@ -9,10 +9,14 @@
 //
 // The worker writes pieces with createSyncAccessHandle() as chunks arrive and records a chunk in
 // the manifest only after its bytes are flushed, so an interrupted download resumes where it
-// stopped. A cached model is read back with `read(view into wasm memory, {at})`; every chunk is
+// stopped. Storage trouble never fails a load: the first write that fails (storage full, or any
+// other refusal) stops the writing (`stopWriting`) and the load goes on from the network; the
+// manifest keeps exactly the chunks stored before, so nothing half-written is ever trusted.
+// One load at a time holds a model's cache: see load/lock.ts. A cached model is read back with `read(view into wasm memory, {at})`; every chunk is
 // checked against its checksum on the way, and a missing or bad chunk is fetched again (see
 // loader.ts). The listing / deleting half works from the page (async OPFS API).
 
+import { ifUnlocked } from './load/lock.js';
 import { chunkRange } from './load/plan.js';
 
 export const CACHE_DIR = 'clef-cache';
@@ -35,7 +39,7 @@ export interface Manifest {
   headerChecksum: string;
   chunkSize: number;
   pieceSize: number;
-  /** Checksum (see checksum.ts) of each complete chunk, by chunk index. */
+  /** Checksum (src/checksum.rs; the kind is in the string) of each complete chunk, by chunk index. */
   chunks: Record<string, string>;
   /** The whole file's sha256 matched `oid`. */
   verified: boolean;
@@ -72,6 +76,10 @@ export interface SyncHandle {
   close(): void;
 }
 
+/**
+ * A storage problem: `quota` (storage full), `cache` (the cache is in use, or the storage refused).
+ * Thrown by the page API (delete, clear); during a load it only stops the caching (`stopWriting`).
+ */
 export class CacheError extends Error {
   constructor(public code: 'quota' | 'cache', message: string) {
     super(message);
@@ -96,9 +104,19 @@ export function opfsAvailable(): boolean {
   return typeof navigator !== 'undefined' && !!navigator.storage && typeof navigator.storage.getDirectory === 'function';
 }
 
-async function cacheRoot(create: boolean): Promise<FileSystemDirectoryHandle | null> {
+/** The OPFS root, or null where the browser refuses it (a private window: SecurityError). */
+export async function opfsRoot(): Promise<FileSystemDirectoryHandle | null> {
   if (!opfsAvailable()) return null;
-  const root = await navigator.storage.getDirectory();
+  try {
+    return await navigator.storage.getDirectory();
+  } catch {
+    return null;
+  }
+}
+
+async function cacheRoot(create: boolean): Promise<FileSystemDirectoryHandle | null> {
+  const root = await opfsRoot();
+  if (!root) return null;
   try {
     return await root.getDirectoryHandle(CACHE_DIR, { create });
   } catch (e) {
@@ -110,6 +128,13 @@ async function cacheRoot(create: boolean): Promise<FileSystemDirectoryHandle | n
 function isQuota(e: unknown): boolean {
   const n = (e as DOMException)?.name;
   return n === 'QuotaExceededError' || /quota/i.test(String((e as Error)?.message ?? ''));
+}
+
+/** A storage failure as a CacheError: `quota` when the storage is full, else `cache`. */
+function storageError(e: unknown, what: string): CacheError {
+  if (e instanceof CacheError) return e;
+  if (isQuota(e)) return quotaError();
+  return new CacheError('cache', `${what}: ${(e as Error)?.message ?? String(e)}`);
 }
 
 export function quotaError(needed?: number): CacheError {
@@ -188,35 +213,62 @@ export async function listCached(): Promise<CachedModel[]> {
   return out.sort((a, b) => b.lastUsed - a.lastUsed);
 }
 
-/** Deletes the cache of one model (by cache key, or directory name from a broken entry). */
+/** The message of a cache that a load is using. */
+const inUse = (key: string) =>
+  new CacheError('cache', `the cached model '${key}' is in use: it is being loaded (in this or another tab); delete it once the load has finished, or unload it`);
+
+/**
+ * Deletes the cache of one model (by cache key, or directory name from a broken entry). Throws a
+ * `cache` CacheError while a load uses it (load/lock.ts; else the open files refuse removal).
+ */
 export async function deleteCached(key: string): Promise<boolean> {
   const root = await cacheRoot(false);
   if (!root) return false;
-  for (const name of [dirNameOf(key), key]) {
-    try {
-      await root.removeEntry(name, { recursive: true });
-      return true;
-    } catch (e) {
-      const n = (e as DOMException)?.name;
-      if (n === 'NotFoundError' || n === 'TypeError') continue;
-      if (n === 'NoModificationAllowedError' || n === 'InvalidModificationError') {
-        throw new CacheError('cache', `the cached model '${key}' is in use (being loaded in another tab or worker)`);
+  const r = await ifUnlocked(key, async () => {
+    for (const name of [dirNameOf(key), key]) {
+      try {
+        await root.removeEntry(name, { recursive: true });
+        return true;
+      } catch (e) {
+        const n = (e as DOMException)?.name;
+        if (n === 'NotFoundError' || n === 'TypeError') continue;
+        if (n === 'NoModificationAllowedError' || n === 'InvalidModificationError') throw inUse(key);
+        throw storageError(e, `deleting the cached model '${key}'`);
       }
-      throw e;
     }
-  }
-  return false;
+    return false;
+  });
+  if (!r) throw inUse(key);
+  return r.value;
 }
 
-/** Deletes every cached model. */
+/**
+ * Deletes every cached model. Models being loaded are kept: a `cache` CacheError names them after
+ * the others are deleted.
+ */
 export async function clearCache(): Promise<void> {
-  if (!opfsAvailable()) return;
-  const root = await navigator.storage.getDirectory();
-  try {
-    await root.removeEntry(CACHE_DIR, { recursive: true });
-  } catch (e) {
-    if ((e as DOMException)?.name !== 'NotFoundError') throw e;
+  const root = await cacheRoot(false);
+  if (!root) return;
+  const keys: string[] = [];
+  // @ts-ignore: async iteration of directory handles
+  for await (const [name, handle] of root.entries() as AsyncIterable<[string, FileSystemHandle]>) {
+    if (handle.kind === 'directory') keys.push((await readManifest(handle as FileSystemDirectoryHandle))?.key ?? name);
+    else await root.removeEntry(name).catch(() => {});
   }
+  const busy: string[] = [];
+  for (const k of keys) {
+    try {
+      await deleteCached(k);
+    } catch (e) {
+      if (!(e instanceof CacheError)) throw e;
+      busy.push(k);
+    }
+  }
+  if (busy.length) {
+    throw new CacheError('cache', `kept ${busy.map((k) => `'${k}'`).join(', ')}: in use by a load (in this or another tab); every other cached model was deleted`);
+  }
+  const top = await opfsRoot();
+  await top?.removeEntry(CACHE_DIR).catch(() => {}); // only when empty (another load may have started)
 }
 
 /** Asks the browser to keep the cache under storage pressure (page only; false elsewhere). */
@@ -238,6 +290,10 @@ export class ModelCache {
   private pieces: SyncHandle[] = [];
   private manifestHandle: SyncHandle | null = null;
   private closed = false;
+  /** Why writing stopped (null: still writing). Reads go on; writes are skipped from then on. */
+  failure: CacheError | null = null;
+  /** Told once, when writing stops (the worker turns it into a warning). */
+  onStop: ((e: CacheError) => void) | null = null;
 
   private constructor(
     private dir: FileSystemDirectoryHandle,
@@ -273,8 +329,7 @@ export class ModelCache {
 
   /** Opens the piece files for the manifest's size (after `begin`, or on a valid manifest). */
   async openPieces(): Promise<void> {
-    const m = this.manifest!;
-    const n = Math.max(1, Math.ceil(m.size / m.pieceSize));
+    const n = pieceCount(this.manifest!);
     for (let i = this.pieces.length; i < n; i++) this.pieces.push(await this.syncHandle(`piece-${i}.bin`));
   }
 
@@ -294,73 +349,122 @@ export class ModelCache {
 
   /** Reads `dest.length` bytes at `fileOffset`; returns the number of bytes actually read. */
   read(fileOffset: number, dest: Uint8Array): number {
-    const P = this.manifest!.pieceSize;
-    let done = 0;
-    while (done < dest.length) {
-      const off = fileOffset + done;
-      const p = Math.floor(off / P);
-      const at = off - p * P;
-      const n = Math.min(dest.length - done, P - at);
-      const h = this.pieces[p];
-      if (!h) return done;
-      const got = h.read(dest.subarray(done, done + n), { at });
-      done += got;
-      if (got < n) return done;
-    }
-    return done;
+    return readPieces(this.pieces, this.manifest!.pieceSize, fileOffset, dest);
   }
 
-  /** Writes `src` at `fileOffset` (throws CacheError('quota') when storage is full). */
+  /**
+   * Reopens the pieces read-only, so that other workers can open them read-only too (a split
+   * model's shard workers reading their own parts: load/pull.ts). False where the browser has no
+   * read-only access handles; then the pieces are open as before. `ownPieces` undoes it.
+   */
+  async shareReadOnly(): Promise<boolean> {
+    this.closePieces();
+    try {
+      const m = this.manifest!;
+      for (let i = 0; i < pieceCount(m); i++) this.pieces.push(await openPiece(this.dir, i, 'read-only'));
+      return true;
+    } catch {
+      this.closePieces();
+      await this.openPieces();
+      return false;
+    }
+  }
+
+  /** Back to this worker's own (writable) handles after `shareReadOnly`. */
+  async ownPieces(): Promise<void> {
+    this.closePieces();
+    await this.openPieces();
+  }
+
+  /** The directory name of this cache (what other workers open: `openReadOnly`). */
+  get dirName(): string {
+    return dirNameOf(this.key);
+  }
+
+  /** Whether writes still happen (false after `stopWriting`). */
+  get writing(): boolean {
+    return !this.failure;
+  }
+
+  /**
+   * Stops writing for the rest of this load (the first failure is kept and told to `onStop`).
+   * What the manifest already records stays valid; the bytes of a chunk not yet recorded are ignored.
+   */
+  stopWriting(e: CacheError): void {
+    if (this.failure) return;
+    this.failure = e;
+    this.onStop?.(e);
+  }
+
+  /** Runs a write; a failure stops the writing instead of reaching the caller. */
+  private guarded(what: string, f: () => void): boolean {
+    if (this.failure) return false;
+    try {
+      f();
+      return true;
+    } catch (e) {
+      this.stopWriting(storageError(e, what));
+      return false;
+    }
+  }
+
+  /** Writes `src` at `fileOffset` (a failure stops the writing: see `stopWriting`). */
   write(fileOffset: number, src: Uint8Array): void {
     const P = this.manifest!.pieceSize;
-    let done = 0;
-    try {
+    this.guarded('writing the cache', () => {
+      let done = 0;
       while (done < src.length) {
         const off = fileOffset + done;
         const p = Math.floor(off / P);
         const at = off - p * P;
         const n = Math.min(src.length - done, P - at);
         const w = this.pieces[p].write(src.subarray(done, done + n), { at });
-        if (w < n) throw new DOMException('short write', 'QuotaExceededError');
+        // Short, or Chromium's error code returned as a count (base::File's NO_SPACE, -8, read as
+        // an unsigned 4294967288) instead of a thrown QuotaExceededError.
+        if (w !== n) throw new DOMException(`wrote ${w} of ${n} bytes`, 'QuotaExceededError');
         done += n;
       }
-    } catch (e) {
-      if (isQuota(e)) throw quotaError();
-      throw e;
-    }
+    });
   }
 
-  /** Flushes the pieces, then records chunk `index` as complete. */
+  /** Flushes the pieces, then records chunk `index` as complete (not after a failed write). */
   commitChunk(index: number, checksum: string): void {
-    for (const h of this.pieces) h.flush();
+    if (!this.guarded('flushing the cache', () => this.pieces.forEach((h) => h.flush()))) return;
     this.manifest!.chunks[index] = checksum;
     this.saveManifest();
   }
 
   /** Forgets chunk `index` (found corrupt). */
   dropChunk(index: number): void {
+    if (!this.writing) return;
     delete this.manifest!.chunks[index];
     this.saveManifest();
   }
 
+  /**
+   * Writes the manifest over the old one, then cuts it to length: a failed write (storage full)
+   * leaves the old manifest whole, or a broken one that is read as none — never a wrong one.
+   */
   saveManifest(): void {
     const h = this.manifestHandle;
     if (!h || !this.manifest) return;
     const bytes = new TextEncoder().encode(JSON.stringify(this.manifest));
-    try {
-      h.truncate(0);
-      h.write(bytes, { at: 0 });
+    this.guarded('writing the cache manifest', () => {
+      const w = h.write(bytes, { at: 0 });
+      if (w !== bytes.length) throw new DOMException(`wrote ${w} of ${bytes.length} bytes`, 'QuotaExceededError');
+      h.truncate(bytes.length);
       h.flush();
-    } catch (e) {
-      if (isQuota(e)) throw quotaError();
-      throw e;
-    }
+    });
   }
 
   private closePieces(): void {
     for (const h of this.pieces) {
       try {
         h.flush();
+      } catch {
+        /* read-only, or closed */
+      }
+      try {
         h.close();
       } catch {
         /* already closed */
@@ -393,6 +497,53 @@ export class ModelCache {
     }
     this.manifestHandle = null;
   }
+}
+
+function pieceCount(m: Pick<Manifest, 'size' | 'pieceSize'>): number {
+  return Math.max(1, Math.ceil(m.size / m.pieceSize));
+}
+
+/** Bytes [fileOffset, +dest.length) from piece files of `pieceSize` bytes; the number of bytes read. */
+function readPieces(pieces: SyncHandle[], pieceSize: number, fileOffset: number, dest: Uint8Array): number {
+  let done = 0;
+  while (done < dest.length) {
+    const off = fileOffset + done;
+    const p = Math.floor(off / pieceSize);
+    const at = off - p * pieceSize;
+    const n = Math.min(dest.length - done, pieceSize - at);
+    const h = pieces[p];
+    if (!h) return done;
+    const got = h.read(dest.subarray(done, done + n), { at });
+    done += got;
+    if (got < n) return done;
+  }
+  return done;
+}
+
+async function openPiece(dir: FileSystemDirectoryHandle, i: number, mode: 'read-only'): Promise<SyncHandle> {
+  const fh = await dir.getFileHandle(`piece-${i}.bin`);
+  return (await (fh as unknown as { createSyncAccessHandle(o: { mode: string }): Promise<SyncHandle> }).createSyncAccessHandle({ mode })) as SyncHandle;
+}
+
+/**
+ * Read-only access, from any worker, to the pieces of the cache in directory `dirName` (whose
+ * owner has called `ModelCache.shareReadOnly`). Null where OPFS is unavailable.
+ */
+export async function openReadOnly(dirName: string, size: number, pieceSize: number): Promise<{ read(fileOffset: number, dest: Uint8Array): number; close(): void } | null> {
+  const root = await cacheRoot(false);
+  if (!root) return null;
+  const dir = await root.getDirectoryHandle(dirName);
+  const pieces: SyncHandle[] = [];
+  try {
+    for (let i = 0; i < pieceCount({ size, pieceSize }); i++) pieces.push(await openPiece(dir, i, 'read-only'));
+  } catch (e) {
+    for (const h of pieces) h.close();
+    throw e;
+  }
+  return {
+    read: (fileOffset, dest) => readPieces(pieces, pieceSize, fileOffset, dest),
+    close: () => pieces.forEach((h) => h.close()),
+  };
 }
 
 /** Free storage for the cache (bytes; Infinity when unknown). */

@@ -25,7 +25,7 @@ import { ToolCallParser, type ToolCall, type ToolDefinition } from './toolcalls.
 
 export type * from './types.js';
 export type {
-  ErrorCode, ErrorInfo, OutputSpec, TokenLogprob, LoadPhase, LoadProgress, LoadRetry, ModelInfo, LoadStats, WorkerStats, FinishReason, DecisionInfo,
+  ErrorCode, ErrorInfo, OutputSpec, TokenLogprob, LoadPhase, CacheStatus, LoadProgress, LoadRetry, ModelInfo, LoadStats, WorkerStats, FinishReason, DecisionInfo,
   HeadInfo,
 } from './protocol.js';
 export { DECISION_STATUS } from './protocol.js';

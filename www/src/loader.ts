@@ -23,17 +23,18 @@ import type { CopyOp, ErrorCode, LoadParams, LoadProgress, LoadStats } from './p
 import { type Manifest, type ModelCache, CacheError, PIECE_BYTES } from './cache.js';
 import { type ResolvedLoadParams, resolveLoadParams } from './validate.js';
 import { LoadError, errCode } from './load/errors.js';
-import { MIN_AUTO_CONTEXT, WASM_MAX_MEMORY, memoryNeeded, outOfMemory, pickContext, type FitSubject, type MemoryShape } from './load/fit.js';
+import { MIN_AUTO_CONTEXT, WASM_MAX_MEMORY, allocationRefused, memoryNeeded, outOfMemory, pickContext, type FitSubject, type MemoryShape } from './load/fit.js';
 import { type HeaderInfo, checkSupported, readHeader } from './load/header.js';
 import { cachedHeader, completeCache, isTrusted, probe, sameFile, startCache } from './load/cached.js';
 import { type RetryEvents, withRetry } from './load/fetch.js';
-import { type Placement, ShardPlacement, SplitPlacement, localDestination } from './load/placement.js';
+import { type Placement, ShardPlacement, SplitPlacement } from './load/placement.js';
 import { chooseWorkers, coreCount, deviceRam, partsFit } from './load/workers.js';
 import { ShardError, type ShardPool } from './shards.js';
 import { Progress, emptyStats, jsHeap } from './load/progress.js';
 import { type RetryPolicy, retryPolicy } from './load/retry.js';
 import type { ByteSource } from './load/sources.js';
 import { transfer } from './load/transfer.js';
+import { pullCached } from './load/pull.js';
 
 export { LoadError } from './load/errors.js';
 export { WASM_MAX_MEMORY } from './load/fit.js';
@@ -55,6 +56,8 @@ export interface LoadOutcome {
   workersReason: string;
   info: HeaderInfo;
   nCtx: number;
+  /** The `out_of_memory` error for an allocation refused after the load (the state and KV cache in `finish`). */
+  refused: (what: string) => LoadError;
   source: 'network' | 'cache' | 'network+cache' | 'file';
   sha256: string | null;
   verified: boolean;
@@ -144,7 +147,16 @@ export async function loadModel(ctx: LoadContext): Promise<LoadOutcome> {
 
 async function runLoad(run: Run): Promise<LoadOutcome> {
   const { ctx, params, stats, progress } = run;
+  const ms = stats.phaseMs;
+  let mark = performance.now();
+  /** Adds the time since the last mark to a phase. */
+  const lap = (phase: 'header' | 'allocate' | 'data' | 'settle') => {
+    const now = performance.now();
+    ms[phase] += now - mark;
+    mark = now;
+  };
   const head = await readHead(run);
+  lap('header');
   const { info, size } = head;
   progress.total = size;
   checkSupported(info);
@@ -180,6 +192,8 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       throw outOfMemory(subject, p, nCtx, available(i), limit, why);
     }
   });
+  /** The browser refused an allocation the fit check allowed (measured: this instance's memory now). */
+  const refused = (what: string) => allocationRefused(subject, parts[0], nCtx, (wasmMemory() as WebAssembly.Memory).buffer.byteLength, what);
   // ---- cache: reuse the manifest, or start a fresh one ------------------------------------------
   const cache = ctx.cache;
   let m = head.manifest;
@@ -194,6 +208,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   const chunkSize = m?.chunkSize ?? params.chunkSize;
 
   // ---- allocate ----------------------------------------------------------------------------------
+  lap('header');
   let loader: ModelLoader;
   let pool: ShardPool | null = null;
   let placement: Placement;
@@ -207,29 +222,43 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers);
       const l = loader;
       const plans = await pool.alloc(headerBytes, size);
-      placement = new SplitPlacement([localDestination(l.plan() as CopyOp[], (i) => l.shardPtr(i)), ...pool.destinations(plans)], info.dataOffset, size);
+      placement = new SplitPlacement({ plan: l.plan() as CopyOp[], shardPtr: (i) => l.shardPtr(i) }, pool.destinations(plans), info.dataOffset, size, chunkSize);
     }
   } catch (e) {
     pool?.terminate();
     cache?.close();
     const code = e instanceof ShardError ? e.code : errCode(e);
-    if (code === 'out_of_memory') throw outOfMemory(subject, parts[0], nCtx, available(0), limit, 'the allocation failed');
+    if (code === 'out_of_memory') throw refused('the weights');
     if (e instanceof ShardError) throw new LoadError(e.code, e.message);
     throw new LoadError((code as ErrorCode) ?? 'bad_gguf', (e as Error).message);
   }
 
   // ---- data --------------------------------------------------------------------------------------
+  lap('allocate');
   try {
-    // A verified cache with every chunk present needs no sha256 (chunk checksums suffice).
-    const trusted = isTrusted(m, info.dataOffset, size, chunkSize);
-    const r = await transfer({
+    // A verified cache with every chunk present needs no sha256 (chunk checksums suffice); split,
+    // every worker reads its own part from it (load/pull.ts). Else, or if that fails: the transfer.
+    let trusted = isTrusted(m, info.dataOffset, size, chunkSize);
+    const pulled = pool && cache && m && trusted
+      ? await pullCached({
+        name: ctx.name, cache, manifest: m, pool, plan: loader.plan() as CopyOp[], shardPtr: (i) => loader.shardPtr(i),
+        dataStart: info.dataOffset, size, chunkSize, progress, stats, onWarning: ctx.onWarning,
+      })
+      : null;
+    trusted = isTrusted(m, info.dataOffset, size, chunkSize);
+    const r = pulled ?? await transfer({
       name: ctx.name, source: ctx.source, local: ctx.local, cache, manifest: m, placement,
       header: head.header, networkPrefix: head.networkPrefix, chunkSize, oid: head.oid, trusted, offline: head.offline,
       concurrency: params.concurrency, policy: run.policy, signal: ctx.signal, stats, progress, events: run.events,
       onWarning: ctx.onWarning,
     });
     for (let i = 0; i < loader.shardCount(); i++) loader.markFilled(i);
+    ms.cacheRead = r.cacheMs;
+    ms.deliver = r.deliverMs;
+    lap('data');
     await pool?.sync(); // every shard has written its bytes (or the pool failed)
+    pool?.dropBuffers();
+    lap('settle');
 
     stats.seconds = (performance.now() - run.t0) / 1000;
     stats.downloadBytesPerSecond = r.netMs > 0 ? Math.round((r.downloadedData * 1000) / r.netMs) : 0;
@@ -241,7 +270,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     progress.phase = 'ready';
     progress.emit(true);
     return {
-      loader, pool, workers, workersReason: choice.reason, info, nCtx,
+      loader, pool, workers, workersReason: choice.reason, info, nCtx, refused,
       source: ctx.local ? 'file' : stats.cachedBytes > 0 ? (r.downloadedData > 0 ? 'network+cache' : 'cache') : 'network',
       sha256: r.sha256 ?? (trusted ? m!.oid : null),
       verified: !!r.sha256 || trusted,
@@ -250,8 +279,11 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   } catch (e) {
     loader.free();
     pool?.terminate();
-    if (e instanceof ShardError) throw new LoadError(e.code, e.message);
+    // A shard worker allocates its weights while the data streams in (shard-worker.ts 'alloc').
+    if (e instanceof ShardError) throw e.code === 'out_of_memory' ? refused('the weights') : new LoadError(e.code, e.message);
     throw e;
+  } finally {
+    placement.dispose();
   }
 }
 

@@ -99,6 +99,12 @@ export interface LoadParams {
    * from the cores (navigator.hardwareConcurrency) and the model's size — see load/workers.ts.
    */
   workers?: number;
+  /**
+   * How a split model's stages reach the shard workers: 'shared' (SharedArrayBuffer + Atomics;
+   * Node, or a cross-origin isolated page), 'message' (postMessage: any page), 'auto' (default:
+   * shared where available).
+   */
+  exchange?: Exchange;
   /** KV cache values: 'f32' (default, exact) or 'f16' (half the memory per token: longer contexts). */
   kvCache?: 'f32' | 'f16';
   /** Expected sha256 of the whole file (else: the Hub's LFS oid when it gives one). */
@@ -111,7 +117,22 @@ export interface LoadParams {
   wasmUrl?: string;
 }
 
-export type LoadPhase = 'header' | 'download' | 'cache' | 'verify' | 'ready';
+/**
+ * 'waiting': another tab (or worker) is loading the same model into the cache; this load goes on
+ * from the cache when it is done (`loaded` / `total` are the other load's).
+ */
+export type LoadPhase = 'waiting' | 'header' | 'download' | 'cache' | 'verify' | 'ready';
+
+/**
+ * What became of the OPFS cache in a load (`ModelInfo.cache`):
+ *   stored       the whole file is in the cache: the next load needs no download
+ *   off          not asked for (`cache: false`, a File or a path)
+ *   unavailable  the browser has no OPFS here, or refuses it (private windows): not cached
+ *   quota        storage ran out: the chunks stored before stay (a later load resumes from them)
+ *   failed       another storage failure (the cache was in use without Web Locks, a write refused, …)
+ * Anything but `stored` and `off` comes with a warning saying why.
+ */
+export type CacheStatus = 'stored' | 'off' | 'unavailable' | 'quota' | 'failed';
 
 /** A failed request waiting to be retried. */
 export interface LoadRetry {
@@ -158,6 +179,28 @@ export interface LoadStats {
   wasmMemoryBytes: number;
   /** The kernels running: 'relaxed-simd' or 'simd128' (see simd.ts). */
   simd: string;
+  /** Where the load's time went (ms), in order. */
+  phaseMs: LoadPhaseMs;
+  /** A split model from a verified cache: every worker read its own part itself (load/pull.ts). */
+  pulledByWorkers: boolean;
+}
+
+/** A load's time by step (ms): see loader.ts for the steps. */
+export interface LoadPhaseMs {
+  /** Header: from the cache (after a freshness probe) or the network. */
+  header: number;
+  /** Starting shard workers and allocating every part's weight memory. */
+  allocate: number;
+  /** The data section: read / fetched, checked, delivered (split: the coordinator's side). */
+  data: number;
+  /** Of `data`: reading cached chunks. */
+  cacheRead: number;
+  /** Of `data`: every chunk's checksum, and (split) scattering it to the coordinator's memory and the shard workers. */
+  deliver: number;
+  /** Waiting for the shard workers to write what they were sent (split only). */
+  settle: number;
+  /** Building the engine (and every shard's) from the filled weights: state, KV cache. */
+  build: number;
 }
 
 export interface ModelInfo {
@@ -174,6 +217,8 @@ export interface ModelInfo {
   nEmbd: number;
   /** Where the bytes came from. */
   source: 'network' | 'cache' | 'network+cache' | 'file';
+  /** Whether the file is in the OPFS cache now (see CacheStatus). */
+  cache: CacheStatus;
   /** sha256 of the file when it was verified (else null). */
   sha256: string | null;
   verified: boolean;
@@ -183,6 +228,8 @@ export interface ModelInfo {
   decisions: DecisionInfo;
   /** Shard workers the weights are split across (1: all in the engine worker). */
   workers: number;
+  /** How stages reach the shard workers ('' with one worker): see LoadParams.exchange. */
+  exchange: 'shared' | 'message' | '';
   /** Why that many ("requested", or how the default was chosen). */
   workersReason: string;
   stats: LoadStats;
@@ -433,9 +480,15 @@ export interface CopyOp {
 export type ShardRequest =
   /** Instantiate the engine's compiled wasm module (compiled once, by the engine worker). */
   | { type: 'init'; id: number; module: WebAssembly.Module }
-  /** Allocate shard `index` of `count` of the model whose header is `header` (its first dataOffset bytes). */
+  /**
+   * Allocate shard `index` of `count` of the model whose header is `header` (its first dataOffset
+   * bytes). Answered with the load plan at once; the allocation follows (a failure fails the pool).
+   */
   | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number }
-  /** Copy `bytes` into the weights: quads (shard, dstOffset, offset in bytes, len). No answer unless it fails. */
+  /**
+   * Copy `bytes` into the weights: quads (shard, dstOffset, offset in bytes, len). Answered with
+   * `spare` (the buffer handed back for the next chunk), or an error.
+   */
   | { type: 'write'; id: number; pieces: Float64Array; bytes: Uint8Array }
   /** Build the shard's engine with state for `nCtx` tokens. */
   | { type: 'finish'; id: number; nCtx: number; precision: string; kvCache: 'f32' | 'f16' }
@@ -444,22 +497,61 @@ export type ShardRequest =
   /** Run a stage (kind 0 mixer, 1 FFN, 2 LM head; see src/wasm.rs WasmShard.run). */
   | { type: 'run'; id: number; kind: number; layer: number; pos: number; x: Float32Array }
   /** Answers once every earlier message has been handled. */
-  | { type: 'sync'; id: number };
+  | { type: 'sync'; id: number }
+  /**
+   * Read this shard's part from the OPFS cache in directory `dirName` itself (load/pull.ts):
+   * every chunk of `chunks` that holds its bytes, checked against its checksum. Answered with the
+   * bad chunks; `pulled` messages report progress.
+   */
+  | { type: 'pull'; id: number; dirName: string; size: number; pieceSize: number; chunkSize: number; chunks: PullChunk[] }
+  /**
+   * Serve stages through shared memory (exchange.ts) as shard `index`, from sequence number `seq`,
+   * until told to stop; no message is read meanwhile. No answer unless a stage fails.
+   */
+  | { type: 'serve'; id: number; exchange: ExchangeBuffer; index: number; seq: number };
 
 export interface ShardResults {
   init: null;
-  alloc: { plan: CopyOp[]; wasmMemoryBytes: number };
+  alloc: { plan: CopyOp[] };
   write: null;
   finish: { vocab: [number, number]; stateBytes: number; wasmMemoryBytes: number };
   ops: null;
   /** The shard's result and the time it computed (ms). */
   run: { out: Float32Array; ms: number };
   sync: { wasmMemoryBytes: number };
+  /**
+   * Chunks that failed their checksum (or could not be read), and the bytes read; `failed`: why the
+   * shard could not read the cache itself (the load then takes the general path).
+   */
+  pull: { bad: number[]; bytes: number; failed?: string };
+  serve: null;
+}
+
+export type Exchange = 'auto' | 'shared' | 'message';
+
+/** A cached chunk a worker reads itself (load/pull.ts): its file range and recorded checksum. */
+export interface PullChunk {
+  index: number;
+  start: number;
+  end: number;
+  checksum: string;
+}
+
+/** A SharedArrayBuffer laid out for the shared exchange (exchange.ts). */
+export interface ExchangeBuffer {
+  sab: SharedArrayBuffer;
+  shards: number;
+  cap: number;
+  outCap: number;
 }
 
 export type ShardResponse =
   | { type: 'result'; id: number; result: ShardResults[keyof ShardResults] }
-  | { type: 'error'; id: number; error: ErrorInfo };
+  | { type: 'error'; id: number; error: ErrorInfo }
+  /** A `write`'s buffer, back for reuse: a fresh buffer per chunk would cost the page faults of gigabytes. */
+  | { type: 'spare'; id: number; bytes: ArrayBuffer }
+  /** Progress of a `pull`: bytes of chunks in place since the last report. */
+  | { type: 'pulled'; id: number; bytes: number };
 
 export type Response = Event | Result | Failure;
 

@@ -5,6 +5,9 @@
 // (`init`): the engine worker compiles it once for all.
 
 import { initSync, ModelLoader, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
+import { openReadOnly } from './cache.js';
+import { serve } from './exchange.js';
+import { pullChunks } from './load/pull.js';
 import type { CopyOp, ErrorInfo, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
 
 /** A Node built-in, imported at run time (not bundled; never reached in browsers). */
@@ -44,12 +47,16 @@ export function createShardHost(post: Post) {
           ok(req.id, 'init', null);
           return;
         case 'alloc': {
+          // The plan goes back at once; the allocation follows (touching every page of it: the
+          // longest step of a cached load), while the coordinator already reads and routes the
+          // chunks. Their writes wait in this worker's queue; a failed allocation fails the pool.
           loader?.free();
+          loader = null;
+          const plan = ModelLoader.planForRole(req.header, req.size, 'shard', req.index, req.count) as CopyOp[];
+          ok(req.id, 'alloc', { plan });
           loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count);
-          const plan = loader.plan() as CopyOp[];
           ptrs = [];
           for (let i = 0; i < loader.shardCount(); i++) ptrs[i] = loader.shardPtr(i);
-          ok(req.id, 'alloc', { plan, wasmMemoryBytes: memory() });
           return;
         }
         case 'write': {
@@ -57,6 +64,8 @@ export function createShardHost(post: Post) {
           const h = view();
           const p = req.pieces;
           for (let i = 0; i < p.length; i += 4) h.set(req.bytes.subarray(p[i + 2], p[i + 2] + p[i + 3]), ptrs[p[i]] + p[i + 1]);
+          const bytes = req.bytes.buffer as ArrayBuffer;
+          post({ type: 'spare', id: req.id, bytes }, [bytes]);
           return;
         }
         case 'finish': {
@@ -88,13 +97,53 @@ export function createShardHost(post: Post) {
         case 'sync':
           ok(req.id, 'sync', { wasmMemoryBytes: memory() });
           return;
+        case 'pull': {
+          const l = loader;
+          if (!l) throw Object.assign(new Error('pull before alloc'), { code: 'internal' });
+          // Not being able to read the cache here is no failure: the load takes the general path.
+          void pull(req, l).catch((e) => ok(req.id, 'pull', { bad: [], bytes: 0, failed: errorInfo(e).message }));
+          return;
+        }
+        case 'serve': {
+          const s = shard;
+          if (!s) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
+          serve(req.exchange, req.index, req.seq, (kind, layer, pos, x) => {
+            const t = performance.now();
+            const out = s.run(kind, layer, pos, x);
+            return { out, ms: performance.now() - t };
+          }, (e) => post({ type: 'error', id: req.id, error: errorInfo(e) }));
+          return;
+        }
       }
     } catch (e) {
       post({ type: 'error', id: req.id, error: errorInfo(e) });
     }
   }
+  /** This shard's part straight from the OPFS cache (load/pull.ts); progress every ~64 MiB. */
+  async function pull(req: Extract<ShardRequest, { type: 'pull' }>, l: ModelLoader): Promise<void> {
+    const cache = await openReadOnly(req.dirName, req.size, req.pieceSize);
+    if (!cache) throw Object.assign(new Error('the OPFS cache is not available in this worker'), { code: 'internal' });
+    let unreported = 0;
+    let r;
+    try {
+      r = pullChunks(cache.read, l.plan() as CopyOp[], (i) => ptrs[i], req.chunks, req.chunkSize, (n) => {
+        unreported += n;
+        if (unreported >= PULL_REPORT_BYTES) {
+          post({ type: 'pulled', id: req.id, bytes: unreported });
+          unreported = 0;
+        }
+      });
+    } finally {
+      cache.close(); // before the answer: the coordinator then takes its writable handles back
+    }
+    if (unreported) post({ type: 'pulled', id: req.id, bytes: unreported });
+    ok(req.id, 'pull', r);
+  }
+
   return { handle };
 }
+
+const PULL_REPORT_BYTES = 64 << 20;
 
 // ------------------------------------------------------------------------------------------------
 // Attach to the worker scope: a browser Worker, or Node's worker_threads.

@@ -5,14 +5,17 @@
 //                in Node), hands each the compiled wasm module, allocates each one's shard, takes
 //                its bytes during the load (load/placement.ts SplitPlacement), builds its engine
 //   SplitDriver  runs the coordinator's passes: for every stage, the stage input goes to every
-//                shard (postMessage, a transferred Float32Array), their partial sums / logit
-//                slices come back and are added in shard order; the engine moves on
+//                shard, their partial sums / logit slices come back and are added in shard order;
+//                the engine moves on. The exchange: through shared memory where SharedArrayBuffer
+//                exists (exchange.ts: Node, cross-origin isolated pages), else postMessage (a
+//                transferred Float32Array each way) — any static host, no headers needed
 //
 // Every message is typed (protocol.ts ShardRequest / ShardResponse). A shard that dies or fails
 // rejects every pending request with a `worker_crashed` error and the pool is unusable: the engine
 // reports it as fatal, and loading the model again starts a new pool.
 
 import type { WasmEngine } from '../pkg/clef_web.js';
+import { SharedExchange, exchangeBuffer, type StageOutput } from './exchange.js';
 import type { CopyOp, ErrorInfo, ShardRequest, ShardResponse, ShardResults, SplitStats } from './protocol.js';
 import type { Destination } from './load/placement.js';
 
@@ -38,6 +41,9 @@ export class ShardError extends Error {
   }
 }
 
+/** Spare load buffers kept (a few chunks in flight per shard). */
+const MAX_SPARE = 16;
+
 type Body<K extends ShardRequest['type']> = Omit<Extract<ShardRequest, { type: K }>, 'id' | 'type'>;
 
 interface Pending {
@@ -49,19 +55,28 @@ export class ShardPool {
   private nextId = 1;
   private pending = new Map<number, Pending>();
   private failure: ShardError | null = null;
+  /** Load buffers handed back by the shards after a `write` (see `buffer`). */
+  private spare: ArrayBuffer[] = [];
   /** Per shard: the vocabulary rows of its LM-head slice (after `finish`). */
   vocab: Array<[number, number]> = [];
+  /** The shared exchange (null: stages go by postMessage), and whether the shards are serving on it. */
+  private exchange: SharedExchange | null = null;
+  private serving = false;
 
-  private constructor(private ports: ShardPort[]) {
+  private constructor(
+    private ports: ShardPort[],
+    /** Stages through shared memory (exchange.ts); else by postMessage. */
+    readonly shared: boolean,
+  ) {
     ports.forEach((p, i) => {
       p.onmessage = (msg) => this.receive(msg);
       p.onfail = (message) => this.fail({ code: 'worker_crashed', fatal: true, message: `shard worker ${i + 1} of ${ports.length} stopped: ${message}` });
     });
   }
 
-  /** Starts `n` shard workers and instantiates `module` in each. */
-  static async start(n: number, module: WebAssembly.Module, spawn: (i: number) => Promise<ShardPort>): Promise<ShardPool> {
-    const pool = new ShardPool(await Promise.all(Array.from({ length: n }, (_, i) => spawn(i))));
+  /** Starts `n` shard workers and instantiates `module` in each; `shared`: exchange stages through shared memory. */
+  static async start(n: number, module: WebAssembly.Module, spawn: (i: number) => Promise<ShardPort>, shared = false): Promise<ShardPool> {
+    const pool = new ShardPool(await Promise.all(Array.from({ length: n }, (_, i) => spawn(i))), shared);
     try {
       await Promise.all(pool.ports.map((_, i) => pool.request(i, 'init', { module })));
     } catch (e) {
@@ -76,6 +91,14 @@ export class ShardPool {
   }
 
   private receive(msg: ShardResponse) {
+    if (msg.type === 'spare') {
+      if (this.spare.length < MAX_SPARE) this.spare.push(msg.bytes);
+      return;
+    }
+    if (msg.type === 'pulled') {
+      this.onPulled?.(msg.bytes);
+      return;
+    }
     const p = this.pending.get(msg.id);
     if (msg.type === 'error') {
       // An answerless message (write, ops) failed, or a request did: either way the shard's
@@ -108,7 +131,7 @@ export class ShardPool {
   }
 
   /** A message without an answer (its failure fails the pool). */
-  send<K extends 'write' | 'ops'>(i: number, type: K, body: Body<K>, transfer: Transferable[] = []): void {
+  send<K extends 'write' | 'ops' | 'serve'>(i: number, type: K, body: Body<K>, transfer: Transferable[] = []): void {
     this.check();
     this.ports[i].post({ type, id: this.nextId++, ...body } as unknown as ShardRequest, transfer);
   }
@@ -123,8 +146,41 @@ export class ShardPool {
   destinations(plans: CopyOp[][]): Destination[] {
     return plans.map((plan, i) => ({
       plan,
+      buffer: (n) => this.buffer(n),
       write: (pieces, bytes) => this.send(i, 'write', { pieces, bytes }, [bytes.buffer as ArrayBuffer, pieces.buffer as ArrayBuffer]),
     }));
+  }
+
+  /**
+   * A buffer of at least `n` bytes for a `write`: one a shard handed back when there is one (its
+   * pages are in memory already), else a new one.
+   */
+  buffer(n: number): Uint8Array {
+    const i = this.spare.findIndex((b) => b.byteLength >= n);
+    return new Uint8Array(i >= 0 ? this.spare.splice(i, 1)[0] : new ArrayBuffer(n));
+  }
+
+  /** Told the bytes each shard reports during `pull`. */
+  private onPulled: ((bytes: number) => void) | null = null;
+
+  /**
+   * Every shard reads its part from the OPFS cache itself (load/pull.ts): the chunk indexes that
+   * failed over all shards, and why a shard could not read at all (null: every one could).
+   * `onBytes` hears the progress.
+   */
+  async pull(c: Body<'pull'>, onBytes: (bytes: number) => void): Promise<{ bad: number[]; failed: string | null }> {
+    this.onPulled = onBytes;
+    try {
+      const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'pull', c)));
+      return { bad: [...new Set(r.flatMap((x) => x.bad))], failed: r.find((x) => x.failed)?.failed ?? null };
+    } finally {
+      this.onPulled = null;
+    }
+  }
+
+  /** Drops the load's spare buffers (after the load). */
+  dropBuffers(): void {
+    this.spare = [];
   }
 
   /** Waits until every shard has handled every earlier message; returns their wasm memory sizes. */
@@ -146,8 +202,33 @@ export class ShardPool {
     this.ports.forEach((_, i) => this.send(i, 'ops', { ops })); // cloned per message (not transferred)
   }
 
+  /**
+   * Shared exchange: puts the shards in serve mode for stages of up to `xLen` input and `outLen`
+   * output floats (a larger buffer first when needed). Their state changes (`ops`) go before.
+   */
+  async serve(xLen: number, outLen: number): Promise<void> {
+    if (this.serving && this.exchange!.fits(xLen, outLen)) return;
+    await this.endServe();
+    if (!this.exchange?.fits(xLen, outLen)) {
+      const old = this.exchange?.buf;
+      this.exchange = new SharedExchange(exchangeBuffer(this.size, Math.max(xLen, old?.cap ?? 0), Math.max(outLen, old?.outCap ?? 0)));
+    }
+    const x = this.exchange;
+    this.ports.forEach((_, i) => this.send(i, 'serve', { exchange: x.buf, index: i, seq: x.seq }));
+    this.serving = true;
+  }
+
+  /** Shared exchange: the shards back to reading messages. */
+  async endServe(): Promise<void> {
+    if (!this.serving) return;
+    this.serving = false;
+    await this.exchange!.stop(() => this.failure);
+  }
+
   /** Runs one stage on every shard; their results (and compute times) in shard order. */
-  run(kind: number, layer: number, pos: number, x: Float32Array): Promise<Array<ShardResults['run']>> {
+  run(kind: number, layer: number, pos: number, x: Float32Array): Promise<StageOutput[]> {
+    this.check();
+    if (this.serving) return this.exchange!.run(kind, layer, pos, x, () => this.failure);
     return Promise.all(
       this.ports.map((_, i) => {
         const xi = i + 1 < this.size ? x.slice() : x; // each worker gets its own (transferred) copy
@@ -173,8 +254,17 @@ export class SplitDriver {
   /** Where the time went since the last `resetStats` (protocol.ts SplitStats). */
   stats: SplitStats;
 
-  constructor(private eng: WasmEngine, private pool: ShardPool) {
+  /** The widest LM-head slice of a shard (vocabulary rows). */
+  private maxSlice: number;
+
+  constructor(
+    private eng: WasmEngine,
+    private pool: ShardPool,
+    /** Hidden size D: a stage input is rows × D. */
+    private nEmbd: number,
+  ) {
     this.stats = this.resetStats();
+    this.maxSlice = Math.max(0, ...pool.vocab.map(([a, b]) => b - a));
   }
 
   resetStats(): SplitStats {
@@ -210,12 +300,14 @@ export class SplitDriver {
       for (;;) {
         let t = performance.now();
         const st = eng.passStage();
-        if (!st) return;
+        if (!st) break;
         const [kind, layer, pos] = st;
         const x = eng.passInput();
         const s = this.stats;
         s.coordinatorMs += performance.now() - t;
         t = performance.now();
+        // Shared exchange: partial sums are as long as the input; logits, rows × the widest slice.
+        if (pool.shared) await pool.serve(x.length, kind === 2 ? (x.length / this.nEmbd) * this.maxSlice : x.length);
         const outs = await pool.run(kind, layer, pos, x);
         const t2 = performance.now();
         s.waitMs += t2 - t;
@@ -227,10 +319,12 @@ export class SplitDriver {
         });
         const more = eng.passAdvance();
         s.coordinatorMs += performance.now() - t2;
-        if (!more) return;
+        if (!more) break;
       }
+      await pool.endServe();
     } catch (e) {
       eng.cancelPass();
+      await pool.endServe().catch(() => {}); // the pool has failed already if this does
       throw e;
     }
   }

@@ -279,6 +279,12 @@ export interface LoadOptions {
    * the model needs them to fit, 1 for small models; the choice is in `engine.info.workers`.
    */
   workers?: number;
+  /**
+   * How a split model's stages reach its workers: 'shared' (SharedArrayBuffer + Atomics: Node, or a
+   * cross-origin isolated page — COOP + COEP), 'message' (postMessage: any page), 'auto' (default:
+   * shared where available). The choice is in `engine.info.exchange`.
+   */
+  exchange?: 'auto' | 'shared' | 'message';
   /** KV cache values: 'f32' (default, exact) or 'f16' (llama.cpp's default: half the memory per token, longer contexts). */
   kvCache?: 'f32' | 'f16';
   /**

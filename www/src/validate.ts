@@ -200,8 +200,8 @@ export function checkMessages(messages: unknown): ChatMessageInput[] {
 const LOAD_KEYS = Object.keys(LOAD) as LoadKey[];
 
 /** The load options the worker needs (numbers checked against LOAD, sha256 against its shape). */
-export function loadParams(o: LoadOptions): Partial<Pick<LoadParams, LoadKey | 'sha256' | 'kvCache'>> {
-  const out: Partial<Pick<LoadParams, LoadKey | 'sha256' | 'kvCache'>> = {};
+export function loadParams(o: LoadOptions): Partial<Pick<LoadParams, LoadKey | 'sha256' | 'kvCache' | 'exchange'>> {
+  const out: Partial<Pick<LoadParams, LoadKey | 'sha256' | 'kvCache' | 'exchange'>> = {};
   for (const k of LOAD_KEYS) {
     const v = (o as Record<string, unknown>)[k];
     if (given(v)) out[k] = checkNumber(k, v, LOAD[k]);
@@ -209,6 +209,10 @@ export function loadParams(o: LoadOptions): Partial<Pick<LoadParams, LoadKey | '
   if (given(o.kvCache)) {
     if (o.kvCache !== 'f32' && o.kvCache !== 'f16') throw new BadRequest(`kvCache must be 'f32' or 'f16' (got ${shown(o.kvCache)})`);
     out.kvCache = o.kvCache;
+  }
+  if (given(o.exchange)) {
+    if (!['auto', 'shared', 'message'].includes(o.exchange as string)) throw new BadRequest(`exchange must be 'auto', 'shared' or 'message' (got ${shown(o.exchange)})`);
+    out.exchange = o.exchange;
   }
   if (given(o.sha256)) {
     if (typeof o.sha256 !== 'string' || !/^[0-9a-f]{64}$/i.test(o.sha256)) throw new BadRequest(`sha256 must be 64 hexadecimal digits (got ${shown(o.sha256)})`);

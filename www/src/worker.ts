@@ -21,8 +21,11 @@ import type {
 import { loadHead } from './load/head.js';
 import { resolveLoadParams } from './validate.js';
 import { BlobSource, HttpSource, LoadError, SyncFileSource, loadModel, macrotask, type ByteSource } from './loader.js';
-import { CacheError, ModelCache, deleteCached, opfsAvailable } from './cache.js';
+import { errCode } from './load/errors.js';
+import { CacheError, deleteCached } from './cache.js';
+import { type CachingEvents, openCaching } from './load/caching.js';
 import { ShardError, ShardPool, SplitDriver, browserShard, nodeShard, type ShardPort } from './shards.js';
+import { sharedExchangeAvailable } from './exchange.js';
 
 export interface CoreEnv {
   /** Compiles and instantiates the wasm module (once); the compiled module goes to shard workers too. */
@@ -128,6 +131,16 @@ export function createCore(post: Post, env: CoreEnv) {
     return engine;
   };
 
+  /** A load's cache events as messages: warnings, and 'waiting' progress while another tab loads the model. */
+  const cachingEvents = (id: number): CachingEvents => ({
+    warn: (message) => post({ type: 'warning', id, message }),
+    waiting: (holder) =>
+      post({
+        type: 'progress', id,
+        progress: { phase: 'waiting', loaded: holder?.loaded ?? 0, total: holder?.total ?? 0, bytesPerSecond: holder?.bytesPerSecond ?? 0, etaSeconds: holder?.etaSeconds ?? NaN, downloaded: 0, fromCache: 0 },
+      }),
+  });
+
   async function doLoad(id: number, src: SourceSpec, params: Extract<Request, { type: 'load' }>['params'] & { wasmUrl?: string }) {
     if (engine || loading) throw new LoadError('bad_request', 'a model is already loaded in this engine (unload it first)');
     const ac = new AbortController();
@@ -136,7 +149,13 @@ export function createCore(post: Post, env: CoreEnv) {
       wasmReady ??= env.initWasm(params.wasmUrl);
       const module = await wasmReady;
       const spawn = env.spawnShard;
-      const startShards = spawn ? (n: number) => ShardPool.start(n, module, spawn) : undefined;
+      // How a split model's stages travel: shared memory where there is some (exchange.ts).
+      const want = params.exchange ?? 'auto';
+      if (want === 'shared' && !sharedExchangeAvailable()) {
+        throw new LoadError('bad_request', "exchange: 'shared' needs SharedArrayBuffer: Node, or a cross-origin isolated page (COOP + COEP headers)");
+      }
+      const shared = want === 'shared' || (want === 'auto' && sharedExchangeAvailable());
+      const startShards = spawn ? (n: number) => ShardPool.start(n, module, spawn, shared) : undefined;
       for (let attempt = 0; ; attempt++) {
         let closeSource: (() => void) | undefined;
         let source: ByteSource;
@@ -164,51 +183,55 @@ export function createCore(post: Post, env: CoreEnv) {
           name = src.path;
           local = true;
         }
-        let cache: ModelCache | null = null;
-        if (params.cache && src.kind !== 'path' && opfsAvailable()) {
-          try {
-            cache = await ModelCache.open(cacheKey);
-          } catch (e) {
-            post({ type: 'warning', id, message: `not caching: ${(e as Error).message}` });
-          }
-        }
+        const caching = await openCaching(src.kind === 'path' ? '' : cacheKey, name, !!params.cache, ac.signal, cachingEvents(id));
+        const cache = caching.cache;
         try {
           const out = await loadModel({
             source, cache, cacheKey, url, name, params, signal: ac.signal, local, repo, startShards,
-            onProgress: (progress) => post({ type: 'progress', id, progress }),
+            onProgress: (progress) => {
+              post({ type: 'progress', id, progress });
+              caching.announce(progress);
+            },
             onWarning: (message) => post({ type: 'warning', id, message }),
           });
+          const built = performance.now();
+          // The shards build their engines while this worker builds the coordinator's.
+          const kv = params.kvCache ?? 'f32';
+          const shardsBuilt = out.pool?.finish(out.nCtx, kv);
+          shardsBuilt?.catch(() => {}); // awaited below; a failure meanwhile is not unhandled
           let eng: WasmEngine;
           try {
-            out.loader.setKvCache(params.kvCache ?? 'f32');
+            out.loader.setKvCache(kv);
             eng = out.loader.finish(out.nCtx);
           } catch (e) {
             out.pool?.terminate();
+            if (errCode(e) === 'out_of_memory') throw out.refused(`the state and a ${out.nCtx}-token context`);
             throw e;
           } finally {
             out.loader.free();
           }
           let memory = (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
-          if (out.pool) {
+          if (out.pool && shardsBuilt) {
             try {
-              memory += (await out.pool.finish(out.nCtx, params.kvCache ?? 'f32')).reduce((a, b) => a + b, 0);
+              memory += (await shardsBuilt).reduce((a, b) => a + b, 0);
             } catch (e) {
               eng.free();
               out.pool.terminate();
               throw e;
             }
             pool = out.pool;
-            driver = new SplitDriver(eng, out.pool);
+            driver = new SplitDriver(eng, out.pool, out.info.nEmbd);
           }
+          out.stats.phaseMs.build = performance.now() - built;
           const h = out.info;
           eng.setModelName(name);
           engine = eng;
           info = {
             name: h.name || name, architecture: h.architecture, fileSize: h.fileSize, weightBytes: h.weightBytes,
             contextLength: eng.nCtx(), trainedContextLength: h.contextLength, nVocab: h.nVocab, nLayer: h.nLayer, nEmbd: h.nEmbd,
-            source: out.source, sha256: out.sha256, verified: out.verified, etag: out.etag, hasChatTemplate: !!h.chatTemplate,
+            source: out.source, cache: caching.status(), sha256: out.sha256, verified: out.verified, etag: out.etag, hasChatTemplate: !!h.chatTemplate,
             decisions: eng.decisionInfo() as DecisionInfo,
-            workers: out.workers, workersReason: out.workersReason,
+            workers: out.workers, workersReason: out.workersReason, exchange: out.pool ? (out.pool.shared ? 'shared' : 'message') : '',
             stats: { ...out.stats, wasmMemoryBytes: memory, simd: simdLevel() },
           };
           return info;
@@ -216,13 +239,13 @@ export function createCore(post: Post, env: CoreEnv) {
           // A corrupted header (or a verified cache that no longer matches): start over once, without the cache.
           if (e instanceof LoadError && e.code === 'integrity' && e.retryable && attempt === 0) {
             post({ type: 'warning', id, message: `${e.message}: starting over` });
-            cache?.close();
+            caching.close();
             if (cacheKey) await deleteCached(cacheKey).catch(() => {});
             continue;
           }
           throw e;
         } finally {
-          cache?.close();
+          caching.close();
           closeSource?.();
         }
       }
@@ -326,14 +349,8 @@ export function createCore(post: Post, env: CoreEnv) {
       const cfg = typeof spec.config === 'string' ? null : await openSource(spec.config);
       const { source, close, name, url, local } = await openSource(src);
       const cacheKey = src.kind === 'path' ? '' : src.cacheKey;
-      let cache: ModelCache | null = null;
-      if (params.cache && cacheKey && opfsAvailable()) {
-        try {
-          cache = await ModelCache.open(cacheKey);
-        } catch (e) {
-          post({ type: 'warning', id, message: `not caching: ${(e as Error).message}` });
-        }
-      }
+      const caching = await openCaching(cacheKey, name, !!params.cache, ac.signal, cachingEvents(id));
+      const cache = caching.cache;
       try {
         const config = cfg ? { source: cfg.source, name: cfg.name } : (spec.config as string);
         const out = await loadHead({
@@ -349,7 +366,7 @@ export function createCore(post: Post, env: CoreEnv) {
         if (info) info.decisions = eng.decisionInfo() as DecisionInfo;
         return { form: 'safetensors', bytes: out.bytes, sha256: out.sha256, verified: out.verified, seconds: out.seconds };
       } finally {
-        cache?.close();
+        caching.close();
         close?.();
         cfg?.close?.();
       }

@@ -1,13 +1,16 @@
 // The chat view shared by the chat page and <clef-chat>: message list with streamed Markdown,
 // composer (Enter sends, Shift+Enter newline, Escape stops), stop, regenerate, edit last message,
-// reasoning in a collapsible <details>, tokens/s and prompt time under each answer.
+// reasoning in a collapsible <details>, tool calls as collapsed "called name(args)" blocks and JSON
+// answers as copyable code blocks (structured.ts), tokens/s and prompt time under each answer.
 // It renders into any element (document or shadow root) and styles itself with chat.css.
 
 import type { ClefEngine, ChatMessageInput, CompletionUsage } from '../index.js';
+import type { ChatCompletionMessageToolCall } from '../types.js';
 import { renderMarkdown, escapeHtml } from './markdown.js';
 import { humane } from './errors.js';
 import { icons } from './icons.js';
 import { fmtMs } from './format.js';
+import { callSignature, jsonAnswerHtml, mergeToolCallDeltas, parseToolsSetting, toolCallsHtml } from './structured.js';
 
 export interface ChatSettings {
   temperature: number;
@@ -16,6 +19,10 @@ export interface ChatSettings {
   max_tokens: number;
   system: string;
   thinking: boolean;
+  /** Answers are JSON objects (`response_format: {type: 'json_object'}`; not with tools). */
+  json?: boolean;
+  /** Tools the model may call, as JSON text (structured.ts `parseToolsSetting`); '' = none. */
+  tools?: string;
 }
 
 export interface ChatViewOptions {
@@ -48,6 +55,12 @@ interface Msg {
   thinkStart?: number;
   thinkMs?: number;
   streaming?: boolean;
+  /** The calls the answer made (then `finish` is 'tool_calls'). */
+  toolCalls: ChatCompletionMessageToolCall[];
+  /** The answer was asked for as JSON (shown as a code block). */
+  json?: boolean;
+  /** The tool-call blocks last rendered (re-rendered only when they change). */
+  toolsHtml?: string;
 }
 
 let uid = 0;
@@ -279,7 +292,7 @@ export class ChatView {
     const el = document.createElement('article');
     el.className = 'clef-msg clef-user';
     el.setAttribute('aria-label', 'You');
-    const m: Msg = { role: 'user', content: text, reasoning: '', el };
+    const m: Msg = { role: 'user', content: text, reasoning: '', el, toolCalls: [] };
     this.renderUser(m);
     this.messages.push(m);
     this.log.append(el);
@@ -303,13 +316,14 @@ export class ChatView {
     el.innerHTML =
       `<details class="clef-think" hidden><summary><span class="clef-think-label">Thinking…</span></summary><div class="clef-think-body md"></div></details>` +
       `<div class="clef-body md"><span class="clef-typing" aria-label="Writing"><i></i><i></i><i></i></span></div>` +
+      `<div class="clef-tools md" hidden></div>` +
       `<div class="clef-error" hidden></div>` +
       `<div class="clef-meta"></div>` +
       `<div class="clef-actions">` +
       `<button type="button" class="clef-icon-btn" data-act="copy" aria-label="Copy answer" title="Copy">${icons.copy}</button>` +
       `<button type="button" class="clef-icon-btn" data-act="regenerate" aria-label="Regenerate answer" title="Regenerate">${icons.regenerate}</button>` +
       `</div>`;
-    const m: Msg = { role: 'assistant', content: '', reasoning: '', el, streaming: true };
+    const m: Msg = { role: 'assistant', content: '', reasoning: '', el, streaming: true, toolCalls: [] };
     this.messages.push(m);
     this.log.append(el);
     this.scrollDown();
@@ -321,14 +335,15 @@ export class ChatView {
     const sys = this.opts.getSettings().system.trim();
     if (sys) out.push({ role: 'system', content: sys });
     for (const m of this.messages) {
-      if (m.role === 'assistant' && !m.content.trim()) continue;
-      out.push({ role: m.role, content: m.content });
+      if (m.role === 'assistant' && m.toolCalls.length) out.push({ role: 'assistant', content: m.content || null, tool_calls: m.toolCalls });
+      else if (m.role === 'assistant' && !m.content.trim()) continue;
+      else out.push({ role: m.role, content: m.content });
     }
     // A user turn left without an answer (an error) is merged into the next one.
     const merged: ChatMessageInput[] = [];
     for (const m of out) {
       const prev = merged[merged.length - 1];
-      if (prev && prev.role === 'user' && m.role === 'user') prev.content = `${prev.content}\n\n${m.content}`;
+      if (prev && prev.role === 'user' && m.role === 'user') prev.content = `${prev.content as string}\n\n${m.content as string}`;
       else merged.push({ ...m });
     }
     return merged;
@@ -366,6 +381,14 @@ export class ChatView {
       return;
     }
     const s = this.opts.getSettings();
+    const tools = parseToolsSetting(s.tools ?? '');
+    if ('error' in tools) {
+      m.error = { code: 'bad_request', message: `Settings → Tools: ${tools.error}` };
+      this.finish(m);
+      return;
+    }
+    // A JSON answer or tool calls: the engine enforces one of them per answer.
+    m.json = !!s.json && !tools.tools.length;
     const ctl = new AbortController();
     this.ctl = ctl;
     this.setBusy(true);
@@ -378,6 +401,8 @@ export class ChatView {
         top_p: s.top_p,
         ...(s.max_tokens > 0 ? { max_tokens: s.max_tokens } : {}),
         enable_thinking: s.thinking,
+        ...(tools.tools.length ? { tools: tools.tools } : {}),
+        ...(m.json ? { response_format: { type: 'json_object' as const } } : {}),
         signal: ctl.signal,
       });
       for await (const c of stream) {
@@ -391,6 +416,7 @@ export class ChatView {
           if (m.thinkStart !== undefined && m.thinkMs === undefined) m.thinkMs = performance.now() - m.thinkStart;
           m.content += d.content;
         }
+        if (d?.tool_calls) mergeToolCallDeltas(m.toolCalls, d.tool_calls);
         if (ch?.finish_reason) m.finish = ch.finish_reason;
         if (c.usage) m.usage = c.usage;
         this.schedule(m);
@@ -414,7 +440,9 @@ export class ChatView {
     this.dirty.delete(m);
     this.renderAssistant(m);
     const body = m.content.trim();
-    this.live.textContent = m.error ? humane(m.error).title : body ? `${this.opts.assistantName ?? 'Clef'}: ${body.slice(0, 500)}` : m.stopped ? 'Stopped.' : '';
+    const calls = m.toolCalls.map((c) => `called ${callSignature(c)}`).join(', ');
+    const said = [body.slice(0, 500), calls].filter(Boolean).join(' · ');
+    this.live.textContent = m.error ? humane(m.error).title : said ? `${this.opts.assistantName ?? 'Clef'}: ${said}` : m.stopped ? 'Stopped.' : '';
     this.refreshActions();
     this.scrollDown();
     if (!m.error) this.opts.onMessage?.({ role: 'assistant', content: m.content, reasoning: m.reasoning || undefined, stopped: m.stopped });
@@ -443,10 +471,12 @@ export class ChatView {
       think.querySelector('.clef-think-body')!.innerHTML = renderMarkdown(m.reasoning.trim());
     }
     const body = el.querySelector<HTMLElement>('.clef-body')!;
-    if (m.content) body.innerHTML = renderMarkdown(m.content);
+    if (m.content) body.innerHTML = m.json ? jsonAnswerHtml(m.content, !!m.streaming) : renderMarkdown(m.content);
     else if (!m.streaming) body.innerHTML = '';
-    else if (m.reasoning) body.innerHTML = '';
+    else if (m.reasoning || m.toolCalls.length) body.innerHTML = '';
     body.classList.toggle('is-streaming', !!m.streaming);
+    body.hidden = !m.content && !m.streaming;
+    this.renderToolCalls(m);
 
     const err = el.querySelector<HTMLElement>('.clef-error')!;
     if (m.error) {
@@ -472,6 +502,18 @@ export class ChatView {
     }
     meta.innerHTML = parts.join('<span class="dot" aria-hidden="true">·</span>');
     meta.hidden = !parts.length;
+  }
+
+  /** The answer's calls, collapsed; a block the reader opened stays open while more calls stream in. */
+  private renderToolCalls(m: Msg) {
+    const box = m.el.querySelector<HTMLElement>('.clef-tools')!;
+    const html = toolCallsHtml(m.toolCalls);
+    box.hidden = !m.toolCalls.length;
+    if (html === m.toolsHtml) return;
+    const open = [...box.querySelectorAll<HTMLDetailsElement>('details')].map((d) => d.open);
+    box.innerHTML = html;
+    box.querySelectorAll<HTMLDetailsElement>('details').forEach((d, i) => (d.open = open[i] ?? false));
+    m.toolsHtml = html;
   }
 
   private scrollDown() {

@@ -331,7 +331,7 @@ export class ClefChatElement extends HTMLElement {
     if (this.phase === 'loading') {
       const p = this.progress;
       const frac = p && p.total && p.phase !== 'header' ? p.loaded / p.total : 0;
-      const what = !p || p.phase === 'header' ? 'Connecting…' : p.phase === 'cache' ? 'Loading from this device…' : p.phase === 'download' ? 'Downloading the model…' : 'Starting…';
+      const what = !p || p.phase === 'header' ? 'Connecting…' : p.phase === 'cache' ? 'Loading from this device…' : p.phase === 'download' ? 'Downloading the model…' : p.phase === 'waiting' ? 'Loading in another tab…' : 'Starting…';
       const stats = p && p.total && p.phase !== 'header'
         ? [`${fmtBytes(p.loaded)} of ${fmtBytes(p.total)}`, p.phase === 'download' ? fmtRate(p.bytesPerSecond) : '', p.phase === 'download' && fmtDuration(p.etaSeconds) ? `${fmtDuration(p.etaSeconds)} left` : '']
             .filter(Boolean).join(' · ')

@@ -6,7 +6,7 @@
 // ?model=owner/repo:QUANT (preselects it; loads it if it is on this device), ?chunk=KiB (Range
 // request size, for tests).
 
-import { ClefEngine, resolveModel, type CachedModel, type LoadProgress } from '../index.js';
+import { ClefEngine, resolveModel, type CacheStatus, type CachedModel, type LoadProgress } from '../index.js';
 import { ChatView } from './chat.js';
 import { DecideView, mountViewTabs } from './decide.js';
 import { icons } from './icons.js';
@@ -18,6 +18,7 @@ import { fmtBytes, fmtDuration, fmtMs, fmtPercent, fmtRate } from './format.js';
 import { humane } from './errors.js';
 import { DEFAULTS, getItem, loadSettings, saveSettings, setItem, type PageSettings } from './settings.js';
 import { escapeHtml } from './markdown.js';
+import { parseToolsSetting } from './structured.js';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const params = new URLSearchParams(location.search);
@@ -258,7 +259,19 @@ function renderChip() {
   } else text.textContent = 'Choose a model';
 }
 
+/** Why a loaded model is not saved on this device (ModelInfo.cache), where it is not. */
+const NOT_SAVED: Partial<Record<CacheStatus, string>> = {
+  unavailable: 'No — this browser gives no storage here (a private window?): it downloads again next time',
+  quota: 'Partly — the storage is full: free space, then load it again to finish saving it',
+  failed: 'No — the storage refused it (see the console)',
+};
+
 function progressLine(p: LoadProgress | null): { title: string; stats: string[]; frac: number | null } {
+  if (p?.phase === 'waiting') {
+    // Another tab is downloading this model into the cache; this one loads from it afterwards.
+    const got = p.total ? `${fmtBytes(p.loaded)} of ${fmtBytes(p.total)}` : 'starting';
+    return { title: 'Loading in another tab', stats: [got, 'this tab continues from the saved copy'], frac: p.total ? p.loaded / p.total : null };
+  }
   if (!p || p.phase === 'header') return { title: 'Connecting…', stats: [p?.retry ? `retrying in ${p.retry.inSeconds} s` : 'Reading the model header'], frac: null };
   const frac = p.total ? p.loaded / p.total : null;
   const stats = [`${fmtBytes(p.loaded)} of ${fmtBytes(p.total)}`];
@@ -331,6 +344,7 @@ function renderStatus() {
       <dt>Memory</dt><dd>${fmtBytes(info.stats.wasmMemoryBytes)}</dd>
       <dt>Kernels</dt><dd>${info.stats.simd === 'relaxed-simd' ? 'relaxed SIMD' : 'SIMD128'}</dd>
       <dt>Loaded</dt><dd>${from} in ${fmtMs(info.stats.seconds * 1000)}</dd>
+      ${NOT_SAVED[info.cache] ? `<dt>Saved</dt><dd>${NOT_SAVED[info.cache]}</dd>` : ''}
     </dl>
     <div class="row"><button type="button" class="clef-btn" data-action="unload">Unload</button></div>`;
 }
@@ -602,8 +616,24 @@ function fillSettings() {
   field('s-max-tokens').value = String(settings.max_tokens);
   field('s-hub').value = settings.hubUrl;
   field('s-repo').value = settings.repo;
+  field<HTMLInputElement>('s-json').checked = settings.json;
+  field('s-tools').value = settings.tools;
+  showOutputChecks();
   $('o-temperature').textContent = settings.temperature.toFixed(2);
   $('o-top-p').textContent = settings.top_p.toFixed(2);
+}
+/** The tools field checked as it is typed (a clear error under it); JSON output is off while tools are set. */
+function showOutputChecks() {
+  const r = parseToolsSetting(settings.tools);
+  const err = $('s-tools-error');
+  err.hidden = !('error' in r);
+  err.textContent = 'error' in r ? `${r.error[0].toUpperCase()}${r.error.slice(1)}. Answers are refused until it is fixed.` : '';
+  field('s-tools').setAttribute('aria-invalid', String('error' in r));
+  const withTools = 'tools' in r && r.tools.length > 0;
+  field<HTMLInputElement>('s-json').disabled = withTools;
+  $('s-json-help').textContent = withTools
+    ? 'Off while tools are set: an answer is either JSON or tool calls.'
+    : 'Every answer is a JSON object, shown as a code block.';
 }
 $('open-settings').addEventListener('click', () => {
   fillSettings();
@@ -622,7 +652,10 @@ $('settings-form').addEventListener('input', () => {
     max_tokens: Math.max(0, Math.round(num('s-max-tokens', DEFAULTS.max_tokens))),
     hubUrl: field('s-hub').value.trim(),
     repo: field('s-repo').value.trim(),
+    json: field<HTMLInputElement>('s-json').checked,
+    tools: field('s-tools').value,
   };
+  showOutputChecks();
   $('o-temperature').textContent = settings.temperature.toFixed(2);
   $('o-top-p').textContent = settings.top_p.toFixed(2);
   saveSettings(settings);

@@ -2,7 +2,7 @@
 
 import type { ChatSettings } from './chat.js';
 
-export interface PageSettings extends ChatSettings {
+export interface PageSettings extends Required<ChatSettings> {
   /** Hub base URL ('' = https://huggingface.co). */
   hubUrl: string;
   /** Repository of the model picker ('' = the default). */
@@ -16,6 +16,8 @@ export const DEFAULTS: PageSettings = {
   max_tokens: 1024,
   system: '',
   thinking: false,
+  json: false,
+  tools: '',
   hubUrl: '',
   repo: '',
 };

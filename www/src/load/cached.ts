@@ -3,17 +3,20 @@
 //   probe        is the cached file still the file at this URL? One small request with a short
 //                timeout; no answer = offline (the cached copy is what we have)
 //   header       the cached header bytes, checked against the manifest's checksum, parsed
-//   start        a fresh cache for this file (after a storage check), header stored first
+//   start        a fresh cache for this file (after a storage check), header stored first;
+//                too little storage: no caching (the load goes on)
 //   read chunk   a chunk read straight into its destinations, checked against its checksum
+//                (src/checksum.rs; a checksum of an earlier build's kind is checked with that
+//                kind and replaced with the current one)
 //   store chunk  a downloaded chunk's bytes written, flushed, then recorded in the manifest
 //   trusted      a verified manifest with every chunk: chunk checksums suffice, no sha256
 //   complete     the manifest after a successful load (complete, verified if the sha256 matched)
 
-import { Checksum } from '../checksum.js';
-import { type Manifest, ModelCache, quotaError, storageFree } from '../cache.js';
+import { Checksum } from '../../pkg/clef_web.js';
+import { CacheError, type Manifest, ModelCache, quotaError, storageFree } from '../cache.js';
 import { LoadError } from './errors.js';
 import { type HeaderInfo, parse } from './header.js';
-import type { Placement } from './placement.js';
+import { type Placement, hashParts } from './placement.js';
 import { type Chunk, chunkIndexes } from './plan.js';
 import type { ByteSource, OpenedSource } from './sources.js';
 
@@ -51,11 +54,34 @@ export function sameFile(remote: OpenedSource | null, m: Manifest): boolean {
   return remote.size === m.size && (!remote.etag || !m.etag || remote.etag === m.etag) && (!remote.oid || !m.oid || remote.oid === m.oid);
 }
 
+/** The checksum (src/checksum.rs, the current kind) of `bytes`. */
+export function checksumOf(bytes: Uint8Array): string {
+  const c = new Checksum();
+  try {
+    c.update(bytes);
+    return c.digest();
+  } finally {
+    c.free();
+  }
+}
+
+/** Whether `bytes` (held in JS) match a recorded checksum, of whichever kind it names. */
+export function checksumMatches(want: string, bytes: Uint8Array): boolean {
+  const c = Checksum.like(want);
+  if (!c) return false;
+  try {
+    c.update(bytes);
+    return c.digest() === want;
+  } finally {
+    c.free();
+  }
+}
+
 /** The cached header, if its bytes match the manifest and parse. */
 export async function cachedHeader(cache: ModelCache, m: Manifest, name: string): Promise<{ prefix: Uint8Array; info: HeaderInfo } | null> {
   await cache.openPieces();
   const hb = new Uint8Array(m.dataOffset);
-  if (cache.read(0, hb) !== hb.length || new Checksum().update(hb).digest() !== m.headerChecksum) return null;
+  if (cache.read(0, hb) !== hb.length || !checksumMatches(m.headerChecksum, hb)) return null;
   try {
     const r = parse(hb, m.size, name);
     return 'info' in r ? { prefix: hb, info: r.info } : null;
@@ -64,48 +90,67 @@ export async function cachedHeader(cache: ModelCache, m: Manifest, name: string)
   }
 }
 
-/** Starts a fresh cache for this file, with its header stored. Throws `quota` when storage is short. */
+/**
+ * Starts a fresh cache for this file, with its header stored. Too little storage for the whole
+ * file (or a storage failure) stops the caching instead (`ModelCache.stopWriting`): null, and the
+ * load goes on without it.
+ */
 export async function startCache(
   cache: ModelCache,
   f: { key: string; url: string; name: string; size: number; etag: string | null; oid: string | null; header: Uint8Array; dataOffset: number; chunkSize: number },
-): Promise<Manifest> {
+): Promise<Manifest | null> {
   const free = await storageFree();
   if (free < f.size * STORAGE_SLACK) {
-    cache.close();
-    throw quotaError(f.size - free);
+    cache.stopWriting(quotaError(f.size - free));
+    return null;
   }
   const header = f.header.subarray(0, f.dataOffset);
-  await cache.begin({
-    key: f.key, url: f.url, name: f.name, size: f.size, etag: f.etag, oid: f.oid,
-    dataOffset: f.dataOffset, headerChecksum: new Checksum().update(header).digest(), chunkSize: f.chunkSize,
-  });
+  try {
+    await cache.begin({
+      key: f.key, url: f.url, name: f.name, size: f.size, etag: f.etag, oid: f.oid,
+      dataOffset: f.dataOffset, headerChecksum: checksumOf(header), chunkSize: f.chunkSize,
+    });
+  } catch (e) {
+    cache.stopWriting(new CacheError('cache', `could not create the cache: ${(e as Error).message}`));
+    return null;
+  }
   cache.write(0, header);
   cache.saveManifest();
   return cache.manifest!;
 }
 
-/** Reads chunk `c` from the cache into its destinations; true when its checksum is `want`. */
-export function readChunk(cache: ModelCache, placement: Placement, c: Chunk, want: string): boolean {
-  const sum = new Checksum();
+/** Reads chunk `c`'s bytes from the cache into its parts; false when the cache is short. */
+export function readChunk(cache: ModelCache, placement: Placement, c: Chunk): boolean {
   for (const p of c.parts) {
     const v = placement.view(p);
     if (cache.read(p.start, v) !== v.length) return false;
-    sum.update(v);
   }
-  return sum.digest() === want;
+  return true;
+}
+
+/**
+ * Whether a cached chunk read into place, whose current checksum is `digest`, is the chunk the
+ * manifest recorded as `want`. A `want` of an earlier build's kind is checked with that kind, and
+ * the manifest entry replaced with the current checksum (saved with the manifest after the load).
+ */
+export function cachedChunkGood(cache: ModelCache, placement: Placement, c: Chunk, want: string, digest: string): boolean {
+  if (digest === want) return true;
+  const legacy = Checksum.isCurrent(want) ? undefined : Checksum.like(want);
+  if (!legacy) return false;
+  try {
+    hashParts(placement, c.parts, legacy);
+    if (legacy.digest() !== want) return false;
+  } finally {
+    legacy.free();
+  }
+  cache.manifest!.chunks[c.index] = digest;
+  return true;
 }
 
 /** Stores a complete chunk (from the network) and records it with its checksum. */
 export function storeChunk(cache: ModelCache, placement: Placement, c: Chunk, digest: string): void {
   for (const p of c.parts) cache.write(p.start, placement.view(p));
   cache.commitChunk(c.index, digest);
-}
-
-/** The checksum of a chunk's bytes where they lie. */
-export function chunkChecksum(placement: Placement, c: Chunk): string {
-  const sum = new Checksum();
-  for (const p of c.parts) sum.update(placement.view(p));
-  return sum.digest();
 }
 
 /** A verified cache that holds every chunk of [dataStart, size): its chunk checksums suffice (no sha256). */
@@ -115,7 +160,7 @@ export function isTrusted(m: Manifest | null, dataStart: number, size: number, c
 
 /** Records a successful load in the manifest: complete, verified when the sha256 matched, last used now. */
 export function completeCache(cache: ModelCache | null, m: Manifest | null, sha256: string | null): void {
-  if (!cache || !m) return;
+  if (!cache || !m || !cache.writing) return;
   m.complete = true;
   if (sha256) m.verified = true;
   m.lastUsed = Date.now();

@@ -76,16 +76,58 @@ export interface FitSubject {
 
 /** The `out_of_memory` error: what is needed, what is available, and a smaller quant that would fit. */
 export function outOfMemory(s: FitSubject, m: MemoryShape, nCtx: number, available: number, limit: number, why = ''): LoadError {
-  const quant = s.quant ?? FILE_TYPES[s.fileType];
+  const msg =
+    `${s.name} does not fit in this tab: it needs about ${needs(m, nCtx)}, ` +
+    `but WebAssembly memory here is limited to ${fmtGB(limit)} (${fmtGB(Math.max(0, available))} free)${why ? ` — ${why}` : ''}. `;
+  return new LoadError('out_of_memory', msg + advice(s, m, nCtx, available));
+}
+
+/**
+ * The `out_of_memory` error of an allocation the browser refused although the fit check passed
+ * (the device is short of memory, or the browser caps WebAssembly lower). What is available is
+ * measured: the larger of this instance's memory (`given`) and the largest fresh memory the
+ * browser gives now (`probeWasmMemory`); the suggested quant fits in that.
+ */
+export function allocationRefused(s: FitSubject, m: MemoryShape, nCtx: number, given: number, what: string): LoadError {
+  const available = Math.max(given, probeWasmMemory());
+  const msg =
+    `${s.name} does not fit in this tab: the browser refused memory for ${what} (about ${fmtGB(available)} of WebAssembly memory ` +
+    `is available: the device is short of memory, or this browser allows less); it needs about ${needs(m, nCtx)}. Close other tabs, or `;
+  return new LoadError('out_of_memory', msg + advice(s, m, nCtx, available).replace(/^U/, 'u'));
+}
+
+/**
+ * The largest WebAssembly memory the browser creates right now (bytes): a binary search over
+ * throwaway memories (their pages are never touched, so nothing is committed; they are garbage).
+ */
+export function probeWasmMemory(): number {
+  const PAGE = 64 * 1024;
+  let lo = 0;
+  let hi = WASM_MAX_MEMORY / PAGE;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    try {
+      new WebAssembly.Memory({ initial: mid, maximum: mid });
+      lo = mid;
+    } catch {
+      hi = mid - 1;
+    }
+  }
+  return lo * PAGE;
+}
+
+function needs(m: MemoryShape, nCtx: number): string {
   const need = memoryNeeded(m, nCtx);
-  const budget = available - (need - m.weightBytes);
+  return `${fmtGB(need)} of memory (${fmtGB(m.weightBytes)} of weights + ${fmtGB(need - m.weightBytes)} for state and a ${nCtx}-token context)`;
+}
+
+/** "Use a smaller quant, e.g. 'owner/repo:Q4_K_M'." (and a smaller context where that alone would do). */
+function advice(s: FitSubject, m: MemoryShape, nCtx: number, available: number): string {
+  const quant = s.quant ?? FILE_TYPES[s.fileType];
+  const budget = available - (memoryNeeded(m, nCtx) - m.weightBytes);
   const smaller = suggestQuant(quant, m.weightBytes, budget);
   const ctxOnly = s.contextRequested && memoryNeeded(m, MIN_AUTO_CONTEXT) <= available;
-  let msg =
-    `${s.name} does not fit in this tab: it needs about ${fmtGB(need)} of memory ` +
-    `(${fmtGB(m.weightBytes)} of weights + ${fmtGB(need - m.weightBytes)} for state and a ${nCtx}-token context), ` +
-    `but WebAssembly memory here is limited to ${fmtGB(limit)} (${fmtGB(Math.max(0, available))} free)${why ? ` — ${why}` : ''}. `;
-  msg += ctxOnly ? 'Use a smaller contextLength, or a smaller quant' : 'Use a smaller quant';
+  let msg = ctxOnly ? 'Use a smaller contextLength, or a smaller quant' : 'Use a smaller quant';
   if (smaller) msg += `, e.g. ${s.repo ? `'${s.repo}:${smaller}'` : smaller}`;
-  return new LoadError('out_of_memory', msg + '.');
+  return msg + '.';
 }

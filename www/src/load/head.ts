@@ -10,11 +10,10 @@
 //   attach    engine.attachHead(loader): the DecisionModel the engine decides with
 
 import { HeadLoader } from '../../pkg/clef_web.js';
-import { Checksum } from '../checksum.js';
 import type { Manifest, ModelCache } from '../cache.js';
 import type { ErrorCode, LoadProgress } from '../protocol.js';
 import { type ResolvedLoadParams } from '../validate.js';
-import { completeCache, isTrusted, probe, sameFile, startCache } from './cached.js';
+import { checksumMatches, completeCache, isTrusted, probe, sameFile, startCache } from './cached.js';
 import { LoadError, errCode } from './errors.js';
 import { type RetryEvents, withRetry } from './fetch.js';
 import { ShardPlacement } from './placement.js';
@@ -61,7 +60,7 @@ function typed(e: unknown): LoadError {
 async function cachedPrefix(cache: ModelCache, m: Manifest): Promise<Uint8Array | null> {
   await cache.openPieces();
   const hb = new Uint8Array(m.dataOffset);
-  return cache.read(0, hb) === hb.length && new Checksum().update(hb).digest() === m.headerChecksum ? hb : null;
+  return cache.read(0, hb) === hb.length && checksumMatches(m.headerChecksum, hb) ? hb : null;
 }
 
 export async function loadHead(ctx: HeadLoadContext): Promise<HeadLoadOutcome> {

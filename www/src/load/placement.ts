@@ -2,37 +2,51 @@
 //
 // `route(start, end)` cuts a chunk's file range into parts, each with the place its bytes are
 // written to as they arrive: shard memory of this worker's wasm instance, or a JS buffer. `view(p)`
-// is that place's bytes, `addr(p)` a shard part's address in wasm memory. Once a chunk is complete
-// and checked, `deliver(parts)` sends its buffered bytes on to where they finally belong.
+// is that place's bytes, `wasmAddr(p)` its address when it lies in wasm memory. Once a chunk is complete,
+// `complete(parts)` takes its checksum and sends buffered bytes on to where they finally belong.
 //
 // Two placements:
 // - `ShardPlacement` (the whole model in this worker): the wasm ModelLoader's plan is one
 //   contiguous run of file bytes per weight shard, so every byte is written straight to its final
-//   place in wasm memory; padding and unused tensors are small gap buffers. `deliver` does nothing.
+//   place in wasm memory; padding and unused tensors are small gap buffers. `complete` only takes
+//   the checksum, where the bytes lie.
 // - `SplitPlacement` (a model split across shard workers, src/split.rs): each worker's plan cuts
 //   tensors into rows or columns (a column cut is a strided copy: a piece of every row), and some
-//   small tensors go to every worker. A chunk is received into one staging buffer (allocated on
-//   first use, released once hashed); `deliver` scatters it: the coordinator's pieces into this
-//   worker's memory, each shard worker's pieces packed into one transferred message.
+//   small tensors go to every worker. A chunk is received into one staging buffer (reused,
+//   released once hashed); `complete` hands it to wasm (src/wasm.rs ChunkRouter), which takes its
+//   checksum and walks every worker's plan: the coordinator's pieces are copied within its
+//   memory, each shard worker's are gathered into one buffer, sent as one transferred message.
 
-import { wasmMemory } from '../../pkg/clef_web.js';
+import { Checksum, ChunkRouter, wasmMemory } from '../../pkg/clef_web.js';
 import type { CopyOp } from '../protocol.js';
 
 /** A piece of a chunk: file bytes [start, end) go to shard memory, or to a buffer (padding, staging). */
 export type Part =
   | { kind: 'shard'; start: number; end: number; shard: number; shardOffset: number }
-  /** Bytes held in JS: allocated on first `view`, dropped (null) once hashed. */
-  | { kind: 'gap'; start: number; end: number; buf: Uint8Array | null };
+  /**
+   * Bytes held in a buffer until the chunk is complete: a JS buffer (`buf`, allocated on first
+   * `view`, dropped once hashed), or (split) the wasm stage, when `inStage`.
+   */
+  | { kind: 'gap'; start: number; end: number; buf: Uint8Array | null; inStage?: boolean };
 
 export interface Placement {
   /** The one routing function: file range [start, end) → parts with their destinations. */
   route(start: number, end: number): Part[];
   /** The destination bytes of part `p` (a fresh view: valid until wasm memory grows). */
   view(p: Part): Uint8Array;
-  /** Address in wasm memory of a shard part's first byte. */
-  addr(p: Extract<Part, { kind: 'shard' }>): number;
-  /** Sends a complete chunk's buffered bytes to their final destinations. */
-  deliver(parts: Part[]): void;
+  /**
+   * Address in wasm memory of the part's first byte, when its bytes are there (null: in JS). Read
+   * wasm-held bytes from wasm by address: a view passed to a wasm call is detached if the call
+   * grows the memory.
+   */
+  wasmAddr(p: Part): number | null;
+  /**
+   * A chunk's parts are all in place: sends buffered bytes on to their final destinations (a
+   * split model) and returns the chunk's checksum (src/checksum.rs).
+   */
+  complete(parts: Part[]): string;
+  /** Frees what the placement holds in wasm (after the load). */
+  dispose(): void;
   /** The part's buffer is no longer needed (hashed and delivered). */
   release(p: Part): void;
   readonly fileSize: number;
@@ -52,6 +66,15 @@ class Heap {
 function gapView(p: Extract<Part, { kind: 'gap' }>): Uint8Array {
   p.buf ??= new Uint8Array(p.end - p.start);
   return p.buf;
+}
+
+/** Adds the parts' bytes, in order, to a checksum or hash, from wasm memory by address where they lie there. */
+export function hashParts(placement: Placement, parts: Part[], h: { update(b: Uint8Array): void; updateFromMemory(ptr: number, len: number): void }): void {
+  for (const p of parts) {
+    const a = placement.wasmAddr(p);
+    if (a !== null) h.updateFromMemory(a, p.end - p.start);
+    else h.update(placement.view(p));
+  }
 }
 
 interface Segment {
@@ -95,42 +118,34 @@ export class ShardPlacement implements Placement {
     return out;
   }
 
-  addr(p: Extract<Part, { kind: 'shard' }>): number {
-    return this.ptrs[p.shard] + p.shardOffset;
+  wasmAddr(p: Part): number | null {
+    return p.kind === 'shard' ? this.ptrs[p.shard] + p.shardOffset : null;
   }
 
   view(p: Part): Uint8Array {
     if (p.kind === 'gap') return gapView(p);
-    const a = this.addr(p);
+    const a = this.wasmAddr(p)!;
     return this.heap.get().subarray(a, a + (p.end - p.start));
   }
 
-  deliver(): void {}
+  complete(parts: Part[]): string {
+    const c = new Checksum();
+    try {
+      hashParts(this, parts, c);
+      return c.digest();
+    } finally {
+      c.free();
+    }
+  }
+
+  dispose(): void {}
 
   release(p: Part): void {
     if (p.kind === 'gap') p.buf = null;
   }
 }
 
-/**
- * Calls `f(fileOffset, dstOffset, len)` for every piece of `op` inside file range [start, end)
- * (the same walk as src/weights.rs CopyOp::pieces_in).
- */
-export function opPieces(op: CopyOp, start: number, end: number, f: (file: number, dst: number, len: number) => void): void {
-  if (op.len === 0) return;
-  const opEnd = op.fileOffset + (op.count - 1) * op.fileStride + op.len;
-  if (end <= op.fileOffset || start >= opEnd) return;
-  const first = Math.floor(Math.max(0, start - op.fileOffset) / op.fileStride);
-  const last = Math.min(op.count, Math.ceil((end - op.fileOffset) / op.fileStride));
-  for (let i = first; i < last; i++) {
-    const fs = op.fileOffset + i * op.fileStride;
-    const a = Math.max(fs, start);
-    const b = Math.min(fs + op.len, end);
-    if (a < b) f(a, op.dstOffset + i * op.dstStride + (a - fs), b - a);
-  }
-}
-
-/** One receiver of a split model's bytes: its plan and how its pieces reach it. */
+/** One shard worker as a receiver of a split model's bytes: its plan and how its pieces reach it. */
 export interface Destination {
   plan: CopyOp[];
   /**
@@ -138,114 +153,120 @@ export interface Destination {
    * this destination's own buffer (it may be transferred).
    */
   write(pieces: Float64Array, bytes: Uint8Array): void;
+  /** A buffer of at least `n` bytes to fill and `write` (recycled where possible). */
+  buffer(n: number): Uint8Array;
 }
 
-/** A destination in this worker's wasm memory (the coordinator's tensors). */
-export function localDestination(plan: CopyOp[], shardPtr: (i: number) => number): Destination {
-  const heap = new Heap();
-  const ptrs: number[] = [];
-  for (const op of plan) ptrs[op.shard] ??= shardPtr(op.shard);
-  return {
-    plan,
-    write(p, bytes) {
-      const h = heap.get();
-      for (let i = 0; i < p.length; i += 4) h.set(bytes.subarray(p[i + 2], p[i + 2] + p[i + 3]), ptrs[p[i]] + p[i + 1]);
-    },
-  };
+/** The coordinator's own part of a split model: its plan, and where its weight shards lie in this worker's wasm memory. */
+export interface LocalDestination {
+  plan: CopyOp[];
+  shardPtr: (i: number) => number;
 }
 
-/** A destination's ops in file order, with where each ends (for skipping to a chunk's ops). */
-interface Sorted {
-  d: Destination;
-  ops: CopyOp[];
-  /** ends[i] = max file end of ops[0..=i] (ops of one tensor overlap in file range when strided). */
-  ends: number[];
+/** Copies pieces (quads: shard, dstOffset, offset from `stage`, len) within wasm memory `h` to `ptrs[shard] + dstOffset`. */
+export function copyPieces(h: Uint8Array, ptrs: number[], stage: number, q: Float64Array): void {
+  for (let i = 0; i < q.length; i += 4) h.copyWithin(ptrs[q[i]] + q[i + 1], stage + q[i + 2], stage + q[i + 2] + q[i + 3]);
 }
 
-/** A model split across workers: every chunk staged, then scattered to each destination. */
+/** A copy plan as ChunkRouter.addDestination takes it: 7 numbers per op. */
+export function flatPlan(plan: CopyOp[]): Float64Array {
+  const f = new Float64Array(plan.length * 7);
+  plan.forEach((o, i) => f.set([o.shard, o.dstOffset, o.fileOffset, o.len, o.count, o.fileStride, o.dstStride], i * 7));
+  return f;
+}
+
+/**
+ * A model split across workers: every chunk staged, then completed in wasm (ChunkRouter): its
+ * checksum, the coordinator's pieces copied within wasm memory, each shard worker's pieces gathered
+ * into one buffer and sent. A chunk is staged in the router's wasm stage when that is free (a
+ * cached load: every chunk, read straight into wasm), else in a JS buffer copied there at the end
+ * (chunks downloaded several at a time).
+ */
 export class SplitPlacement implements Placement {
-  private dests: Sorted[];
-  /** Staging buffers of the chunk size, reused (no 16 MiB allocation + zeroing + GC per chunk). */
+  private router: ChunkRouter;
+  private ptrs: number[] = [];
+  private heap = new Heap();
+  /** The part staged in the router's stage (null: the stage is free). */
+  private staged: Part | null = null;
+  /** JS staging buffers of the chunk size, reused (no 16 MiB allocation + zeroing + GC per chunk). */
   private spare: Uint8Array[] = [];
 
   constructor(
-    destinations: Destination[],
+    local: LocalDestination,
+    private shards: Destination[],
     readonly dataStart: number,
     readonly fileSize: number,
+    private chunkSize: number,
   ) {
-    this.dests = destinations.map((d) => {
-      const ops = [...d.plan].sort((a, b) => a.fileOffset - b.fileOffset);
-      let end = 0;
-      const ends = ops.map((op) => (end = Math.max(end, op.fileOffset + (op.count - 1) * op.fileStride + op.len)));
-      return { d, ops, ends };
-    });
+    this.router = new ChunkRouter(chunkSize);
+    this.router.addDestination(flatPlan(local.plan));
+    for (const op of local.plan) this.ptrs[op.shard] ??= local.shardPtr(op.shard);
+    for (const d of shards) this.router.addDestination(flatPlan(d.plan));
   }
 
   route(start: number, end: number): Part[] {
     return [{ kind: 'gap', start, end, buf: null }];
   }
 
-  addr(): number {
-    throw new Error('a split placement stages every chunk in JS');
+  wasmAddr(p: Part): number | null {
+    return p.kind === 'gap' && p.inStage ? this.router.stagePtr(0) : null;
   }
 
   view(p: Part): Uint8Array {
-    if (p.kind !== 'gap') throw new Error('a split placement stages every chunk in JS');
-    if (!p.buf) {
-      const n = p.end - p.start;
-      const i = this.spare.findIndex((b) => b.length === n);
-      p.buf = i >= 0 ? this.spare.splice(i, 1)[0] : new Uint8Array(n);
+    if (p.kind !== 'gap') throw new Error('a split placement stages every chunk');
+    const n = p.end - p.start;
+    if (!p.buf && !p.inStage) {
+      if (!this.staged && n <= this.chunkSize) {
+        this.staged = p;
+        p.inStage = true;
+      } else {
+        const i = this.spare.findIndex((b) => b.length === n);
+        p.buf = i >= 0 ? this.spare.splice(i, 1)[0] : new Uint8Array(n);
+      }
     }
-    return p.buf;
+    if (!p.inStage) return p.buf!;
+    const at = this.router.stagePtr(0);
+    return this.heap.get().subarray(at, at + n);
   }
 
   release(p: Part): void {
-    if (p.kind !== 'gap' || !p.buf) return;
-    if (this.spare.length < 4) this.spare.push(p.buf);
+    if (p.kind !== 'gap') return;
+    if (p.inStage) {
+      this.staged = null;
+      p.inStage = false;
+    } else if (p.buf && this.spare.length < 4) {
+      this.spare.push(p.buf);
+    }
     p.buf = null;
   }
 
-  deliver(parts: Part[]): void {
-    for (const p of parts) {
-      if (p.kind !== 'gap' || !p.buf) continue;
-      const staged = p.buf;
-      for (const { d, ops, ends } of this.dests) {
-        // The first op that may reach into the chunk (ends is non-decreasing).
-        let lo = 0;
-        let hi = ops.length;
-        while (lo < hi) {
-          const mid = (lo + hi) >> 1;
-          if (ends[mid] <= p.start) lo = mid + 1;
-          else hi = mid;
-        }
-        // Pass 1: how many pieces and bytes; pass 2: pack them (one buffer, one message per worker).
-        let pieces = 0;
-        let total = 0;
-        for (let k = lo; k < ops.length && ops[k].fileOffset < p.end; k++) {
-          opPieces(ops[k], p.start, p.end, (_f, _d, len) => {
-            pieces++;
-            total += len;
-          });
-        }
-        if (!total) continue;
-        const quads = new Float64Array(pieces * 4);
-        const packed = new Uint8Array(total);
-        let q = 0;
-        let at = 0;
-        for (let k = lo; k < ops.length && ops[k].fileOffset < p.end; k++) {
-          const shard = ops[k].shard;
-          opPieces(ops[k], p.start, p.end, (file, dst, len) => {
-            const from = file - p.start;
-            packed.set(staged.subarray(from, from + len), at);
-            quads[q++] = shard;
-            quads[q++] = dst;
-            quads[q++] = at;
-            quads[q++] = len;
-            at += len;
-          });
-        }
-        d.write(quads, packed);
-      }
-    }
+  complete(parts: Part[]): string {
+    const [p] = parts;
+    if (parts.length !== 1 || p.kind !== 'gap' || !(p.buf || p.inStage)) throw new Error('a split placement completes one staged chunk');
+    const r = this.router;
+    const n = p.end - p.start;
+    // A chunk held in JS lands in stage 1 (stage 0 may be holding a chunk still to be hashed).
+    const slot = p.inStage ? 0 : 1;
+    const stage = r.stagePtr(slot);
+    if (!p.inStage) this.heap.get().set(p.buf!, stage);
+    const digest = r.stageChecksum(slot, n);
+    // The coordinator's own pieces: copied within wasm memory.
+    const own = r.pieces(0, slot, p.start, n, false);
+    copyPieces(this.heap.get(), this.ptrs, stage, own); // (the heap viewed after the call: it may grow memory)
+    // Each shard worker's: gathered in wasm, copied out once, sent (transferred).
+    this.shards.forEach((d, i) => {
+      const quads = r.pieces(i + 1, slot, p.start, n, true);
+      if (!quads.length) return;
+      const total = quads[quads.length - 2] + quads[quads.length - 1];
+      const at = r.packPtr();
+      const out = d.buffer(Math.max(total, this.chunkSize)).subarray(0, total);
+      out.set(this.heap.get().subarray(at, at + total));
+      d.write(quads, out);
+    });
+    return digest;
+  }
+
+  dispose(): void {
+    this.router.free();
   }
 }

@@ -20,7 +20,7 @@ export interface Chunk {
   parts: Part[];
   done: boolean;
   fromCache: boolean;
-  /** checksum.ts digest of the chunk, once complete. */
+  /** Checksum (src/checksum.rs) of the chunk, once complete. */
   checksum: string | null;
 }
 

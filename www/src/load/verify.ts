@@ -2,11 +2,11 @@
 //
 // Chunks complete out of order (several in flight); the hash needs file order. `FileHasher`
 // keeps a cursor on the chunk list: each completed chunk moves it over every completed chunk that
-// follows, hashing their bytes where they lie (shard memory via Sha256.updateFromMemory, no copy;
-// gap buffers directly, then dropped). Without an expected sha256 it only frees the gap buffers.
+// follows, hashing their bytes where they lie (wasm memory by address, no copy; JS buffers
+// directly, then dropped). Without an expected sha256 it only frees the gap buffers.
 
 import { Sha256 } from '../../pkg/clef_web.js';
-import type { Placement } from './placement.js';
+import { type Placement, hashParts } from './placement.js';
 import type { Chunk } from './plan.js';
 
 export class FileHasher {
@@ -30,12 +30,7 @@ export class FileHasher {
     const { chunks, placement, sha } = this;
     while (this.next < chunks.length && chunks[this.next].done) {
       const c = chunks[this.next++];
-      if (sha) {
-        for (const p of c.parts) {
-          if (p.kind === 'shard') sha.updateFromMemory(placement.addr(p), p.end - p.start);
-          else sha.update(placement.view(p));
-        }
-      }
+      if (sha) hashParts(placement, c.parts, sha);
       for (const p of c.parts) placement.release(p);
     }
   }

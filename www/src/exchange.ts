@@ -1,0 +1,167 @@
+// The shared-memory exchange between the engine worker and its shard workers: a stage's input and
+// every shard's output through one SharedArrayBuffer, handed over with Atomics.wait / notify
+// instead of a postMessage round trip per shard per stage. Available where SharedArrayBuffer is:
+// Node, and pages that are cross-origin isolated (COOP + COEP); elsewhere shards.ts exchanges
+// by postMessage, the same stages in the same order.
+//
+//   SAB   ctrl  Int32 × CTRL_INTS   SEQ (bumped once per command), CMD, the stage (kind, layer,
+//                                   pos, input length), DONE (shards finished with this command),
+//                                   per shard: output length, compute µs, failed
+//         data  Float32             input [0, cap) | shard 0's output [cap, cap + outCap) | shard 1's …
+//
+// A drive (one pass of the model) runs in serve mode: the coordinator posts `serve` to every shard,
+// which then blocks in a loop — wait for SEQ to move, run the stage, write its output, add one to
+// DONE — until the command is STOP. While serving, a shard reads no messages: state changes go
+// before (`ops`), and a failure is flagged in `ctrl` (and posted as an error). The coordinator
+// waits for DONE with Atomics.wait in slices, yielding between them so that a shard that died is
+// noticed (its worker's error event).
+
+import type { ExchangeBuffer } from './protocol.js';
+
+/** Commands (ctrl[CMD]). */
+const STAGE = 1;
+const STOP = 2;
+
+/** ctrl indexes. */
+const SEQ = 0;
+const CMD = 1;
+const KIND = 2;
+const LAYER = 3;
+const POS = 4;
+const XLEN = 5;
+const DONE = 6;
+/** Per shard i: OUT + 3i = output length, OUT + 3i + 1 = compute µs, OUT + 3i + 2 = failed. */
+const OUT = 8;
+const MAX_SHARDS = 16;
+const CTRL_INTS = OUT + 3 * MAX_SHARDS;
+const CTRL_BYTES = CTRL_INTS * 4;
+
+/** How long one blocking wait lasts before the coordinator yields to its event loop (ms). */
+const WAIT_SLICE_MS = 100;
+
+/** Whether this runtime can use the shared exchange (SharedArrayBuffer and a blocking Atomics.wait). */
+export function sharedExchangeAvailable(): boolean {
+  const g = globalThis as { crossOriginIsolated?: boolean; process?: { versions?: { node?: string } } };
+  return typeof SharedArrayBuffer !== 'undefined' && typeof Atomics !== 'undefined' && (!!g.process?.versions?.node || g.crossOriginIsolated === true);
+}
+
+/** A SharedArrayBuffer laid out for `shards` shards, an input of `cap` floats and outputs of `outCap` floats. */
+export function exchangeBuffer(shards: number, cap: number, outCap: number): ExchangeBuffer {
+  if (shards > MAX_SHARDS) throw new Error(`the shared exchange serves at most ${MAX_SHARDS} shards`);
+  return { sab: new SharedArrayBuffer(CTRL_BYTES + 4 * (cap + shards * outCap)), shards, cap, outCap };
+}
+
+/** One stage's result from one shard (a view into the shared buffer: valid until the next stage). */
+export interface StageOutput {
+  out: Float32Array;
+  ms: number;
+}
+
+/** The coordinator's side. */
+export class SharedExchange {
+  private ctrl: Int32Array;
+  private data: Float32Array;
+
+  constructor(readonly buf: ExchangeBuffer) {
+    this.ctrl = new Int32Array(buf.sab, 0, CTRL_INTS);
+    this.data = new Float32Array(buf.sab, CTRL_BYTES);
+  }
+
+  /** Whether a stage with `xLen` input floats and outputs of up to `outLen` floats fits. */
+  fits(xLen: number, outLen: number): boolean {
+    return xLen <= this.buf.cap && outLen <= this.buf.outCap;
+  }
+
+  /** The sequence number the shards start serving from (sent with `serve`). */
+  get seq(): number {
+    return Atomics.load(this.ctrl, SEQ);
+  }
+
+  /**
+   * Runs one stage on every shard; `failed(i)` says why shard i gave up (its error message has been
+   * posted), `dead()` whether the pool failed meanwhile (checked between wait slices).
+   */
+  async run(kind: number, layer: number, pos: number, x: Float32Array, dead: () => Error | null): Promise<StageOutput[]> {
+    const { ctrl, data, buf } = this;
+    data.set(x, 0);
+    ctrl[KIND] = kind;
+    ctrl[LAYER] = layer;
+    ctrl[POS] = pos;
+    ctrl[XLEN] = x.length;
+    await this.command(STAGE, dead);
+    const outs: StageOutput[] = [];
+    for (let i = 0; i < buf.shards; i++) {
+      if (ctrl[OUT + 3 * i + 2]) {
+        // The shard posted its error as it gave up: let it arrive (it fails the pool), then throw it.
+        for (let k = 0; k < 100 && !dead(); k++) await new Promise((r) => setTimeout(r, 1));
+        throw dead() ?? new Error(`shard worker ${i + 1} failed a stage`);
+      }
+      const at = buf.cap + i * buf.outCap;
+      outs.push({ out: data.subarray(at, at + ctrl[OUT + 3 * i]), ms: ctrl[OUT + 3 * i + 1] / 1000 });
+    }
+    return outs;
+  }
+
+  /** Ends serve mode: every shard is back to reading messages when this resolves. */
+  stop(dead: () => Error | null): Promise<void> {
+    return this.command(STOP, dead);
+  }
+
+  private async command(cmd: number, dead: () => Error | null): Promise<void> {
+    const { ctrl, buf } = this;
+    Atomics.store(ctrl, DONE, 0);
+    ctrl[CMD] = cmd;
+    Atomics.add(ctrl, SEQ, 1);
+    Atomics.notify(ctrl, SEQ);
+    for (;;) {
+      const done = Atomics.load(ctrl, DONE);
+      if (done >= buf.shards) return;
+      if (Atomics.wait(ctrl, DONE, done, WAIT_SLICE_MS) === 'timed-out') {
+        // Let the event loop run: a shard worker's death arrives as an event.
+        await new Promise((r) => setTimeout(r, 0));
+        const e = dead();
+        if (e) throw e;
+      }
+    }
+  }
+}
+
+/** A shard's side: serves stages until STOP. `run` computes a stage; a throw is flagged and reported. */
+export function serve(
+  buf: ExchangeBuffer,
+  index: number,
+  seq: number,
+  run: (kind: number, layer: number, pos: number, x: Float32Array) => { out: Float32Array; ms: number },
+  report: (e: unknown) => void,
+): void {
+  const ctrl = new Int32Array(buf.sab, 0, CTRL_INTS);
+  const data = new Float32Array(buf.sab, CTRL_BYTES);
+  const at = buf.cap + index * buf.outCap;
+  for (;;) {
+    Atomics.wait(ctrl, SEQ, seq);
+    seq = Atomics.load(ctrl, SEQ);
+    if (ctrl[CMD] === STOP) {
+      finish(ctrl);
+      return;
+    }
+    try {
+      const r = run(ctrl[KIND], ctrl[LAYER], ctrl[POS], data.subarray(0, ctrl[XLEN]));
+      if (r.out.length > buf.outCap) throw new Error(`a stage output of ${r.out.length} floats does not fit the exchange (${buf.outCap})`);
+      data.set(r.out, at);
+      ctrl[OUT + 3 * index] = r.out.length;
+      ctrl[OUT + 3 * index + 1] = Math.round(r.ms * 1000);
+      ctrl[OUT + 3 * index + 2] = 0;
+    } catch (e) {
+      ctrl[OUT + 3 * index + 2] = 1;
+      report(e);
+      finish(ctrl);
+      return; // back to messages; the pool fails on the report
+    }
+    finish(ctrl);
+  }
+}
+
+function finish(ctrl: Int32Array): void {
+  Atomics.add(ctrl, DONE, 1);
+  Atomics.notify(ctrl, DONE);
+}
