@@ -17,6 +17,12 @@ fi
 
 npm ci --no-audit --no-fund
 
+# Fuzzing (tests/fuzz.sh; CI runs it briefly): cargo-fuzz, for the nightly toolchain this image has
+# (rustup cannot download toolchains here: without nightly, .ci/run skips the fuzzing and says so).
+if rustup toolchain list | grep -q '^nightly' && ! command -v cargo-fuzz >/dev/null; then
+  cargo install cargo-fuzz --version 0.13.2
+fi
+
 # The clef decision fixtures are generated with gguf-py (../shared/fixtures/clef/make_clef_gguf.py) and the
 # head exported to safetensors (tools/export_head.py): tests/clef.rs runs tools/make_clef_fixtures.sh.
 python3 -c 'import gguf, numpy, safetensors' 2>/dev/null || python3 -m pip install --quiet gguf==0.19.0 numpy safetensors
