@@ -283,6 +283,45 @@ test('a byte corrupted in transit is caught by sha256 and re-fetched; a corrupt 
   }
 });
 
+test('a download interrupted inside a chunk resumes there: the cache keeps progress every 2 MiB within a 16 MiB chunk', { skip, timeout: 120000 }, async () => {
+  const hub = await startHubServer();
+  const b = await launch(hub.url);
+  try {
+    const f = hub.files.get('test-org/clef-flash-GGUF').get('clef-flash-F32.gguf');
+    hub.faults.bytesPerSecond = 4e6; // 7 MiB in ~2 s: the abort lands well inside the first chunk
+    const aborted = await b.page.evaluate(async (hub) => {
+      const ac = new AbortController();
+      try {
+        await ClefEngine.load('test-org/clef-flash-GGUF:F32', {
+          hubUrl: hub, chunkSize: 16 << 20, concurrency: 1, signal: ac.signal,
+          onProgress: (p) => { if (p.loaded > 7 << 20) ac.abort(); },
+        });
+        return 'loaded';
+      } catch (e) {
+        return e.code;
+      }
+    }, hub.url);
+    assert.equal(aborted, 'aborted');
+    hub.faults.bytesPerSecond = 0;
+    const partial = (await b.page.evaluate(() => ClefEngine.cache.list()))[0];
+    assert.equal(partial.complete, false);
+    hub.clearLog();
+    await open(b.page, hub.url + '/test/page.html');
+    const r = await load(b.page, hub.url, { chunkSize: 16 << 20 });
+    assert.equal(r.info.source, 'network+cache');
+    assert.equal(r.info.verified, true, 'the whole file checked against its sha256');
+    const data = hub.log.filter((e) => e.path.startsWith('/cdn/') && e.start > 0);
+    const first = Math.min(...data.map((e) => e.start));
+    assert.ok(first >= 4 << 20 && first < 16 << 20, `the resumed download starts at ${first}: inside the first chunk, not at its start`);
+    assert.ok(hub.bytesServed() <= f.size - (4 << 20) + 64 * 1024 + 1, `served ${hub.bytesServed()} of ${f.size}`);
+    report(`interrupted at ~7 MiB inside a 16 MiB chunk: the next load resumed at ${mb(first)}, fetching ${mb(hub.bytesServed())} of ${mb(f.size)}`);
+    expectFixture(await greedy(b.page));
+  } finally {
+    await b.close();
+    await hub.close();
+  }
+});
+
 test('abort mid-generation then generate again; 50 abort/generate cycles leave memory flat; errors are typed and the worker stays usable', { skip, timeout: 120000 }, async () => {
   const hub = await startHubServer();
   const b = await launch(hub.url);

@@ -22,6 +22,8 @@ import { chunkRange } from './load/plan.js';
 export const CACHE_DIR = 'clef-cache';
 /** Size of one OPFS file. A multiple of every chunk size (chunks are powers of two ≤ 1 GiB). */
 export const PIECE_BYTES = 1 << 30;
+/** The grain of a download's progress kept in the cache within a chunk (see Manifest.partial). */
+export const PARTIAL_STEP = 2 << 20;
 const MANIFEST = 'manifest.json';
 
 export interface Manifest {
@@ -41,6 +43,12 @@ export interface Manifest {
   pieceSize: number;
   /** Checksum (src/checksum.rs; the kind is in the string) of each complete chunk, by chunk index. */
   chunks: Record<string, string>;
+  /**
+   * Chunks being downloaded: the bytes from the chunk's start already written and flushed, in
+   * steps of PARTIAL_STEP, so that an interrupted download resumes within a chunk. Only kept when
+   * the whole file will be checked against its sha256 (the prefix has no checksum of its own).
+   */
+  partial?: Record<string, number>;
   /** The whole file's sha256 matched `oid`. */
   verified: boolean;
   complete: boolean;
@@ -431,6 +439,14 @@ export class ModelCache {
   commitChunk(index: number, checksum: string): void {
     if (!this.guarded('flushing the cache', () => this.pieces.forEach((h) => h.flush()))) return;
     this.manifest!.chunks[index] = checksum;
+    if (this.manifest!.partial) delete this.manifest!.partial[index];
+    this.saveManifest();
+  }
+
+  /** Flushes the pieces, then records the first `bytes` of chunk `index` as written. */
+  commitPartial(index: number, bytes: number): void {
+    if (!this.guarded('flushing the cache', () => this.pieces.forEach((h) => h.flush()))) return;
+    (this.manifest!.partial ??= {})[index] = bytes;
     this.saveManifest();
   }
 
@@ -438,6 +454,7 @@ export class ModelCache {
   dropChunk(index: number): void {
     if (!this.writing) return;
     delete this.manifest!.chunks[index];
+    if (this.manifest!.partial) delete this.manifest!.partial[index];
     this.saveManifest();
   }
 

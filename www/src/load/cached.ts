@@ -13,7 +13,7 @@
 //   complete     the manifest after a successful load (complete, verified if the sha256 matched)
 
 import { Checksum } from '../../pkg/clef_web.js';
-import { CacheError, type Manifest, ModelCache, quotaError, storageFree } from '../cache.js';
+import { CacheError, type Manifest, ModelCache, PARTIAL_STEP, quotaError, storageFree } from '../cache.js';
 import { LoadError } from './errors.js';
 import { type HeaderInfo, parse } from './header.js';
 import { type Placement, hashParts } from './placement.js';
@@ -147,10 +147,49 @@ export function cachedChunkGood(cache: ModelCache, placement: Placement, c: Chun
   return true;
 }
 
-/** Stores a complete chunk (from the network) and records it with its checksum. */
+/** Stores a complete chunk (from the network; what `persistPartial` did not) and records it with its checksum. */
 export function storeChunk(cache: ModelCache, placement: Placement, c: Chunk, digest: string): void {
-  for (const p of c.parts) cache.write(p.start, placement.view(p));
+  writeRange(cache, placement, c, c.persisted, c.end - c.start);
   cache.commitChunk(c.index, digest);
+}
+
+/**
+ * A download in progress: writes chunk `c`'s bytes received since the last call, in whole
+ * PARTIAL_STEPs, and records how far the chunk is in the cache.
+ */
+export function persistPartial(cache: ModelCache, placement: Placement, c: Chunk): void {
+  const upto = Math.floor(c.received / PARTIAL_STEP) * PARTIAL_STEP;
+  if (upto <= c.persisted || upto >= c.end - c.start || !cache.writing) return;
+  writeRange(cache, placement, c, c.persisted, upto);
+  c.persisted = upto;
+  cache.commitPartial(c.index, upto);
+}
+
+/**
+ * A chunk's first bytes from an interrupted download (Manifest.partial), read back into its parts;
+ * sets `received` / `persisted`. Returns the bytes read (0: none recorded).
+ */
+export function resumePartial(cache: ModelCache, placement: Placement, c: Chunk): number {
+  const n = Math.min(cache.manifest?.partial?.[c.index] ?? 0, c.end - c.start);
+  if (n <= 0) return 0;
+  for (const p of c.parts) {
+    const a = Math.max(p.start, c.start);
+    const b = Math.min(p.end, c.start + n);
+    if (a >= b) continue;
+    const v = placement.view(p).subarray(a - p.start, b - p.start);
+    if (cache.read(a, v) !== v.length) return 0;
+  }
+  c.received = c.persisted = n;
+  return n;
+}
+
+/** Writes chunk bytes [from, to) (offsets from the chunk's start) from their parts to the cache. */
+function writeRange(cache: ModelCache, placement: Placement, c: Chunk, from: number, to: number): void {
+  for (const p of c.parts) {
+    const a = Math.max(p.start, c.start + from);
+    const b = Math.min(p.end, c.start + to);
+    if (a < b) cache.write(a, placement.view(p).subarray(a - p.start, b - p.start));
+  }
 }
 
 /** A verified cache that holds every chunk of [dataStart, size): its chunk checksums suffice (no sha256). */

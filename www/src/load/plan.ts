@@ -17,6 +17,8 @@ export interface Chunk {
   end: number;
   /** Bytes in place so far, from `start`. */
   received: number;
+  /** Bytes from `start` written to the cache so far (a download in progress; see Manifest.partial). */
+  persisted: number;
   parts: Part[];
   done: boolean;
   fromCache: boolean;
@@ -41,7 +43,7 @@ export function planChunks(placement: Placement, C: number): Chunk[] {
   const { dataStart, fileSize } = placement;
   return chunkIndexes(dataStart, fileSize, C).map((index) => {
     const { start, end } = chunkRange(index, dataStart, fileSize, C);
-    return { index, start, end, received: 0, parts: placement.route(start, end), done: false, fromCache: false, checksum: null };
+    return { index, start, end, received: 0, persisted: 0, parts: placement.route(start, end), done: false, fromCache: false, checksum: null };
   });
 }
 

@@ -4,7 +4,10 @@
 //   pass 1   chunks in file order: a cached chunk is read inline (checked against its checksum;
 //            a bad one is dropped and fetched instead), the others are fetched `concurrency` at a
 //            time (fetch.ts: resumed, retried), at most WINDOW chunks ahead of the hash cursor;
-//            each completed chunk is stored in the cache and fed to the sha256 (verify.ts)
+//            each completed chunk is stored in the cache and fed to the sha256 (verify.ts). While
+//            a chunk downloads, its bytes go to the cache every PARTIAL_STEP (2 MiB) and a later
+//            load resumes there (cached.ts persistPartial / resumePartial; only when the sha256
+//            will check the whole file)
 //   verify   sha256 = expected: done. Else the whole file is fetched again once (pass 2; the
 //            header is compared with a fresh copy first); a second mismatch is an `integrity` error
 //
@@ -15,7 +18,7 @@
 import type { Manifest, ModelCache } from '../cache.js';
 import type { LoadStats } from '../protocol.js';
 import { Checksum } from '../../pkg/clef_web.js';
-import { cachedChunkGood, readChunk, storeChunk } from './cached.js';
+import { cachedChunkGood, persistPartial, readChunk, resumePartial, storeChunk } from './cached.js';
 import { LoadError } from './errors.js';
 import { type RetryEvents, fetchChunk, withRetry } from './fetch.js';
 import { macrotask } from './macrotask.js';
@@ -95,7 +98,7 @@ export async function transfer(t: TransferInput): Promise<TransferResult> {
     try {
       t.progress.loaded = dataStart;
       if (t.networkPrefix && s.pass === 1) usePrefixData(t, chunks);
-      await runPass(t, s, chunks, hasher);
+      await runPass(t, s, chunks, hasher, hashing);
       if (!hashing) break;
       t.progress.setPhase('verify');
       digest = hasher.finish();
@@ -138,7 +141,7 @@ function usePrefixData(t: TransferInput, chunks: Chunk[]): void {
 }
 
 /** One pass over every chunk. */
-async function runPass(t: TransferInput, s: State, chunks: Chunk[], hasher: FileHasher): Promise<void> {
+async function runPass(t: TransferInput, s: State, chunks: Chunk[], hasher: FileHasher, hashing: boolean): Promise<void> {
   const { placement, cache, manifest: m, stats, progress, signal } = t;
   const window = Math.max(16, t.concurrency * 4);
 
@@ -221,7 +224,17 @@ async function runPass(t: TransferInput, s: State, chunks: Chunk[], hasher: File
         }
         if (s.offline) throw new LoadError('offline', `${t.name} is only partly cached and the network is unreachable`);
         progress.setPhase(t.local ? 'cache' : 'download');
-        const job = fetchChunk(c, t.source, placement, t.policy, ac.signal, t.events, onBytes);
+        // Within-chunk progress is kept in the cache only when the file's sha256 will check it.
+        const partial = !!cache && !!m && hashing && !t.local && s.pass === 1;
+        if (partial && c.received === 0) {
+          const n = resumePartial(cache!, placement, c);
+          stats.cachedBytes += n;
+          progress.loaded += n;
+        }
+        const job = fetchChunk(c, t.source, placement, t.policy, ac.signal, t.events, (n) => {
+          onBytes(n);
+          if (partial) persistPartial(cache!, placement, c);
+        });
         active.set(c.index, job.then(() => ({ c }), (err) => ({ c, err })));
       }
       if (!active.size) continue;
