@@ -928,6 +928,10 @@ fn split_safetensors_head_answers_like_one_worker() {
     let st = std::fs::read(head_dir.join("joint_head.safetensors")).unwrap();
     let cfg = std::fs::read_to_string(head_dir.join("joint_head_config.json")).unwrap();
     let dm = DecisionModel::from_safetensors(&h, &e.model, &mut SliceSource(&st), &cfg, "split").unwrap();
+    // Without its shards a split engine cannot run a pass: a typed error, and nothing is lost.
+    let body = body(&cases(&fixture_a(), "cases")[0]);
+    let err = Decider::new().decide(&mut e, &dm, &body).err().unwrap();
+    assert_eq!(err.code(), "internal", "{err}");
     let max = split_vs_whole(&mut whole.engine, &whole.dm, &mut e, &mut c, &dm, Precision::Exact, "safetensors");
     assert!(max <= SPLIT_TOLERANCE, "safetensors head on 2 workers: {max:e}");
 }

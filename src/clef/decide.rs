@@ -43,7 +43,7 @@ use super::{safetensors, DecisionError};
 use crate::gguf::Header;
 use crate::loader::ByteSource;
 use crate::engine::{Engine, EngineError};
-use crate::model::Model;
+use crate::model::{Model, Role};
 use crate::ops::MatmulScratch;
 use crate::tokenizer::Tokenizer;
 
@@ -454,6 +454,10 @@ impl Decider {
     /// the readout's next prompt). Returns the prompt tokens left (0: ready for `finish`). On an
     /// error the engine is idle again.
     pub fn step<'a>(&mut self, engine: &mut Engine, via: impl Into<Via<'a>>, d: &mut Decision, max: usize) -> Result<usize, DecisionError> {
+        if engine.model.role == Role::Coordinator {
+            engine.end_request();
+            return Err(DecisionError::Model("a split model's passes run on its shards: use step_with with their driver".into()));
+        }
         self.step_with(engine, via, d, max, |e| {
             e.run_local();
             Ok(())
