@@ -469,7 +469,9 @@ fn bench_decide(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         }
         push.push(now_ms() - t);
         let t = now_ms();
-        dm.head.scores(&engine.model, &input, &tokens, engine.precision, &mut mm);
+        let lm = crate::clef::lm_rows::LmRows::from_model(&engine.model, &crate::clef::Head::lexical_ids(&input, &tokens))
+            .expect("a whole model holds its LM head");
+        dm.head.scores(&engine.model, &input, &tokens, &lm, engine.precision, &mut mm);
         scores.push(now_ms() - t);
         engine.reset();
         let t = now_ms();

@@ -6,6 +6,8 @@
 //! split model computes what the whole one does, on any machine. It is not a way to use several
 //! cores natively.
 
+use crate::clef::lm_rows::{rows_of_part, LmRows};
+use crate::clef::{Decider, Decision, DecisionError, Request, Response, Via};
 use crate::engine::{Engine, EngineError, Piece};
 use crate::model::{Logits, Model, ModelError, Pass, Role, Stage};
 use crate::ops::Precision;
@@ -90,5 +92,26 @@ impl Cluster {
         let piece = e.step_start()?;
         self.drive(e)?;
         Ok(piece)
+    }
+
+    /// Gives a decision the LM-head rows it reads from the shards' vocabulary ranges (nothing
+    /// to do when the coordinator holds the LM head: a tied one).
+    pub fn supply_lm(&self, e: &Engine, d: &mut Decision) -> Result<(), DecisionError> {
+        let Some(ids) = d.lm_needs().map(<[u32]>::to_vec) else { return Ok(()) };
+        let parts = self.shards.iter().filter_map(|s| rows_of_part(&s.model, &ids)).collect();
+        d.supply_lm(LmRows::from_parts(e.model.config.n_embd, &ids, parts)?)
+    }
+
+    /// [`Decider::decide`] with the shards: the same steps, each chunk's pass run here.
+    pub fn decide<'a>(&mut self, decider: &mut Decider, e: &mut Engine, via: impl Into<Via<'a>>, body: &str) -> Result<(Request, Response), DecisionError> {
+        let via = via.into();
+        let mut d = decider.start(e, via, body)?;
+        if let Err(err) = self.supply_lm(e, &mut d) {
+            decider.cancel(e);
+            return Err(err);
+        }
+        while decider.step_with(e, via, &mut d, decider.chunk.max(1), |e| self.drive(e))? > 0 {}
+        let resp = decider.finish(e, via, &d)?;
+        Ok((d.request.expect("a request"), resp))
     }
 }

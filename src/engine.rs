@@ -409,7 +409,7 @@ impl Engine {
     }
 
     /// Runs the pass in flight here (the whole model is in this engine).
-    fn run_local(&mut self) {
+    pub fn run_local(&mut self) {
         if self.inflight.is_none() {
             return;
         }

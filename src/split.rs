@@ -246,10 +246,14 @@ impl ShardPlan {
 }
 
 /// Whether the coordinator (the instance that embeds tokens, normalises the residual stream and
-/// samples) holds tensor `name`.
+/// samples) holds tensor `name`: those, and a `clef` file's decision head (`decision.*`,
+/// `dec.blk.*`, `token_types.weight`), which runs on the coordinator's hidden rows.
 pub fn coordinator_holds(name: &str) -> bool {
     name == "token_embd.weight"
         || name == "output_norm.weight"
+        || name.starts_with("decision.")
+        || name.starts_with("dec.blk.")
+        || name == "token_types.weight"
         || name.strip_prefix("blk.").and_then(|r| r.split_once('.')).is_some_and(|(_, t)| {
             t == "attn_norm.weight" || t == "post_attention_norm.weight"
         })

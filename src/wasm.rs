@@ -412,6 +412,23 @@ impl WasmShard {
         self.shard.run(stage, pos, x).map(|o| o.to_vec()).map_err(|e| model_err(&e))
     }
 
+    /// This shard's LM-head rows of those of `ids` in its vocabulary range, in their stored type
+    /// (src/clef/lm_rows.rs): `{ty, ids, bytes}` (ggml type id, the ids it has, their rows), or
+    /// `null` when it holds no LM head.
+    #[wasm_bindgen(js_name = lmRows)]
+    pub fn lm_rows(&self, ids: &[u32]) -> JsValue {
+        match crate::clef::lm_rows::rows_of_part(&self.shard.model, ids) {
+            None => JsValue::NULL,
+            Some(p) => {
+                let o = Object::new();
+                set(&o, "ty", p.ty as u32);
+                set(&o, "ids", js_sys::Uint32Array::from(&p.ids[..]));
+                set(&o, "bytes", js_sys::Uint8Array::from(&p.bytes[..]));
+                o.into()
+            }
+        }
+    }
+
     /// `[start, end)` of the vocabulary this shard's LM-head rows cover (empty: none).
     #[wasm_bindgen(js_name = vocabRange)]
     pub fn vocab_range(&self) -> Vec<u32> {
@@ -467,13 +484,9 @@ struct DecisionSetup {
 impl DecisionSetup {
     fn new(h: &Header, model: &Model, tok: &Tokenizer) -> DecisionSetup {
         let name = h.get_str("general.name").unwrap_or("model");
-        let dm = if model.role != Role::Whole {
-            Err(DecisionError::NotSupported(
-                "decisions need the whole model in one worker; this one is split across shard workers (load it with workers: 1)".into(),
-            ))
-        } else {
-            Decisions::from_gguf(h, model, tok, name)
-        };
+        // A split model's coordinator holds the head (split::coordinator_holds); the LM-head rows
+        // decisions read come from the shards (`decideLmNeeds` / `decideSupplyLm`).
+        let dm = Decisions::from_gguf(h, model, tok, name);
         DecisionSetup {
             form: match &dm {
                 Ok(Decisions::Head(_)) => "gguf",
@@ -759,14 +772,11 @@ impl WasmEngine {
     }
 
     /// Attaches a head loaded from `joint_head.safetensors` (see `HeadLoader`), replacing none or
-    /// a previous safetensors head. Throws `bad_head` (the loader is used up either way), or
-    /// `not_supported` on a split model.
+    /// a previous safetensors head (on a split model, the coordinator's engine holds it). Throws
+    /// `bad_head` (the loader is used up either way).
     #[wasm_bindgen(js_name = attachHead)]
     pub fn attach_head(&mut self, loader: &mut HeadLoader) -> Result<(), JsValue> {
         let file = loader.file.take().ok_or_else(|| err("bad_request", "this head loader was already used"))?;
-        if let Err(e @ DecisionError::NotSupported(_)) = &self.decisions.model {
-            return Err(decision_err(e));
-        }
         if self.decisions.form == "gguf" {
             return Err(decision_err(&DecisionError::BadHead("the model file has its own decision head".into())));
         }
@@ -784,7 +794,9 @@ impl WasmEngine {
     /// restores the state prefix. Returns `{promptTokens, cachedTokens, approximate}` (the label
     /// readout's cached tokens grow as its prompts run: see `decideStats`). Errors are typed
     /// (`code`: malformed_request, invalid_decision, request_too_large, not_a_decision_model,
-    /// not_supported, …; `status`: the HTTP status of the class).
+    /// not_supported, …; `status`: the HTTP status of the class). On a split model the driver then
+    /// gathers the LM-head rows (`decideLmNeeds` / `decideSupplyLm`) and runs the prompt with
+    /// `decidePassStart` / its passes / `decideAbsorb` instead of `decidePrefill`.
     #[wasm_bindgen(js_name = decideBegin)]
     pub fn decide_begin(&mut self, body: &str) -> Result<JsValue, JsValue> {
         if self.deciding.is_some() {
@@ -820,6 +832,81 @@ impl WasmEngine {
             self.deciding = None;
             decision_err(&e)
         })
+    }
+
+    // ---- decisions on a split model: the driver's steps (www/src/shards.ts SplitDriver.decide) --
+
+    /// The vocabulary ids whose LM-head rows the decision in flight still needs from the shards
+    /// (`undefined`: none — the engine had them itself). Ask every shard (`WasmShard.lmRows`),
+    /// then `decideSupplyLm`.
+    #[wasm_bindgen(js_name = decideLmNeeds)]
+    pub fn decide_lm_needs(&self) -> Option<Vec<u32>> {
+        self.deciding.as_ref()?.lm_needs().map(<[u32]>::to_vec)
+    }
+
+    /// The shards' answers to `decideLmNeeds`, concatenated: per answering shard its ggml type
+    /// (`tys`) and number of rows (`counts`); all their `ids` and row `bytes` in that order.
+    /// A wrong answer throws `internal` and ends the decision.
+    #[wasm_bindgen(js_name = decideSupplyLm)]
+    pub fn decide_supply_lm(&mut self, tys: &[u32], counts: &[u32], ids: &[u32], bytes: &[u8]) -> Result<(), JsValue> {
+        use crate::clef::lm_rows::{LmRows, RowsPart};
+        let d = self.deciding.as_mut().ok_or_else(|| err("bad_request", "no decision is running"))?;
+        let n_embd = self.engine.model.config.n_embd;
+        let parts = (|| {
+            let bad = |s: String| DecisionError::Model(format!("LM-head rows: {s}"));
+            let (mut at_id, mut at_byte, mut parts) = (0usize, 0usize, Vec::new());
+            for (&ty, &n) in tys.iter().zip(counts) {
+                let ty = crate::quant::GgmlType::from_id(ty).ok_or_else(|| bad(format!("unknown type {ty}")))?;
+                let n = n as usize;
+                let len = n * ty.row_bytes(n_embd);
+                if at_id + n > ids.len() || at_byte + len > bytes.len() {
+                    return Err(bad("the parts run past the ids or bytes given".into()));
+                }
+                parts.push(RowsPart { ty, ids: ids[at_id..at_id + n].to_vec(), bytes: bytes[at_byte..at_byte + len].to_vec() });
+                at_id += n;
+                at_byte += len;
+            }
+            if tys.len() != counts.len() || at_id != ids.len() || at_byte != bytes.len() {
+                return Err(bad("the parts do not cover the ids and bytes given".into()));
+            }
+            Ok(parts)
+        })();
+        let wanted = d.lm_needs().map(<[u32]>::to_vec).unwrap_or_default();
+        match parts.and_then(|p| LmRows::from_parts(n_embd, &wanted, p)).and_then(|rows| d.supply_lm(rows)) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.decide_cancel();
+                Err(decision_err(&e))
+            }
+        }
+    }
+
+    /// Starts the backbone pass of up to `max` more prompt tokens of the decision in flight; the
+    /// driver runs it on the shards (`passStage` …), then calls `decideAbsorb`.
+    #[wasm_bindgen(js_name = decidePassStart)]
+    pub fn decide_pass_start(&mut self, max: usize) -> Result<(), JsValue> {
+        let d = self.deciding.as_mut().ok_or_else(|| err("bad_request", "no decision is running"))?;
+        if let Err(e) = self.decider.pass_start(&mut self.engine, d, max) {
+            self.decide_cancel();
+            return Err(decision_err(&e));
+        }
+        Ok(())
+    }
+
+    /// After the pass: feeds its hidden rows to the head (or the readout); returns how many
+    /// prompt tokens are left (0: ready for `decideFinish`).
+    #[wasm_bindgen(js_name = decideAbsorb)]
+    pub fn decide_absorb(&mut self) -> Result<usize, JsValue> {
+        let (Some(d), Ok(dm)) = (self.deciding.as_mut(), self.decisions.model.as_ref()) else {
+            return Err(err("bad_request", "no decision is running"));
+        };
+        match self.decider.absorb(&mut self.engine, dm, d) {
+            Ok(left) => Ok(left),
+            Err(e) => {
+                self.decide_cancel();
+                Err(decision_err(&e))
+            }
+        }
     }
 
     /// The answers: the SystemOne response as JSON text (key order as llama-server writes it).

@@ -20,7 +20,9 @@
 use clef_web::clef::answer::{probabilities, Answer};
 use clef_web::clef::json::{self, NumberValue, Value};
 use clef_web::clef::request::{self, QuestionType};
-use clef_web::clef::{approx, Decider, DecisionModel, Decisions, LabelReadout, Response};
+use clef_web::clef::lm_rows::LmRows;
+use clef_web::clef::{approx, Decider, DecisionModel, Decisions, Head, LabelReadout, Response, Via};
+use clef_web::cluster::Cluster;
 use clef_web::engine::{Engine, GenParams};
 use clef_web::sampler::SamplerParams;
 use clef_web::gguf::{self, Header};
@@ -253,7 +255,8 @@ fn head_on_rows(
     for rows in hidden.chunks(chunk * h) {
         head.push_rows(a.model(), &mut input, rows, Precision::Fast, &mut mm);
     }
-    Ok(head.scores(a.model(), &input, tokens, Precision::Fast, &mut mm))
+    let lm = LmRows::from_model(a.model(), &Head::lexical_ids(&input, tokens)).unwrap();
+    Ok(head.scores(a.model(), &input, tokens, &lm, Precision::Fast, &mut mm))
 }
 
 #[test]
@@ -843,4 +846,152 @@ fn a_file_with_a_head_keeps_the_head() {
         assert_eq!(via_decisions.to_json(&req), via_head.to_json(&req));
         assert!(!via_head.to_json(&req).contains("approximate"));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decisions on a model split across shard workers (the native Cluster; the browser's workers run
+// the same steps through tests/browser/split.test.mjs)
+
+/// `path` split across `n` shards: its header, the coordinator's engine and the shards.
+fn load_cluster(path: &Path, n: usize) -> (Header, Engine, Cluster) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let header = gguf::parse_header(&bytes, Some(bytes.len() as u64)).unwrap();
+    let tok = Tokenizer::from_gguf(&header).unwrap();
+    let n_ctx = Model::from_bytes(&bytes).unwrap().config.context_length.min(4096);
+    let (coordinator, cluster) = Cluster::from_bytes(&bytes, n, n_ctx).unwrap();
+    (header, Engine::new(coordinator, Some(tok), n_ctx).unwrap(), cluster)
+}
+
+/// Max |Δ| over the numbers of the responses of every fixture A case, decided on `whole` and on
+/// the split `(engine, cluster)` with the same method, in the same order (so the state prefix is
+/// reused the same way: the cached-token counts must agree too).
+fn split_vs_whole<'a>(
+    whole: &mut Engine,
+    whole_via: impl Into<Via<'a>>,
+    split: &mut Engine,
+    cluster: &mut Cluster,
+    split_via: impl Into<Via<'a>>,
+    precision: Precision,
+    what: &str,
+) -> f64 {
+    let (whole_via, split_via) = (whole_via.into(), split_via.into());
+    whole.precision = precision;
+    split.precision = precision;
+    cluster.set_precision(precision);
+    let (mut dw, mut ds) = (Decider::new(), Decider::new());
+    ds.chunk = 7; // chunks that do not line up with the whole model's: the rows must not care
+    let mut max = 0.0f64;
+    for case in cases(&fixture_a(), "cases") {
+        let (req, rw) = dw.decide(whole, whole_via, &body(&case)).unwrap();
+        let (_, mut rs) = cluster.decide(&mut ds, split, split_via, &body(&case)).unwrap();
+        rs.model = rw.model.clone();
+        assert_eq!(ds.last, dw.last, "{what} {}: prompt and cached tokens", id(&case));
+        let (a, b) = (json::parse(&rs.to_json(&req)).unwrap(), json::parse(&rw.to_json(&req)).unwrap());
+        compare_responses(&a, &b, &format!("{what} {}", id(&case)), &mut max);
+    }
+    max
+}
+
+/// Split tolerances. `exact` (f32 activations): the shards' partial sums add up in another order
+/// than the whole model's dot products, a few f32 ulps on the hidden rows — far below 1e-5 on
+/// the answers. `fast` (int8 activations, as ggml-cpu): every shard quantizes the same
+/// normalised rows to the same int8 values, so only that summation order differs too; the bound
+/// is the same.
+const SPLIT_TOLERANCE: f64 = 1e-5;
+
+#[test]
+fn split_head_answers_like_one_worker() {
+    let path = generated().join("clef-A-F32.gguf");
+    let mut whole = load_clef(&path);
+    for n in [2, 3] {
+        let (h, mut e, mut c) = load_cluster(&path, n);
+        // The coordinator holds the head's tensors (split::coordinator_holds), the shards none.
+        let dm = DecisionModel::from_gguf(&h, &e.model, "clef-A-F32.gguf").unwrap();
+        for s in &c.shards {
+            assert!(s.model.store.tensors().iter().all(|t| !t.name.starts_with("dec")), "{n} shards");
+        }
+        for p in [Precision::Exact, Precision::Fast] {
+            let what = format!("{n} workers {p:?}");
+            let max = split_vs_whole(&mut whole.engine, &whole.dm, &mut e, &mut c, &dm, p, &what);
+            eprintln!("{what}: max |Δ| vs one worker {max:e}");
+            assert!(max <= SPLIT_TOLERANCE, "{what}: {max:e}");
+        }
+    }
+}
+
+#[test]
+fn split_safetensors_head_answers_like_one_worker() {
+    let backbone = Path::new("../shared/fixtures/qwen35-tiny/A-F32.gguf");
+    let head_dir = generated().join("A-head");
+    let mut whole = load_split(backbone, &head_dir);
+    let (h, mut e, mut c) = load_cluster(backbone, 2);
+    let st = std::fs::read(head_dir.join("joint_head.safetensors")).unwrap();
+    let cfg = std::fs::read_to_string(head_dir.join("joint_head_config.json")).unwrap();
+    let dm = DecisionModel::from_safetensors(&h, &e.model, &mut SliceSource(&st), &cfg, "split").unwrap();
+    // Without its shards a split engine cannot run a pass: a typed error, and nothing is lost.
+    let body = body(&cases(&fixture_a(), "cases")[0]);
+    let err = Decider::new().decide(&mut e, &dm, &body).err().unwrap();
+    assert_eq!(err.code(), "internal", "{err}");
+    let max = split_vs_whole(&mut whole.engine, &whole.dm, &mut e, &mut c, &dm, Precision::Exact, "safetensors");
+    assert!(max <= SPLIT_TOLERANCE, "safetensors head on 2 workers: {max:e}");
+}
+
+#[test]
+fn split_readout_answers_like_one_worker() {
+    // F32 and K-quant LM-head rows (the shards send them in their stored type).
+    for file in ["A-F32", "A-Q4_K_M"] {
+        let path = PathBuf::from(format!("../shared/fixtures/qwen35-tiny/{file}.gguf"));
+        let mut whole = load_readout(&path);
+        for n in [2, 3] {
+            let (h, mut e, mut c) = load_cluster(&path, n);
+            let tok = e.tokenizer.as_ref().unwrap();
+            let Ok(Decisions::Labels(lr)) = Decisions::from_gguf(&h, &e.model, tok, "tiny") else {
+                panic!("{file}: a split head-less file answers by the readout")
+            };
+            for p in [Precision::Exact, Precision::Fast] {
+                let what = format!("{file} {n} workers {p:?}");
+                let max = split_vs_whole(&mut whole.engine, &whole.lr, &mut e, &mut c, &lr, p, &what);
+                eprintln!("{what}: max |Δ| vs one worker {max:e}");
+                assert!(max <= SPLIT_TOLERANCE, "{what}: {max:e}");
+            }
+        }
+    }
+}
+
+/// The LM-head rows a split model's shards send assemble to the whole model's, and a bad answer
+/// is a typed error, not a wrong decision.
+#[test]
+fn lm_rows_from_shards_equal_the_whole_models() {
+    use clef_web::clef::lm_rows::rows_of_part;
+    let path = Path::new("../shared/fixtures/qwen35-tiny/A-Q4_K_M.gguf");
+    let (whole, _) = {
+        let (_, m, t) = load_gguf(path);
+        (m, t)
+    };
+    let (_, e, c) = load_cluster(path, 3);
+    let n_vocab = whole.config.n_vocab as u32;
+    let ids: Vec<u32> = vec![0, 1, 17, n_vocab / 3, n_vocab / 2, n_vocab - 1];
+    let want = LmRows::from_model(&whole, &ids).unwrap();
+    assert!(LmRows::from_model(&e.model, &ids).is_none(), "an untied LM head is not on the coordinator");
+    let parts: Vec<_> = c.shards.iter().filter_map(|s| rows_of_part(&s.model, &ids)).collect();
+    assert_eq!(parts.len(), 3);
+    let got = LmRows::from_parts(e.model.config.n_embd, &ids, parts.clone()).unwrap();
+    let d = whole.config.n_embd;
+    let (mut a, mut b) = (vec![0.0f32; d], vec![0.0f32; d]);
+    for &id in &ids {
+        want.row(id, &mut a);
+        got.row(id, &mut b);
+        assert_eq!(a, b, "row {id}");
+    }
+    let h: Vec<f32> = (0..d).map(|i| (i as f32 * 0.37).sin()).collect();
+    let mut mm = MatmulScratch::default();
+    for p in [Precision::Exact, Precision::Fast] {
+        assert_eq!(want.logits(&h, &ids, p, &mut mm), got.logits(&h, &ids, p, &mut mm), "{p:?}");
+    }
+    // A shard's answer missing, or twice: typed errors.
+    let e1 = LmRows::from_parts(d, &ids, parts[1..].to_vec()).err().unwrap();
+    let mut twice = parts.clone();
+    twice.push(parts[0].clone());
+    let e2 = LmRows::from_parts(d, &ids, twice).err().unwrap();
+    assert_eq!((e1.code(), e2.code()), ("internal", "internal"));
 }

@@ -10,7 +10,8 @@
 //!   prompt = OPENING ‖ render(state) ‖ question text with labelled options ‖ CLOSING
 //!            └──── shared state prefix ────┘   (the engine's snapshot: prefilled once per request)
 //!   h      = final-norm hidden row of the prompt's last token
-//!   z_j    = output.weight[label_j] · h          only the labels' LM-head rows (not 248k logits)
+//!   z_j    = output.weight[label_j] · h          only the labels' LM-head rows (not 248k logits),
+//!                                                gathered once per request (lm_rows.rs)
 //!   p_o    = softmax_j(z_j), mapped back to the question's option order
 //! p_k = (p_forward + p_reversed) / 2             averaging the two orders cancels position bias
 //! ```
@@ -52,10 +53,9 @@ use super::json::Value;
 use super::request::{QuestionType, Request};
 use super::DecisionError;
 use crate::engine::{Engine, EngineError};
-use crate::model::Model;
-use crate::ops::{matmul, Linear, MatmulScratch, Precision};
+use super::lm_rows::{self, LmRows};
+use crate::ops::MatmulScratch;
 use crate::tokenizer::Tokenizer;
-use crate::weights::TensorView;
 
 /// The system turn and the start of the user turn, up to the state (control tokens parsed).
 pub const OPENING: &str = "<|im_start|>system\nRead the state, then answer the question by choosing exactly one of its options. Reply with the label of that option only.<|im_end|>\n<|im_start|>user\nSTATE:\n";
@@ -69,7 +69,8 @@ pub const NOUL_FALSE: &str = "The proposition is false or the answer is no.";
 const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 const DIGITS: &str = "0123456789";
 
-/// What the readout needs of a model: the label tokens and the LM head they are read from.
+/// What the readout needs of a model: the label tokens (their LM-head rows come with each
+/// decision, [`LmRows`]).
 pub struct LabelReadout {
     /// The model name responses report.
     pub name: String,
@@ -77,8 +78,6 @@ pub struct LabelReadout {
     letters: Vec<(String, u32)>,
     /// Level labels `0`..`9`.
     digits: Vec<(String, u32)>,
-    /// The LM head (`output.weight`, or `token_embd.weight` when tied): V rows of n_embd.
-    lm_head: TensorView,
 }
 
 /// One prompt of the readout: question `question` with its options in one order.
@@ -128,8 +127,8 @@ fn single_token(tok: &Tokenizer, text: &str) -> Option<u32> {
 
 impl LabelReadout {
     /// The readout for a model with this tokenizer. `not_a_decision_model` when the vocabulary
-    /// lacks single-token labels `A`..`Z` / `0`..`9`, or the model is split (no LM head here).
-    pub fn new(model: &Model, tok: &Tokenizer, name: &str) -> Result<LabelReadout, DecisionError> {
+    /// lacks single-token labels `A`..`Z` / `0`..`9`.
+    pub fn new(tok: &Tokenizer, name: &str) -> Result<LabelReadout, DecisionError> {
         let one = |s: String| single_token(tok, &s).map(|id| (s, id));
         let letters: Option<Vec<_>> = LETTERS.chars().map(|c| one(c.to_string())).collect();
         let digits: Option<Vec<_>> = DIGITS.chars().map(|c| one(c.to_string())).collect();
@@ -143,17 +142,10 @@ impl LabelReadout {
                 letters.extend(one(format!("{a}{b}")));
             }
         }
-        let lm_head = model
-            .store
-            .find("output.weight")
-            .or_else(|| model.store.find("token_embd.weight"))
-            .cloned()
-            .ok_or_else(|| DecisionError::NotDecisionModel("this model part holds no LM head".into()))?;
         Ok(LabelReadout {
             name: name.to_string(),
             letters,
             digits,
-            lm_head,
         })
     }
 
@@ -240,30 +232,6 @@ impl LabelReadout {
             prompts,
         })
     }
-
-    /// The logits of `labels` from a final-norm hidden row `h` [n_embd]: one LM-head row each,
-    /// through the same kernel (and activation quantization) as the full LM head.
-    pub fn label_logits(
-        &self,
-        model: &Model,
-        h: &[f32],
-        labels: &[u32],
-        prec: Precision,
-        mm: &mut MatmulScratch,
-    ) -> Vec<f32> {
-        let full = Linear::new(self.lm_head.clone());
-        let mut out = vec![0.0f32; labels.len()];
-        for (z, &id) in out.iter_mut().zip(labels) {
-            let row = TensorView {
-                dims: vec![full.n_in, 1],
-                offset: self.lm_head.offset + id as usize * full.row_bytes,
-                size: full.row_bytes,
-                ..self.lm_head.clone()
-            };
-            matmul(&model.store, &Linear::new(row), h, std::slice::from_mut(z), prec, mm);
-        }
-        out
-    }
 }
 
 /// A readout in flight over an engine: the plan, where it is, and the distributions so far.
@@ -315,6 +283,11 @@ impl LabelRun {
         self.plan.total_tokens()
     }
 
+    /// The LM-head rows the readout reads: every prompt's label tokens (sorted, unique).
+    pub fn label_ids(&self) -> Vec<u32> {
+        lm_rows::needed(self.plan.prompts.iter().flat_map(|p| p.labels.iter().copied()))
+    }
+
     fn begin_prompt(&mut self, engine: &mut Engine) -> Result<(), DecisionError> {
         let p = &self.plan.prompts[self.at];
         let reused = engine
@@ -325,17 +298,20 @@ impl LabelRun {
         Ok(())
     }
 
-    /// Runs up to `max` prompt tokens of the running prompt; when it is complete, reads its
-    /// labels and starts the next. Returns the prompt tokens left over every prompt (0: done).
-    pub fn step(
-        &mut self,
-        lr: &LabelReadout,
-        engine: &mut Engine,
-        max: usize,
-        mm: &mut MatmulScratch,
-    ) -> Result<usize, DecisionError> {
+    /// Starts the backbone pass of up to `max` prompt tokens of the running prompt (the engine
+    /// or a split driver runs it; then [`LabelRun::absorb`]).
+    pub fn pass_start(&mut self, engine: &mut Engine, max: usize) -> Result<(), DecisionError> {
         if self.at < self.plan.prompts.len() {
-            let left = engine.prefill(max).map_err(engine_err)?;
+            engine.prefill_start(max).map_err(engine_err)?;
+        }
+        Ok(())
+    }
+
+    /// After a pass: keeps its last hidden row; when the running prompt is complete, reads its
+    /// labels from `lm` and starts the next. Returns the prompt tokens left over every prompt
+    /// (0: done).
+    pub fn absorb(&mut self, engine: &mut Engine, lm: &LmRows, mm: &mut MatmulScratch) -> Result<usize, DecisionError> {
+        if self.at < self.plan.prompts.len() {
             let rows = engine.take_hidden();
             let d = engine.model.config.n_embd;
             if rows.len() >= d {
@@ -343,9 +319,10 @@ impl LabelRun {
                 self.last_row.clear();
                 self.last_row.extend_from_slice(&rows[rows.len() - d..]);
             }
-            if left == 0 {
-                let p = &self.plan.prompts[self.at];
-                let z = lr.label_logits(&engine.model, &self.last_row, &p.labels, engine.precision, mm);
+            let p = &self.plan.prompts[self.at];
+            let prompt_done = self.done - self.plan.prompts[..self.at].iter().map(|p| p.tokens.len()).sum::<usize>();
+            if prompt_done == p.tokens.len() {
+                let z = lm.logits(&self.last_row, &p.labels, engine.precision, mm);
                 self.probs.push(super::answer::probabilities(&z, 1.0));
                 engine.end_request();
                 self.at += 1;

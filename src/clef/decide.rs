@@ -3,9 +3,18 @@
 //! ```text
 //! Decider::start(engine, decision model, body)       parse + render + tokenize (request.rs);
 //!                                                    Engine::begin_hidden: restore the state prefix
-//! per chunk: Engine::prefill (or a split model's passes) → Decider::absorb: Head::push_rows
+//! Decision::lm_needs → Decision::supply_lm            the LM-head rows it reads (lm_rows.rs; only a
+//!                                                    split model's driver has to ask its shards)
+//! per chunk: Decider::pass_start → the pass runs     here (Decider::step), or on the shards
+//!            → Decider::absorb                        Head::push_rows / the readout's last row
 //! Decider::finish: Head::scores → Response::from_scores (head.rs, answer.rs)
 //! ```
+//! **Split models.** With the model split across shard workers the coordinator's engine holds the
+//! head's weights (`split::coordinator_holds`), the shards the backbone and the LM head. The
+//! decision code is the same: a driver runs each chunk's pass on the shards between
+//! [`Decider::pass_start`] and [`Decider::absorb`] ([`Decider::step_with`], `cluster.rs`, the
+//! browser's `SplitDriver`), and gathers the LM-head rows the decision names from the shards'
+//! vocabulary ranges; the maths on those rows runs here either way.
 //! The backbone state is the [`Engine`]'s: a decision runs on the same state and snapshots as a
 //! chat (no second state; for the 9B the KV cache alone is 64 KiB per token). The steps are
 //! separate so that a driver that runs passes elsewhere (shard workers, a Web Worker's macrotask
@@ -28,6 +37,7 @@
 use super::answer::{Calibration, Response};
 use super::approx::{LabelReadout, LabelRun};
 use super::head::{Head, HeadConfig, HeadInput};
+use super::lm_rows::LmRows;
 use super::request::{self, Prompt, Request, Template, TAG_NONE};
 use super::{safetensors, DecisionError};
 use crate::gguf::Header;
@@ -110,7 +120,7 @@ impl Decisions {
     pub fn from_gguf(h: &Header, model: &Model, tok: &Tokenizer, name: &str) -> Result<Decisions, DecisionError> {
         match DecisionModel::from_gguf(h, model, name) {
             Ok(dm) => Ok(Decisions::Head(Box::new(dm))),
-            Err(DecisionError::NotDecisionModel(_)) => LabelReadout::new(model, tok, name).map(Decisions::Labels),
+            Err(DecisionError::NotDecisionModel(_)) => LabelReadout::new(tok, name).map(Decisions::Labels),
             Err(e) => Err(e),
         }
     }
@@ -186,6 +196,9 @@ pub struct Decision {
     /// `None` for raw token + tag input ([`Decider::start_raw`]).
     pub request: Option<Request>,
     work: Work,
+    /// The LM-head rows it reads (sorted, unique) and, once gathered, the rows.
+    lm_ids: Vec<u32>,
+    lm: Option<LmRows>,
 }
 
 enum Work {
@@ -220,6 +233,36 @@ impl Decision {
     /// Answered by the approximate readout.
     pub fn is_approximate(&self) -> bool {
         matches!(self.work, Work::Labels(_))
+    }
+
+    /// The vocabulary ids whose LM-head rows the decision still needs (`None`: it has them).
+    /// [`Decider::start`] gathers them itself when the engine's model holds the LM head; a split
+    /// model's driver asks the shards ([`super::lm_rows::rows_of_part`]) and calls
+    /// [`Decision::supply_lm`] before the first step.
+    pub fn lm_needs(&self) -> Option<&[u32]> {
+        self.lm.is_none().then_some(&self.lm_ids[..])
+    }
+
+    /// Hands over the LM-head rows of [`Decision::lm_needs`].
+    pub fn supply_lm(&mut self, rows: LmRows) -> Result<(), DecisionError> {
+        if rows.ids() != self.lm_ids {
+            return Err(DecisionError::Model(format!(
+                "{} LM-head rows supplied, the decision reads {}",
+                rows.ids().len(),
+                self.lm_ids.len()
+            )));
+        }
+        self.lm = Some(rows);
+        Ok(())
+    }
+
+    fn lm(&self) -> Result<&LmRows, DecisionError> {
+        self.lm.as_ref().ok_or_else(|| DecisionError::Model("the decision's LM-head rows were not supplied".into()))
+    }
+
+    /// Gathers the LM-head rows from the engine's model when it holds them.
+    fn gather_local(&mut self, model: &Model) {
+        self.lm = LmRows::from_model(model, &self.lm_ids);
     }
 }
 
@@ -314,9 +357,6 @@ impl Decider {
     /// engine on it (restoring the state prefix when it has it). The engine must be idle.
     pub fn start<'a>(&mut self, engine: &mut Engine, via: impl Into<Via<'a>>, body: &str) -> Result<Decision, DecisionError> {
         let req = request::parse_request(body)?;
-        if engine.model.role != Role::Whole {
-            return Err(split_refused());
-        }
         match via.into() {
             Via::Head(dm) => {
                 let tok = engine
@@ -333,10 +373,14 @@ impl Decider {
                     prompt_tokens: run.total_tokens(),
                     cached_tokens: run.cached,
                 };
-                Ok(Decision {
+                let mut d = Decision {
                     request: Some(req),
+                    lm_ids: run.label_ids(),
                     work: Work::Labels(run),
-                })
+                    lm: None,
+                };
+                d.gather_local(&engine.model);
+                Ok(d)
             }
         }
     }
@@ -355,9 +399,6 @@ impl Decider {
                 tokens.len(),
                 tags.len()
             )));
-        }
-        if engine.model.role != Role::Whole {
-            return Err(split_refused());
         }
         self.begin(engine, dm, None, tokens.to_vec(), tags, 0)
     }
@@ -393,10 +434,14 @@ impl Decider {
             prompt_tokens: t_n,
             cached_tokens: reused,
         };
-        Ok(Decision {
+        let mut d = Decision {
             request,
+            lm_ids: Head::lexical_ids(&input, &tokens),
             work: Work::Head { tokens, input, point },
-        })
+            lm: None,
+        };
+        d.gather_local(&engine.model);
+        Ok(d)
     }
 
     /// Runs the rest of the decision's prompt(s), `chunk` tokens per backbone call.
@@ -405,30 +450,71 @@ impl Decider {
         Ok(())
     }
 
-    /// Step 2: runs up to `max` more prompt tokens through the backbone (into the head, or the
-    /// readout's next prompt). Returns the prompt tokens left (0: ready for `finish`). On an error
-    /// the engine is idle again.
+    /// Step 2: runs up to `max` more prompt tokens through the backbone here (into the head, or
+    /// the readout's next prompt). Returns the prompt tokens left (0: ready for `finish`). On an
+    /// error the engine is idle again.
     pub fn step<'a>(&mut self, engine: &mut Engine, via: impl Into<Via<'a>>, d: &mut Decision, max: usize) -> Result<usize, DecisionError> {
-        let out = match (via.into(), &mut d.work) {
-            (Via::Head(dm), Work::Head { tokens, input, point }) => match engine.prefill(max) {
-                Ok(left) => {
-                    self.absorb(engine, dm, tokens, input, *point);
-                    Ok(left)
-                }
-                Err(e) => Err(engine_err(e)),
-            },
-            (Via::Labels(lr), Work::Labels(run)) => run.step(lr, engine, max, &mut self.mm),
-            _ => Err(mismatch()),
-        };
+        if engine.model.role == Role::Coordinator {
+            engine.end_request();
+            return Err(DecisionError::Model("a split model's passes run on its shards: use step_with with their driver".into()));
+        }
+        self.step_with(engine, via, d, max, |e| {
+            e.run_local();
+            Ok(())
+        })
+    }
+
+    /// [`Decider::step`] with the pass run by `drive` (a split model's shards: deliver the
+    /// engine's state changes, run each stage, advance the pass until it is complete).
+    pub fn step_with<'a>(
+        &mut self,
+        engine: &mut Engine,
+        via: impl Into<Via<'a>>,
+        d: &mut Decision,
+        max: usize,
+        drive: impl FnOnce(&mut Engine) -> Result<(), EngineError>,
+    ) -> Result<usize, DecisionError> {
+        let out = self
+            .pass_start(engine, d, max)
+            .and_then(|_| drive(engine).map_err(engine_err))
+            .and_then(|_| self.absorb(engine, via, d));
         if out.is_err() {
             engine.end_request();
         }
         out
     }
 
+    /// Step 2a: starts the backbone pass of up to `max` more prompt tokens (none when the
+    /// running prompt has no tokens left). The engine, or a driver with shards, runs it; then
+    /// [`Decider::absorb`]. On an error call [`Decider::cancel`].
+    pub fn pass_start(&mut self, engine: &mut Engine, d: &mut Decision, max: usize) -> Result<(), DecisionError> {
+        d.lm()?;
+        match &mut d.work {
+            Work::Head { .. } => engine.prefill_start(max).map(|_| ()).map_err(engine_err),
+            Work::Labels(run) => run.pass_start(engine, max),
+        }
+    }
+
+    /// Step 2b: after the pass, feeds its hidden rows to the head (or the readout). Returns the
+    /// prompt tokens left (0: ready for `finish`).
+    pub fn absorb<'a>(&mut self, engine: &mut Engine, via: impl Into<Via<'a>>, d: &mut Decision) -> Result<usize, DecisionError> {
+        let lm = d.lm.as_ref();
+        match (via.into(), &mut d.work) {
+            (Via::Head(dm), Work::Head { tokens, input, point }) => {
+                self.absorb_rows(engine, dm, tokens, input, *point);
+                Ok(tokens.len() - input.n_rows)
+            }
+            (Via::Labels(_), Work::Labels(run)) => {
+                let lm = lm.ok_or_else(|| DecisionError::Model("the decision's LM-head rows were not supplied".into()))?;
+                run.absorb(engine, lm, &mut self.mm)
+            }
+            _ => Err(mismatch()),
+        }
+    }
+
     /// After each backbone pass of the joint path: feeds the pass's hidden rows to the head, and
     /// keeps the head's rows of the state prefix when the pass ended there.
-    fn absorb(&mut self, engine: &mut Engine, dm: &DecisionModel, tokens: &[u32], input: &mut HeadInput, point: usize) {
+    fn absorb_rows(&mut self, engine: &mut Engine, dm: &DecisionModel, tokens: &[u32], input: &mut HeadInput, point: usize) {
         let rows = engine.take_hidden();
         if rows.is_empty() {
             return;
@@ -456,7 +542,7 @@ impl Decider {
                 tokens.len()
             )));
         }
-        let scores = dm.head.scores(&engine.model, input, tokens, engine.precision, &mut self.mm);
+        let scores = dm.head.scores(&engine.model, input, tokens, d.lm()?, engine.precision, &mut self.mm);
         if scores.iter().any(|s| !s.is_finite()) {
             return Err(DecisionError::Evaluation(
                 "the model could not evaluate the decision (non-finite scores)".into(),
@@ -492,14 +578,6 @@ impl Decider {
     pub fn cancel(&mut self, engine: &mut Engine) {
         engine.end_request();
     }
-}
-
-/// Decisions on a model split across shard workers: the head reads the LM head's rows (lexical
-/// option vectors, label logits) and its weights, which a split model keeps in its shard workers.
-fn split_refused() -> DecisionError {
-    DecisionError::NotSupported(
-        "decisions need the whole model in one worker; this one is split across shard workers (load it with workers: 1)".into(),
-    )
 }
 
 /// The context an engine needs for decisions of `n` prompt tokens on `model`, at least 512

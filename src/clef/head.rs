@@ -8,7 +8,7 @@
 //!   Hn = LN(X; hidden_norm)            M = Hn·Wmem       [T×W]  kept
 //!   span sums of Hn (questions q, options c), last row g            (Hn itself is dropped)
 //! Head::scores:
-//!   l_j = mean output.weight[token] over option j's tokens           [O×H]  (raw LM-head rows)
+//!   l_j = mean output.weight[token] over option j's tokens           [O×H]  (raw LM-head rows, lm_rows.rs)
 //!   R = Woc·c + Wol·l + Woq·q[owner]                                 [O×W]
 //!   routing blocks:  R += MHA(LN(R), LN(M));  R += FFN(R)            options read the prompt
 //!   B = Wq·q;  S = softmax over own options (B·Rᵀ/√W);  F = B + LN(S·R) + Wg·g + type_emb   [Q×W]
@@ -28,6 +28,7 @@
 //! names of spec §1.2.
 
 use super::request::{QuestionType, TAG_NONE, TAG_OPTION};
+use super::lm_rows::{self, LmRows};
 use super::DecisionError;
 use crate::gguf::Header;
 use crate::model::Model;
@@ -452,6 +453,11 @@ impl HeadInput {
 }
 
 impl Head {
+    /// The LM-head rows [`Head::scores`] reads for a prompt: its option spans' tokens (sorted, unique).
+    pub fn lexical_ids(input: &HeadInput, tokens: &[u32]) -> Vec<u32> {
+        lm_rows::needed(input.spans.options.iter().flat_map(|(span, _)| tokens[span.start..span.end].iter().copied()))
+    }
+
     /// Starts a pass over a prompt with these order tags.
     pub fn begin(&self, tags: &[u8]) -> Result<HeadInput, DecisionError> {
         let spans = Spans::from_tags(tags)?;
@@ -532,12 +538,14 @@ impl Head {
     }
 
     /// The head's score for every option span, in prompt order (`tokens` = the prompt's ids,
-    /// for the lexical rows). Every row must have been pushed.
+    /// for the lexical rows, which `lm` holds: see [`Head::lexical_ids`]). Every row must have
+    /// been pushed.
     pub fn scores(
         &self,
         model: &Model,
         input: &HeadInput,
         tokens: &[u32],
+        lm: &LmRows,
         prec: Precision,
         mm: &mut MatmulScratch,
     ) -> Vec<f32> {
@@ -557,13 +565,12 @@ impl Head {
         }
         let mut cm = Vec::with_capacity(no * h);
         let mut l = Vec::with_capacity(no * h);
-        let lexical = lexical_table(model);
         let mut row = vec![0.0f32; h];
         for (j, (span, _)) in sp.options.iter().enumerate() {
             cm.extend(mean(&input.c_sum[j * h..(j + 1) * h], span.len()));
             let mut acc = vec![0.0f64; h];
             for &tok in &tokens[span.start..span.end] {
-                ops::embedding_row(&model.store, &lexical, tok as usize, &mut row);
+                lm.row(tok, &mut row);
                 for (a, &x) in acc.iter_mut().zip(&row) {
                     *a += x as f64;
                 }
@@ -715,17 +722,6 @@ impl Head {
         u.iter_mut().for_each(|v| *v = gelu_erf(*v));
         affine(store, &b.down, &u, prec, mm)
     }
-}
-
-/// The table the lexical rows come from: the untied LM head `output.weight` (llama.cpp falls
-/// back to `token_embd` when a file has none).
-fn lexical_table(model: &Model) -> Linear {
-    let t = model
-        .store
-        .find("output.weight")
-        .or_else(|| model.store.find("token_embd.weight"))
-        .expect("checked by Model::from_store");
-    Linear::new(t.clone())
 }
 
 /// `x·Wᵀ + b` for rows of x.

@@ -30,6 +30,7 @@ pub mod approx;
 pub mod decide;
 pub mod head;
 pub mod json;
+pub mod lm_rows;
 pub mod request;
 pub mod safetensors;
 

@@ -31,7 +31,7 @@ export type ErrorCode =
   | 'invalid_decision' // valid JSON that is not a valid decision: unknown type, 0 or 256 options, 1 score level, … (422)
   | 'request_too_large' // too many questions, too much text, or a prompt longer than the context (413)
   | 'not_a_decision_model' // the model has no decision head and none was attached (501)
-  | 'not_supported' // this engine cannot run decisions as set up (a model split across workers) (501)
+  | 'not_supported' // this engine cannot run decisions as set up (501; reserved: no current setup gives it)
   | 'bad_head' // the decision head's weights, configuration or template are unusable
   | 'evaluation_failed' // the head produced no finite scores (500)
   | 'internal'; // a bug: please report
@@ -499,6 +499,11 @@ export type ShardRequest =
   /** Answers once every earlier message has been handled. */
   | { type: 'sync'; id: number }
   /**
+   * A decision's LM-head rows (src/clef/lm_rows.rs): of `ids`, those in this shard's vocabulary
+   * range, in their stored type. Answered with them, or null when the shard holds no LM head.
+   */
+  | { type: 'lmRows'; id: number; ids: Uint32Array }
+  /**
    * Read this shard's part from the OPFS cache in directory `dirName` itself (load/pull.ts):
    * every chunk of `chunks` that holds its bytes, checked against its checksum. Answered with the
    * bad chunks; `pulled` messages report progress.
@@ -519,12 +524,21 @@ export interface ShardResults {
   /** The shard's result and the time it computed (ms). */
   run: { out: Float32Array; ms: number };
   sync: { wasmMemoryBytes: number };
+  /** ggml type id, the ids this shard has (ascending), their rows' bytes. */
+  lmRows: LmRowsPart | null;
   /**
    * Chunks that failed their checksum (or could not be read), and the bytes read; `failed`: why the
    * shard could not read the cache itself (the load then takes the general path).
    */
   pull: { bad: number[]; bytes: number; failed?: string };
   serve: null;
+}
+
+/** One shard's LM-head rows for a decision (ShardResults.lmRows). */
+export interface LmRowsPart {
+  ty: number;
+  ids: Uint32Array;
+  bytes: Uint8Array;
 }
 
 export type Exchange = 'auto' | 'shared' | 'message';

@@ -8,7 +8,7 @@ import { initSync, ModelLoader, wasmMemory, type WasmShard } from '../pkg/clef_w
 import { openReadOnly } from './cache.js';
 import { serve } from './exchange.js';
 import { pullChunks } from './load/pull.js';
-import type { CopyOp, ErrorInfo, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
+import type { CopyOp, ErrorInfo, LmRowsPart, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
 
 /** A Node built-in, imported at run time (not bundled; never reached in browsers). */
 const importNode = (m: string): Promise<any> => import(/* @vite-ignore */ m); // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -97,6 +97,12 @@ export function createShardHost(post: Post) {
         case 'sync':
           ok(req.id, 'sync', { wasmMemoryBytes: memory() });
           return;
+        case 'lmRows': {
+          if (!shard) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
+          const r = shard.lmRows(req.ids) as LmRowsPart | null;
+          ok(req.id, 'lmRows', r, r ? [r.bytes.buffer as ArrayBuffer, r.ids.buffer as ArrayBuffer] : []);
+          return;
+        }
         case 'pull': {
           const l = loader;
           if (!l) throw Object.assign(new Error('pull before alloc'), { code: 'internal' });

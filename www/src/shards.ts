@@ -16,7 +16,7 @@
 
 import type { WasmEngine } from '../pkg/clef_web.js';
 import { SharedExchange, exchangeBuffer, type StageOutput } from './exchange.js';
-import type { CopyOp, ErrorInfo, ShardRequest, ShardResponse, ShardResults, SplitStats } from './protocol.js';
+import type { CopyOp, ErrorInfo, LmRowsPart, ShardRequest, ShardResponse, ShardResults, SplitStats } from './protocol.js';
 import type { Destination } from './load/placement.js';
 
 /** A Node built-in, imported at run time (not bundled; never reached in browsers). */
@@ -237,6 +237,11 @@ export class ShardPool {
     );
   }
 
+  /** Every shard's LM-head rows of `ids` in its vocabulary range (null: it has no LM head). */
+  lmRows(ids: Uint32Array): Promise<Array<LmRowsPart | null>> {
+    return Promise.all(this.ports.map((_, i) => this.request(i, 'lmRows', { ids })));
+  }
+
   /** Fault injection for tests: stops shard worker `i` as a crash would. */
   kill(i: number): void {
     this.ports[i].terminate();
@@ -290,6 +295,43 @@ export class SplitDriver {
     this.stats.coordinatorMs += performance.now() - t;
     await this.drive();
     return piece;
+  }
+
+  /**
+   * A decision's LM-head rows (src/clef/lm_rows.rs): the ids the decision begun on the engine
+   * names, asked of every shard, handed to the engine. Nothing to do when the engine has them.
+   */
+  async supplyLm(): Promise<void> {
+    const ids = this.eng.decideLmNeeds();
+    if (!ids) return;
+    const parts = (await this.pool.lmRows(ids)).filter((p): p is LmRowsPart => p !== null);
+    const join = <T extends Uint32Array | Uint8Array>(make: (n: number) => T, xs: T[]): T => {
+      const out = make(xs.reduce((n, x) => n + x.length, 0));
+      let at = 0;
+      for (const x of xs) {
+        out.set(x, at);
+        at += x.length;
+      }
+      return out;
+    };
+    this.eng.decideSupplyLm(
+      Uint32Array.from(parts.map((p) => p.ty)),
+      Uint32Array.from(parts.map((p) => p.ids.length)),
+      join((n) => new Uint32Array(n), parts.map((p) => p.ids)),
+      join((n) => new Uint8Array(n), parts.map((p) => p.bytes)),
+    );
+  }
+
+  /** `eng.decidePrefill(max)`, with the shards: one pass of the decision, then its rows absorbed. */
+  async decideStep(max: number): Promise<number> {
+    let t = performance.now();
+    this.eng.decidePassStart(max); // embeds the chunk, the first norm
+    this.stats.coordinatorMs += performance.now() - t;
+    await this.drive(); // the state changes queued before it (restore), then its stages
+    t = performance.now();
+    const left = this.eng.decideAbsorb(); // the head's rows, or the readout's labels
+    this.stats.coordinatorMs += performance.now() - t;
+    return left;
   }
 
   /** Delivers queued state changes, then runs the pass in flight (if any) to its end. */

@@ -383,13 +383,16 @@ export function createCore(post: Post, env: CoreEnv) {
     const begun = eng.decideBegin(body) as { promptTokens: number; cachedTokens: number };
     const total = begun.promptTokens;
     let done = begun.cachedTokens;
+    const d = driver;
     try {
+      // A split model: the LM-head rows the decision reads come from the shards.
+      await d?.supplyLm();
       post({ type: 'decideProgress', id, done, total, cachedTokens: begun.cachedTokens });
       const t1 = performance.now();
       while (done < total) {
         await macrotask();
         if (aborted.has(id)) throw new Aborted();
-        const left = eng.decidePrefill(chunk);
+        const left = d ? await d.decideStep(chunk) : eng.decidePrefill(chunk);
         done = total - left;
         post({ type: 'decideProgress', id, done, total, cachedTokens: begun.cachedTokens });
       }

@@ -33,7 +33,7 @@ const TEXT: Record<ErrorCode, [string, string]> = {
   invalid_decision: ["The decision request isn't valid.", 'The details say which question or field to fix.'],
   request_too_large: ['The decision request is too large.', 'Shorten the state, or ask fewer questions at once.'],
   not_a_decision_model: ["This model can't make decisions by itself.", 'Load its decision head (joint_head.safetensors), or use a Clef GGUF with the head inside.'],
-  not_supported: ["Decisions can't run with this setup.", 'Load the model in one worker (Settings → workers: 1).'],
+  not_supported: ["Decisions can't run with this setup.", 'Load the model again, or try another model file.'],
   bad_head: ["The decision head couldn't be used.", 'Check that the head belongs to this model, then load it again.'],
   evaluation_failed: ['The model could not evaluate this decision.', 'Rephrase the questions and options, then try again.'],
   internal: ['Something went wrong inside clef-web.', 'Reload the page and try again; if it keeps happening, please report it.'],
