@@ -1039,6 +1039,14 @@ impl Default for Checksum {
     }
 }
 
+/// A zeroed buffer of `n` bytes for a load's chunks (`out_of_memory` when it cannot be had).
+fn chunk_buffer(n: usize) -> Result<Vec<u8>, JsValue> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| err("out_of_memory", "no memory for the load's chunk buffers".to_string()))?;
+    v.resize(n, 0u8);
+    Ok(v)
+}
+
 /// Routes the chunks of a model split across workers (www/src/load/placement.ts SplitPlacement):
 /// a chunk is staged here, its checksum taken, and each destination's pieces found by walking that
 /// destination's copy plan — the coordinator's own copied within wasm memory by the caller, each
@@ -1059,12 +1067,7 @@ impl ChunkRouter {
     /// A router for chunks of at most `chunk_bytes` (its stage and pack buffers are allocated now).
     #[wasm_bindgen(constructor)]
     pub fn new(chunk_bytes: usize) -> Result<ChunkRouter, JsValue> {
-        let buf = || {
-            let mut v = Vec::new();
-            v.try_reserve_exact(chunk_bytes).map_err(|_| err("out_of_memory", "no memory for the load's chunk buffers".to_string()))?;
-            v.resize(chunk_bytes, 0u8);
-            Ok::<_, JsValue>(v)
-        };
+        let buf = || chunk_buffer(chunk_bytes);
         Ok(ChunkRouter { dests: Vec::new(), stages: [buf()?, buf()?], pack: buf()? })
     }
 
@@ -1072,10 +1075,7 @@ impl ChunkRouter {
     /// of a cached model (www/src/load/pull.ts).
     #[wasm_bindgen(js_name = stageOnly)]
     pub fn stage_only(chunk_bytes: usize) -> Result<ChunkRouter, JsValue> {
-        let mut stage = Vec::new();
-        stage.try_reserve_exact(chunk_bytes).map_err(|_| err("out_of_memory", "no memory for the load's chunk buffer".to_string()))?;
-        stage.resize(chunk_bytes, 0u8);
-        Ok(ChunkRouter { dests: Vec::new(), stages: [stage, Vec::new()], pack: Vec::new() })
+        Ok(ChunkRouter { dests: Vec::new(), stages: [chunk_buffer(chunk_bytes)?, Vec::new()], pack: Vec::new() })
     }
 
     /// Adds a destination by its plan: 7 numbers per op (shard, dstOffset, fileOffset, len, count,

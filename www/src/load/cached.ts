@@ -121,11 +121,7 @@ export async function startCache(
 
 /** Reads chunk `c`'s bytes from the cache into its parts; false when the cache is short. */
 export function readChunk(cache: ModelCache, placement: Placement, c: Chunk): boolean {
-  for (const p of c.parts) {
-    const v = placement.view(p);
-    if (cache.read(p.start, v) !== v.length) return false;
-  }
-  return true;
+  return readRange(cache, placement, c, 0, c.end - c.start);
 }
 
 /**
@@ -171,16 +167,19 @@ export function persistPartial(cache: ModelCache, placement: Placement, c: Chunk
  */
 export function resumePartial(cache: ModelCache, placement: Placement, c: Chunk): number {
   const n = Math.min(cache.manifest?.partial?.[c.index] ?? 0, c.end - c.start);
-  if (n <= 0) return 0;
-  for (const p of c.parts) {
-    const a = Math.max(p.start, c.start);
-    const b = Math.min(p.end, c.start + n);
-    if (a >= b) continue;
-    const v = placement.view(p).subarray(a - p.start, b - p.start);
-    if (cache.read(a, v) !== v.length) return 0;
-  }
+  if (n <= 0 || !readRange(cache, placement, c, 0, n)) return 0;
   c.received = c.persisted = n;
   return n;
+}
+
+/** Reads chunk bytes [from, to) (offsets from the chunk's start) from the cache into their parts; false when short. */
+function readRange(cache: ModelCache, placement: Placement, c: Chunk, from: number, to: number): boolean {
+  for (const p of c.parts) {
+    const a = Math.max(p.start, c.start + from);
+    const b = Math.min(p.end, c.start + to);
+    if (a < b && cache.read(a, placement.view(p).subarray(a - p.start, b - p.start)) !== b - a) return false;
+  }
+  return true;
 }
 
 /** Writes chunk bytes [from, to) (offsets from the chunk's start) from their parts to the cache. */

@@ -54,7 +54,7 @@ export interface Placement {
 }
 
 /** wasm memory, re-viewed whenever it has grown (a grown memory detaches the old buffer). */
-class Heap {
+export class Heap {
   private mem = new Uint8Array(0);
   get(): Uint8Array {
     const buf = (wasmMemory() as WebAssembly.Memory).buffer;

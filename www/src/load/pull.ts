@@ -16,11 +16,11 @@
 // Any bad chunk, or a browser without read-only access handles: `ok: false`, and the caller runs
 // the general path (which finds the bad chunks again and fetches them).
 
-import { Checksum, ChunkRouter, wasmMemory } from '../../pkg/clef_web.js';
+import { Checksum, ChunkRouter } from '../../pkg/clef_web.js';
 import type { Manifest, ModelCache } from '../cache.js';
 import type { CopyOp, LoadStats, PullChunk } from '../protocol.js';
 import type { ShardPool } from '../shards.js';
-import { copyPieces, flatPlan } from './placement.js';
+import { Heap, copyPieces, flatPlan } from './placement.js';
 import { chunkIndexes, chunkRange } from './plan.js';
 import type { Progress } from './progress.js';
 import type { TransferResult } from './transfer.js';
@@ -49,7 +49,7 @@ export function pullChunks(
   router.addDestination(flatPlan(plan));
   const ptrs: number[] = [];
   for (const op of plan) ptrs[op.shard] ??= shardPtr(op.shard);
-  const heap = () => new Uint8Array((wasmMemory() as WebAssembly.Memory).buffer);
+  const heap = new Heap();
   const bad: number[] = [];
   let bytes = 0;
   try {
@@ -58,13 +58,13 @@ export function pullChunks(
       const q = router.pieces(0, 0, c.start, n, false); // where its pieces go (the stage's bytes are not read)
       if (!q.length) continue;
       const stage = router.stagePtr(0);
-      const got = read(c.start, heap().subarray(stage, stage + n));
+      const got = read(c.start, heap.get().subarray(stage, stage + n));
       bytes += got;
       if (got !== n || router.stageChecksum(0, n) !== c.checksum) {
         bad.push(c.index);
         continue;
       }
-      copyPieces(heap(), ptrs, stage, q);
+      copyPieces(heap.get(), ptrs, stage, q);
       onBytes(n);
     }
   } finally {
