@@ -10,7 +10,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { TypeSafeClient, UnprocessableEntityError, BadRequestError, APIError, choice, noul, score } from '@typesafe-ai/sdk';
 import { startHubServer } from './hub-server.mjs';
@@ -334,6 +334,7 @@ function tiesAside(ours, want, what) {
 }
 
 test('decide: a model split across 2 and 3 shard workers answers as one worker (head, attached head, readout), with progress and abort', { skip, timeout: 600000 }, async () => {
+  const testStarted = new Date().toISOString();
   const { ClefEngine, ClefError } = await load();
   // The one-worker answers of every fixture A case: the clef GGUF's head, and the head-less file's readout.
   const one = async (path) => {
@@ -353,12 +354,34 @@ test('decide: a model split across 2 and 3 shard workers answers as one worker (
     for (const [i, c] of fixture.cases.entries()) {
       const progress = [];
       const r = await engine.decide(c.request, { prefillChunk: 7, onProgress: (p) => progress.push(p) });
-      const d = maxDiff(...tiesAside(comparable(r, ''), want[i], `${what} ${c.id}`), `${what} ${c.id}`);
+      let d = Infinity;
+      try {
+        d = maxDiff(...tiesAside(comparable(r, ''), want[i], `${what} ${c.id}`), `${what} ${c.id}`);
+      } finally {
+        if (!(d <= 1e-5)) await explain(engine, c, r, want[i], what);
+      }
       assert.ok(d <= 1e-5, `${what} ${c.id}: differs from one worker by ${d}`);
       assert.equal(progress.at(-1).done, progress.at(-1).total, `${what} ${c.id}: progress to the end`);
       worst = Math.max(worst, d);
     }
     return worst;
+  };
+  /**
+   * A rare mismatch seen in loaded runs (issue 10) could not be reproduced on demand: print what
+   * tells its cause apart — the response, the same request again on this engine (prefix reused and
+   * not), and this engine's setup — before the assertion fails.
+   */
+  const explain = async (engine, c, r, want, what) => {
+    const again = comparable(await engine.decide(c.request, { prefillChunk: 7 }), '');
+    const other = comparable(await engine.decide(fixture.cases[(fixture.cases.indexOf(c) + 1) % fixture.cases.length].request), '');
+    const fresh = comparable(await engine.decide(c.request), '');
+    console.log(JSON.stringify({
+      mismatch: `${what} ${c.id}`, info: { workers: engine.info.workers, exchange: engine.info.exchange },
+      // A build finishing during the run would mix two wasm builds (the reference and the split engines).
+      wasmModified: readdirSync(join(repoRoot, 'www/dist')).filter((f) => f.endsWith('.wasm'))
+        .map((f) => `${f} ${new Date(statSync(join(repoRoot, 'www/dist', f)).mtimeMs).toISOString()}`), testStarted,
+      got: comparable(r, ''), want, again, fresh, other: other.answers ? Object.keys(other.answers) : other,
+    }));
   };
   for (const workers of [2, 3]) {
     const engine = await ClefEngine.load(CLEF_A, { contextLength: 1024, workers });
