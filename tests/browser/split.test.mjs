@@ -30,6 +30,7 @@ test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one wo
       assert.equal(engine.info.workers, workers);
       assert.equal(engine.info.workersReason, 'requested');
       assert.equal(engine.info.exchange, workers === 1 ? '' : exchange === 'auto' ? 'shared' : 'message', 'Node has SharedArrayBuffer');
+      assert.equal(engine.info.stats.pulledByWorkers, workers > 1, 'a file on disk: every worker reads its own part');
       const r = await greedyChat(engine);
       assert.deepEqual(r.prompt_token_ids, A.cases[0].prompt_ids);
       assert.deepEqual(r.choices[0].token_ids, A.cases[0].greedy_ids, `${workers} workers`);

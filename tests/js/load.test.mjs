@@ -11,7 +11,7 @@ import { importTs, initWasm, root } from './bundle.mjs';
 
 const L = await importTs(
   'www/src/load/retry.ts', 'www/src/load/fetch.ts', 'www/src/load/plan.ts', 'www/src/load/placement.ts', 'www/src/load/header.ts',
-  'www/src/load/fit.ts', 'www/src/load/verify.ts', 'www/src/load/cached.ts', 'www/src/load/errors.ts', 'www/src/load/workers.ts', 'www/src/app/models.ts', 'www/src/validate.ts',
+  'www/src/load/fit.ts', 'www/src/load/verify.ts', 'www/src/load/cached.ts', 'www/src/load/errors.ts', 'www/src/load/workers.ts', 'www/src/app/models.ts', 'www/src/validate.ts', 'www/src/protocol.ts',
 );
 await initWasm();
 const fixture = readFileSync(join(root, '..', 'shared', 'fixtures', 'qwen35-tiny', 'A-F32.gguf'));
@@ -164,6 +164,40 @@ test('the chunk grid: indexes, ranges clipped to the data section, parts routed'
   assert.deepEqual(chunks.map((c) => [c.index, c.start, c.end]), [[0, 100, 256], [1, 256, 512], [2, 512, 768], [3, 768, 1000]]);
   assert.deepEqual(chunks[1].parts.map((p) => [p.kind, p.start, p.end]), [['gap', 256, 300], ['shard', 300, 500], ['gap', 500, 512]]);
   assert.equal(chunks[1].parts[1].shardOffset, 0);
+});
+
+test('assignCheckers: each chunk is checked by the worker holding most of its bytes (row and column cuts); unheld chunks by none', async () => {
+  const C = 256;
+  const chunks = [0, 1, 2, 3, 4].map((index) => ({ index, start: index * C, end: (index + 1) * C }));
+  const coordinator = [{ shard: 0, dstOffset: 0, fileOffset: 0, len: 200, count: 1, fileStride: 200, dstStride: 200 }];
+  // Shard 0: rows [200, 600) of a row-cut tensor; shards 0 and 1: 30 + 10 bytes of each of 10 rows of 40 at 600.
+  const s0 = [
+    { shard: 0, dstOffset: 0, fileOffset: 200, len: 400, count: 1, fileStride: 400, dstStride: 400 },
+    { shard: 1, dstOffset: 0, fileOffset: 600, len: 30, count: 10, fileStride: 40, dstStride: 30 },
+  ];
+  const s1 = [{ shard: 0, dstOffset: 0, fileOffset: 630, len: 10, count: 10, fileStride: 40, dstStride: 10 }];
+  const got = L.assignCheckers(chunks, [coordinator, s0, s1]);
+  assert.deepEqual(got.map((c) => c.checker), [-1, 0, 0, 0, undefined]); // chunk 3: columns up to 990, three quarters shard 0's
+  assert.equal(L.PULL_COORDINATOR, -1);
+  // Only shard 1's columns in a chunk: shard 1 checks it.
+  assert.deepEqual(L.assignCheckers([{ index: 2, start: 630, end: 640 }], [coordinator, s0, s1]).map((c) => c.checker), [0]);
+  assert.deepEqual(L.assignCheckers([{ index: 2, start: 631, end: 639 }], [[], [], s1]).map((c) => c.checker), [1]);
+
+  // The fixture's real plans over 3 shard workers: every chunk with planned bytes has a checker
+  // that holds bytes of it, and each shard checks a share.
+  const g = await initWasm();
+  const plans = ['coordinator', 'shard', 'shard', 'shard'].map((role, i) => g.ModelLoader.planForRole(fixture, fixture.length, role, Math.max(0, i - 1), 3));
+  const size = fixture.length;
+  const dataStart = Math.min(...plans.flat().map((o) => o.fileOffset));
+  const grid = L.chunkIndexes(dataStart, size, 64 << 10).map((index) => ({ index, ...L.chunkRange(index, dataStart, size, 64 << 10) }));
+  const checked = L.assignCheckers(grid, plans);
+  const holds = (plan, c) => plan.some((o) => o.fileOffset < c.end && o.fileOffset + (o.count - 1) * o.fileStride + o.len > c.start);
+  for (const c of checked) {
+    if (c.checker === undefined) assert.ok(!plans.some((p) => holds(p, c)), `chunk ${c.index} is held but unchecked`);
+    else assert.ok(holds(plans[c.checker + 1], c), `chunk ${c.index}: its checker holds none of it`);
+  }
+  const share = [0, 1, 2].map((s) => checked.filter((c) => c.checker === s).length / checked.length);
+  assert.ok(share.every((f) => f > 0.15), `shares ${share.join(', ')}`);
 });
 
 test('Placement.route: parts follow the segments; a shard part knows its offset and address', () => {

@@ -34,7 +34,7 @@ import { Progress, emptyStats, jsHeap } from './load/progress.js';
 import { type RetryPolicy, retryPolicy } from './load/retry.js';
 import type { ByteSource } from './load/sources.js';
 import { transfer } from './load/transfer.js';
-import { pullCached } from './load/pull.js';
+import { pullCached, pullFile } from './load/pull.js';
 
 export { LoadError } from './load/errors.js';
 export { WASM_MAX_MEMORY } from './load/fit.js';
@@ -211,6 +211,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   lap('header');
   let loader: ModelLoader;
   let pool: ShardPool | null = null;
+  let shardPlans: CopyOp[][] = [];
   let placement: Placement;
   try {
     if (workers === 1) {
@@ -221,8 +222,8 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       pool = await ctx.startShards!(workers);
       loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers);
       const l = loader;
-      const plans = await pool.alloc(headerBytes, size);
-      placement = new SplitPlacement({ plan: l.plan() as CopyOp[], shardPtr: (i) => l.shardPtr(i) }, pool.destinations(plans), info.dataOffset, size, chunkSize);
+      shardPlans = await pool.alloc(headerBytes, size);
+      placement = new SplitPlacement({ plan: l.plan() as CopyOp[], shardPtr: (i) => l.shardPtr(i) }, pool.destinations(shardPlans), info.dataOffset, size, chunkSize);
     }
   } catch (e) {
     pool?.terminate();
@@ -237,13 +238,18 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   lap('allocate');
   try {
     // A verified cache with every chunk present needs no sha256 (chunk checksums suffice); split,
-    // every worker reads its own part from it (load/pull.ts). Else, or if that fails: the transfer.
+    // every worker reads its own part from it (load/pull.ts), as from a file on disk (Node) that
+    // has no sha256 to check. Else, or if that fails: the transfer.
     let trusted = isTrusted(m, info.dataOffset, size, chunkSize);
-    const pulled = pool && cache && m && trusted
-      ? await pullCached({
-        name: ctx.name, cache, manifest: m, pool, plan: loader.plan() as CopyOp[], shardPtr: (i) => loader.shardPtr(i),
-        dataStart: info.dataOffset, size, chunkSize, progress, stats, onWarning: ctx.onWarning,
-      })
+    const l = loader;
+    const { filePath, readInto } = ctx.source;
+    const pull = pool && {
+      name: ctx.name, pool, plan: l.plan() as CopyOp[], shardPtr: (i: number) => l.shardPtr(i), shardPlans,
+      dataStart: info.dataOffset, size, chunkSize, progress, stats, onWarning: ctx.onWarning,
+    };
+    const pulled = !pull ? null
+      : cache && m && trusted ? await pullCached({ ...pull, cache, manifest: m })
+      : filePath && readInto && !head.oid ? await pullFile({ ...pull, path: filePath, read: (at, dest) => readInto.call(ctx.source, at, dest) })
       : null;
     trusted = isTrusted(m, info.dataOffset, size, chunkSize);
     const r = pulled ?? await transfer({

@@ -181,8 +181,10 @@ export interface LoadStats {
   simd: string;
   /** Where the load's time went (ms), in order. */
   phaseMs: LoadPhaseMs;
-  /** A split model from a verified cache: every worker read its own part itself (load/pull.ts). */
+  /** A split model from a verified cache or a file: every worker read its own part itself (load/pull.ts). */
   pulledByWorkers: boolean;
+  /** Bytes those workers read, all together (each chunk whole once to check it, else only pieces). */
+  pulledBytes: number;
 }
 
 /** A load's time by step (ms): see loader.ts for the steps. */
@@ -504,11 +506,11 @@ export type ShardRequest =
    */
   | { type: 'lmRows'; id: number; ids: Uint32Array }
   /**
-   * Read this shard's part from the OPFS cache in directory `dirName` itself (load/pull.ts):
-   * every chunk of `chunks` that holds its bytes, checked against its checksum. Answered with the
-   * bad chunks; `pulled` messages report progress.
+   * Read this shard's part itself (load/pull.ts) from `from`: the bytes of its pieces in every chunk
+   * of `chunks`, and the whole of the chunks it checks (`checker`) against their checksums.
+   * Answered with the bad chunks; `pulled` messages report progress.
    */
-  | { type: 'pull'; id: number; dirName: string; size: number; pieceSize: number; chunkSize: number; chunks: PullChunk[] }
+  | { type: 'pull'; id: number; from: PullFrom; chunkSize: number; chunks: PullChunk[] }
   /**
    * Serve stages through shared memory (exchange.ts) as shard `index`, from sequence number `seq`,
    * until told to stop; no message is read meanwhile. No answer unless a stage fails.
@@ -543,13 +545,28 @@ export interface LmRowsPart {
 
 export type Exchange = 'auto' | 'shared' | 'message';
 
-/** A cached chunk a worker reads itself (load/pull.ts): its file range and recorded checksum. */
+/** Where workers read a split model's bytes themselves (load/pull.ts). */
+export type PullFrom =
+  /** A verified OPFS cache (cache.ts), opened read-only by every worker. */
+  | { kind: 'opfs'; dirName: string; size: number; pieceSize: number }
+  /** A file on disk (Node). */
+  | { kind: 'file'; path: string };
+
+/**
+ * A chunk the workers read themselves (load/pull.ts): its file range and, from a cache, its
+ * recorded checksum and the one worker that reads it whole to check it (`PULL_COORDINATOR` or a
+ * shard index); the others read only their pieces' bytes.
+ */
 export interface PullChunk {
   index: number;
   start: number;
   end: number;
-  checksum: string;
+  checksum?: string;
+  checker?: number;
 }
+
+/** `PullChunk.checker` for the engine worker itself. */
+export const PULL_COORDINATOR = -1;
 
 /** A SharedArrayBuffer laid out for the shared exchange (exchange.ts). */
 export interface ExchangeBuffer {

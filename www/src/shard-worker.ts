@@ -8,7 +8,7 @@ import { initSync, ModelLoader, wasmMemory, type WasmShard } from '../pkg/clef_w
 import { openReadOnly } from './cache.js';
 import { serve } from './exchange.js';
 import { pullChunks } from './load/pull.js';
-import type { CopyOp, ErrorInfo, LmRowsPart, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
+import type { CopyOp, ErrorInfo, LmRowsPart, PullFrom, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
 
 /** A Node built-in, imported at run time (not bundled; never reached in browsers). */
 const importNode = (m: string): Promise<any> => import(/* @vite-ignore */ m); // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -28,6 +28,8 @@ function errorInfo(e: unknown): ErrorInfo {
 export function createShardHost(post: Post) {
   let loader: ModelLoader | null = null;
   let shard: WasmShard | null = null;
+  /** This worker's shard index (from `alloc`). */
+  let index = 0;
   let ptrs: number[] = [];
   let heap = new Uint8Array(0);
   const memory = () => (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
@@ -52,6 +54,7 @@ export function createShardHost(post: Post) {
           // chunks. Their writes wait in this worker's queue; a failed allocation fails the pool.
           loader?.free();
           loader = null;
+          index = req.index;
           const plan = ModelLoader.planForRole(req.header, req.size, 'shard', req.index, req.count) as CopyOp[];
           ok(req.id, 'alloc', { plan });
           loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count);
@@ -127,12 +130,11 @@ export function createShardHost(post: Post) {
   }
   /** This shard's part straight from the OPFS cache (load/pull.ts); progress every ~64 MiB. */
   async function pull(req: Extract<ShardRequest, { type: 'pull' }>, l: ModelLoader): Promise<void> {
-    const cache = await openReadOnly(req.dirName, req.size, req.pieceSize);
-    if (!cache) throw Object.assign(new Error('the OPFS cache is not available in this worker'), { code: 'internal' });
+    const source = await openPullSource(req.from);
     let unreported = 0;
     let r;
     try {
-      r = pullChunks(cache.read, l.plan() as CopyOp[], (i) => ptrs[i], req.chunks, req.chunkSize, (n) => {
+      r = pullChunks(source.read, l.plan() as CopyOp[], (i) => ptrs[i], req.chunks, req.chunkSize, index, (n) => {
         unreported += n;
         if (unreported >= PULL_REPORT_BYTES) {
           post({ type: 'pulled', id: req.id, bytes: unreported });
@@ -140,7 +142,7 @@ export function createShardHost(post: Post) {
         }
       });
     } finally {
-      cache.close(); // before the answer: the coordinator then takes its writable handles back
+      source.close(); // before the answer: the coordinator then takes its writable cache handles back
     }
     if (unreported) post({ type: 'pulled', id: req.id, bytes: unreported });
     ok(req.id, 'pull', r);
@@ -150,6 +152,29 @@ export function createShardHost(post: Post) {
 }
 
 const PULL_REPORT_BYTES = 64 << 20;
+
+/** Opens what a `pull` reads: the OPFS cache's pieces read-only, or (Node) a file. */
+async function openPullSource(from: PullFrom): Promise<{ read(fileOffset: number, dest: Uint8Array): number; close(): void }> {
+  if (from.kind === 'opfs') {
+    const cache = await openReadOnly(from.dirName, from.size, from.pieceSize);
+    if (!cache) throw Object.assign(new Error('the OPFS cache is not available in this worker'), { code: 'internal' });
+    return cache;
+  }
+  const fs = await importNode('node:fs');
+  const fd = fs.openSync(from.path, 'r');
+  return {
+    read: (at, dest) => {
+      let done = 0;
+      while (done < dest.length) {
+        const n = fs.readSync(fd, dest, done, dest.length - done, at + done);
+        if (n <= 0) break;
+        done += n;
+      }
+      return done;
+    },
+    close: () => fs.closeSync(fd),
+  };
+}
 
 // ------------------------------------------------------------------------------------------------
 // Attach to the worker scope: a browser Worker, or Node's worker_threads.

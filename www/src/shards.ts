@@ -164,15 +164,15 @@ export class ShardPool {
   private onPulled: ((bytes: number) => void) | null = null;
 
   /**
-   * Every shard reads its part from the OPFS cache itself (load/pull.ts): the chunk indexes that
+   * Every shard reads its part itself (from the OPFS cache or a file) (load/pull.ts): the chunk indexes that
    * failed over all shards, and why a shard could not read at all (null: every one could).
    * `onBytes` hears the progress.
    */
-  async pull(c: Body<'pull'>, onBytes: (bytes: number) => void): Promise<{ bad: number[]; failed: string | null }> {
+  async pull(c: Body<'pull'>, onBytes: (bytes: number) => void): Promise<{ bad: number[]; failed: string | null; bytes: number }> {
     this.onPulled = onBytes;
     try {
       const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'pull', c)));
-      return { bad: [...new Set(r.flatMap((x) => x.bad))], failed: r.find((x) => x.failed)?.failed ?? null };
+      return { bad: [...new Set(r.flatMap((x) => x.bad))], failed: r.find((x) => x.failed)?.failed ?? null, bytes: r.reduce((s, x) => s + x.bytes, 0) };
     } finally {
       this.onPulled = null;
     }

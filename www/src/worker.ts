@@ -584,7 +584,8 @@ export function createNodeCore(post: Post) {
         throw new LoadError('not_found', (e as Error).message);
       }
       const size = fs.fstatSync(fd).size;
-      const source = new SyncFileSource(String(path), size, (offset, dest) => fs.readSync(fd, dest, 0, dest.length, offset));
+      const file = typeof p === 'string' ? p : (await importNode('node:url')).fileURLToPath(p);
+      const source = new SyncFileSource(String(path), size, (offset, dest) => fs.readSync(fd, dest, 0, dest.length, offset), file);
       return { source, close: () => fs.closeSync(fd) };
     },
   });

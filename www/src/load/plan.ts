@@ -8,6 +8,7 @@
 // first chunk usually starts inside the header's grid cell and a cached manifest stays valid for
 // any file with the same grid.
 
+import { PULL_COORDINATOR, type CopyOp, type PullChunk } from '../protocol.js';
 import type { Part, Placement } from './placement.js';
 
 export interface Chunk {
@@ -62,4 +63,26 @@ export function writeBytes(placement: Placement, c: Chunk, bytes: Uint8Array): v
     pos += n;
   }
   c.received = pos - c.start;
+}
+
+/**
+ * Picks each chunk's checker: the worker whose plan (`plans[0]` the coordinator's, `plans[i + 1]`
+ * shard i's) holds most of its bytes — it reads most of the chunk anyway. An op's bytes in a chunk
+ * are estimated from its density (len per fileStride), which is exact for a whole op and close
+ * enough for choosing. Chunks nobody holds bytes of are not checked (nothing of them is used).
+ */
+export function assignCheckers(chunks: PullChunk[], plans: CopyOp[][]): PullChunk[] {
+  return chunks.map((c) => {
+    let [best, most] = [-1, 0];
+    plans.forEach((plan, w) => {
+      let b = 0;
+      for (const o of plan) {
+        const end = o.fileOffset + (o.count - 1) * o.fileStride + o.len;
+        const overlap = Math.min(end, c.end) - Math.max(o.fileOffset, c.start);
+        if (overlap > 0) b += o.count > 1 ? (overlap * o.len) / o.fileStride : overlap;
+      }
+      if (b > most) [best, most] = [w, b];
+    });
+    return most > 0 ? { ...c, checker: best === 0 ? PULL_COORDINATOR : best - 1 } : { ...c, checker: undefined };
+  });
 }

@@ -1,27 +1,32 @@
-// A split model from a verified OPFS cache, read by every worker itself ("pull"), in parallel.
+// A split model read by every worker itself ("pull"), in parallel: from a verified OPFS cache, or
+// (Node) from a file on disk.
 //
 // The general path (transfer.ts + SplitPlacement) has the engine worker read every chunk, check
-// it and send each shard worker its pieces: one thread routes the whole file. From a cache that was
-// verified and holds every chunk, each worker — the coordinator and every shard worker — instead
-// opens the cached pieces read-only and reads the chunks its own plan needs into its own wasm
-// memory, checks each against the manifest's checksum and copies its pieces into place. The reads,
-// checksums and page faults of the destination memory spread over the cores; nothing is sent.
+// it and send each shard worker its pieces: one thread routes the whole file. Here each worker —
+// the coordinator and every shard worker — opens the source read-only and reads what its own plan
+// needs into its own wasm memory, then copies its pieces into place. The reads and the page faults
+// of the destination memory spread over the cores; nothing is sent.
+//
+// From a cache every chunk is also checked against the manifest's checksum, once, by one worker:
+// the one holding most of its bytes (`assignCheckers`), which reads it whole. The others read only
+// the span of the chunk that holds their pieces. A file on disk has no checksums; every worker reads
+// only its spans.
 //
 //   coordinator                         shard worker i (shard-worker.ts 'pull')
-//   ModelCache.shareReadOnly()          open clef-cache/<dir>/piece-*.bin read-only
-//   post 'pull' to every shard ──────►  pullChunks(its plan)
-//   pullChunks(own plan)                … progress messages
+//   ModelCache.shareReadOnly()          open the cache's pieces / the file read-only
+//   post 'pull' to every shard ──────►  pullChunks(its plan, i)
+//   pullChunks(own plan, COORDINATOR)   … progress messages
 //   wait for every answer  ◄──────────  {bad chunk indexes, bytes read}
 //
-// Any bad chunk, or a browser without read-only access handles: `ok: false`, and the caller runs
-// the general path (which finds the bad chunks again and fetches them).
+// Any bad chunk, or a browser without read-only access handles: null, and the caller runs the
+// general path (which finds the bad chunks again and fetches them).
 
 import { Checksum, ChunkRouter } from '../../pkg/clef_web.js';
 import type { Manifest, ModelCache } from '../cache.js';
-import type { CopyOp, LoadStats, PullChunk } from '../protocol.js';
+import { PULL_COORDINATOR, type CopyOp, type LoadStats, type PullChunk, type PullFrom } from '../protocol.js';
 import type { ShardPool } from '../shards.js';
 import { Heap, copyPieces, flatPlan } from './placement.js';
-import { chunkIndexes, chunkRange } from './plan.js';
+import { assignCheckers, chunkIndexes, chunkRange } from './plan.js';
 import type { Progress } from './progress.js';
 import type { TransferResult } from './transfer.js';
 
@@ -33,9 +38,10 @@ export interface PullResult {
 }
 
 /**
- * Reads every chunk that holds bytes of `plan` (through `read(fileOffset, dest)`, which returns
- * the bytes read) into a wasm stage, checks it, and copies the plan's pieces to
- * `shardPtr(shard) + dstOffset`. `onBytes` is told every chunk's size as it lands.
+ * Reads what `plan` needs of every chunk (through `read(fileOffset, dest)`, which returns the bytes
+ * read) into a wasm stage and copies the plan's pieces to `shardPtr(shard) + dstOffset`: the whole
+ * chunk, checked against its checksum, where this worker (`me`) is its checker; else only the span
+ * from its first piece to the end of its last. `onBytes` is told every chunk's size as its pieces land.
  */
 export function pullChunks(
   read: (fileOffset: number, dest: Uint8Array) => number,
@@ -43,6 +49,7 @@ export function pullChunks(
   shardPtr: (i: number) => number,
   chunks: PullChunk[],
   chunkSize: number,
+  me: number,
   onBytes: (n: number) => void = () => {},
 ): PullResult {
   const router = ChunkRouter.stageOnly(chunkSize);
@@ -56,14 +63,18 @@ export function pullChunks(
     for (const c of chunks) {
       const n = c.end - c.start;
       const q = router.pieces(0, 0, c.start, n, false); // where its pieces go (the stage's bytes are not read)
-      if (!q.length) continue;
+      const check = c.checker === me && c.checksum !== undefined;
+      if (!q.length && !check) continue;
+      let [lo, hi] = [0, n];
+      if (!check) [lo, hi] = span(q);
       const stage = router.stagePtr(0);
-      const got = read(c.start, heap.get().subarray(stage, stage + n));
+      const got = read(c.start + lo, heap.get().subarray(stage + lo, stage + hi));
       bytes += got;
-      if (got !== n || router.stageChecksum(0, n) !== c.checksum) {
+      if (got !== hi - lo || (check && router.stageChecksum(0, n) !== c.checksum)) {
         bad.push(c.index);
         continue;
       }
+      if (!q.length) continue;
       copyPieces(heap.get(), ptrs, stage, q);
       onBytes(n);
     }
@@ -73,15 +84,25 @@ export function pullChunks(
   return { bad, bytes };
 }
 
+/** The stage bytes [first piece's start, last piece's end) of pieces `q` (quads: shard, dst, src, len). */
+function span(q: Float64Array): [number, number] {
+  let [lo, hi] = [Infinity, 0];
+  for (let i = 0; i < q.length; i += 4) {
+    lo = Math.min(lo, q[i + 2]);
+    hi = Math.max(hi, q[i + 2] + q[i + 3]);
+  }
+  return [lo, hi];
+}
+
 /** What the coordinator's side works with. */
 export interface PullInput {
   name: string;
-  cache: ModelCache;
-  manifest: Manifest;
   pool: ShardPool;
   /** The coordinator's own plan, and where its weight shards lie. */
   plan: CopyOp[];
   shardPtr: (i: number) => number;
+  /** Every shard's plan (as they answered `alloc`), in shard order. */
+  shardPlans: CopyOp[][];
   dataStart: number;
   size: number;
   chunkSize: number;
@@ -91,17 +112,57 @@ export interface PullInput {
 }
 
 /**
- * The whole data section from a verified, complete cache, every worker reading its own part. Null
- * when this cannot be done or did not work out (a checksum of an earlier build's kind, no read-only
- * handles, a bad chunk — dropped from the manifest): the caller runs the general transfer.
+ * The whole data section from a verified, complete cache, every worker reading its own part and
+ * checking its share of the chunks. Null when this cannot be done or did not work out (a checksum
+ * of an earlier build's kind, no read-only handles, a bad chunk — dropped from the manifest): the
+ * caller runs the general transfer.
  */
-export async function pullCached(p: PullInput): Promise<TransferResult | null> {
-  const { cache, manifest: m, pool, progress, stats } = p;
-  const chunks: PullChunk[] = chunkIndexes(p.dataStart, p.size, p.chunkSize).map((index) => ({
-    index, ...chunkRange(index, p.dataStart, p.size, p.chunkSize), checksum: m.chunks[index],
-  }));
+export async function pullCached(p: PullInput & { cache: ModelCache; manifest: Manifest }): Promise<TransferResult | null> {
+  const { cache, manifest: m, stats } = p;
+  const chunks = assignCheckers(gridChunks(p).map((c) => ({ ...c, checksum: m.chunks[c.index] })), [p.plan, ...p.shardPlans]);
   if (!chunks.every((c) => c.checksum !== undefined && Checksum.isCurrent(c.checksum))) return null;
   if (!(await cache.shareReadOnly())) return null;
+  let r: PullOutcome;
+  try {
+    r = await pullAll(p, { kind: 'opfs', dirName: cache.dirName, size: p.size, pieceSize: m.pieceSize }, (at, dest) => cache.read(at, dest), chunks);
+  } finally {
+    await cache.ownPieces();
+  }
+  if (r.failed) return null;
+  if (r.bad.size) {
+    p.onWarning(`${r.bad.size} cached chunk(s) of ${p.name} are damaged: fetching them again`);
+    for (const k of r.bad) cache.dropChunk(k);
+    stats.refetchedChunks += r.bad.size;
+    return null;
+  }
+  stats.cachedBytes += p.size - p.dataStart;
+  return r.result;
+}
+
+/**
+ * (Node) The whole data section from the file at `path`, every worker reading its own part. Null
+ * when a worker could not (the caller runs the general transfer, which reports what is wrong).
+ */
+export async function pullFile(p: PullInput & { path: string; read: (fileOffset: number, dest: Uint8Array) => number }): Promise<TransferResult | null> {
+  const r = await pullAll(p, { kind: 'file', path: p.path }, p.read, gridChunks(p));
+  return r.failed || r.bad.size ? null : r.result;
+}
+
+/** The data section's chunks on the load's grid (load/plan.ts). */
+function gridChunks(p: PullInput): PullChunk[] {
+  return chunkIndexes(p.dataStart, p.size, p.chunkSize).map((index) => ({ index, ...chunkRange(index, p.dataStart, p.size, p.chunkSize) }));
+}
+
+interface PullOutcome {
+  bad: Set<number>;
+  /** Why a worker could not read the source itself (null: all did). */
+  failed: string | null;
+  result: TransferResult;
+}
+
+/** Every shard pulls from `from` in its worker while this worker pulls its own part through `read`. */
+async function pullAll(p: PullInput, from: PullFrom, read: (fileOffset: number, dest: Uint8Array) => number, chunks: PullChunk[]): Promise<PullOutcome> {
+  const { pool, progress, stats } = p;
   const t0 = performance.now();
   const data = p.size - p.dataStart;
   progress.setPhase('cache');
@@ -109,33 +170,25 @@ export async function pullCached(p: PullInput): Promise<TransferResult | null> {
   let pulled = 0;
   const bad = new Set<number>();
   let failed: string | null = null;
+  let bytes = 0;
+  const shards = pool.pull({ from, chunkSize: p.chunkSize, chunks }, (n) => {
+    pulled += n;
+    progress.loaded = p.dataStart + Math.min(data, pulled / pool.size);
+    progress.emit();
+  });
+  shards.catch(() => {}); // awaited below
   try {
-    // The shards read in their workers while this worker reads its own part.
-    const shards = pool.pull({ dirName: cache.dirName, size: p.size, pieceSize: m.pieceSize, chunkSize: p.chunkSize, chunks }, (n) => {
-      pulled += n;
-      progress.loaded = p.dataStart + Math.min(data, pulled / pool.size);
-      progress.emit();
-    });
-    shards.catch(() => {}); // awaited below
-    try {
-      pullChunks((at, dest) => cache.read(at, dest), p.plan, p.shardPtr, chunks, p.chunkSize).bad.forEach((k) => bad.add(k));
-    } catch (e) {
-      failed = (e as Error).message; // (no memory for the stage, say): the general path
-    }
-    const r = await shards;
-    r.bad.forEach((k) => bad.add(k));
-    failed ??= r.failed;
-  } finally {
-    await cache.ownPieces();
+    const mine = pullChunks(read, p.plan, p.shardPtr, chunks, p.chunkSize, PULL_COORDINATOR);
+    mine.bad.forEach((k) => bad.add(k));
+    bytes += mine.bytes;
+  } catch (e) {
+    failed = (e as Error).message; // (no memory for the stage, say): the general path
   }
-  if (failed) return null;
-  if (bad.size) {
-    p.onWarning(`${bad.size} cached chunk(s) of ${p.name} are damaged: fetching them again`);
-    for (const k of bad) cache.dropChunk(k);
-    stats.refetchedChunks += bad.size;
-    return null;
-  }
-  stats.cachedBytes += data;
-  stats.pulledByWorkers = true;
-  return { sha256: null, downloadedData: 0, netMs: 0, cacheMs: performance.now() - t0, deliverMs: 0 };
+  const r = await shards;
+  r.bad.forEach((k) => bad.add(k));
+  failed ??= r.failed;
+  bytes += r.bytes;
+  stats.pulledBytes = bytes;
+  stats.pulledByWorkers = !failed && !bad.size;
+  return { bad, failed, result: { sha256: null, downloadedData: 0, netMs: 0, cacheMs: performance.now() - t0, deliverMs: 0 } };
 }

@@ -42,6 +42,8 @@ export interface ByteSource {
   stream(start: number, end: number, sink: (bytes: Uint8Array) => void, signal: AbortSignal): Promise<void>;
   /** Synchronous read straight into `dest` (files in Node); returns bytes read. */
   readInto?(offset: number, dest: Uint8Array): number;
+  /** A file path other workers can open themselves (Node; load/pull.ts). */
+  readonly filePath?: string;
   /** Whether a failure may go away by retrying. */
   retryable(e: unknown): boolean;
   /** Asks the source for the sha256 by other means (the Hub API). */
@@ -355,6 +357,7 @@ export class SyncFileSource implements ByteSource {
     readonly description: string,
     private size: number,
     private read: (offset: number, dest: Uint8Array) => number,
+    readonly filePath?: string,
   ) {}
   async open(n: number): Promise<OpenedSource> {
     const prefix = new Uint8Array(Math.min(n, this.size));
