@@ -7,7 +7,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { startHubServer } from './hub-server.mjs';
 import { A, PROMPT_TEXT, fixturesDir, flipCachedByte, launch, repoRoot, skipReason } from './helpers.mjs';
@@ -50,6 +51,17 @@ test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one wo
       await engine.unload();
     }
   }
+  // A sha256 to check needs every byte in file order: the engine worker reads the file then.
+  const sha256 = createHash('sha256').update(readFileSync(join(fixturesDir, 'A-F32.gguf'))).digest('hex');
+  const checked = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers: 2, sha256 });
+  try {
+    assert.equal(checked.info.verified, true);
+    assert.equal(checked.info.stats.pulledByWorkers, false);
+    assert.deepEqual((await greedyChat(checked)).choices[0].token_ids, A.cases[0].greedy_ids);
+  } finally {
+    await checked.unload();
+  }
+  await assert.rejects(ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers: 2, sha256: sha256.replace(/^./, (c) => (c === '0' ? '1' : '0')) }), (e) => e.code === 'integrity');
   // Quantized files (every block family): 2 and 3 workers give the one-worker tokens.
   for (const q of ['Q8_0', 'Q4_K_M', 'IQ2_M', 'Q1_0']) {
     const path = join(fixturesDir, `A-${q}.gguf`);
