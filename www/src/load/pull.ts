@@ -65,8 +65,7 @@ export function pullChunks(
       const q = router.pieces(0, 0, c.start, n, false); // where its pieces go (the stage's bytes are not read)
       const check = c.checker === me && c.checksum !== undefined;
       if (!q.length && !check) continue;
-      let [lo, hi] = [0, n];
-      if (!check) [lo, hi] = span(q);
+      const [lo, hi] = check ? [0, n] : span(q);
       const stage = router.stagePtr(0);
       const got = read(c.start + lo, heap.get().subarray(stage + lo, stage + hi));
       bytes += got;
