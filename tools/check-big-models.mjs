@@ -57,8 +57,7 @@ try {
         const s = await engine.completions.create({ prompt: [1000, 1037, 1074], max_tokens: 1, temperature: 0, ignore_eos: true, stream: true });
         for await (const _ of s) break;
         const firstMs = performance.now() - t0;
-        const source = engine.info.source;
-        const stats = engine.info.stats;
+        const { source, stats, workers: used } = engine.info;
         await engine.unload();
         // Two references, both in workers with sync access handles, 16 MiB at a time:
         // - a plain read of every cached piece into one reused buffer (the issue's yardstick);
@@ -77,9 +76,11 @@ try {
               for await (const [name, h] of d.entries()) if (name.startsWith('piece-')) handles.push(await h.createSyncAccessHandle({ mode: 'read-only' }));
             }
             const total = handles.reduce((a, h) => a + h.getSize(), 0);
+            // Fresh memories of up to 4 GiB each (a wasm32 limit), as many as this worker's share needs.
+            const mems = [];
             let mem = null;
             let at = 0;
-            if (fresh) mem = new WebAssembly.Memory({ initial: 0, maximum: 65536 });
+            if (fresh) mems.push((mem = new WebAssembly.Memory({ initial: 0, maximum: 65536 })));
             postMessage({ ready: true });
             await new Promise((r) => (onmessage = r));
             let bytes = 0;
@@ -91,6 +92,10 @@ try {
                 if (block % nw !== k) continue;
                 const len = Math.min(B, n - off);
                 if (fresh) {
+                  if (at + len > 65536 * 65536) {
+                    mems.push((mem = new WebAssembly.Memory({ initial: 0, maximum: 65536 })));
+                    at = 0;
+                  }
                   if (at + len > mem.buffer.byteLength) mem.grow(Math.ceil((at + len - mem.buffer.byteLength) / 65536));
                   bytes += a.read(new Uint8Array(mem.buffer, at, len), { at: off });
                   at += len;
@@ -104,7 +109,10 @@ try {
         const url = URL.createObjectURL(new Blob([reader], { type: 'text/javascript' }));
         const timeRead = async (nw, fresh) => {
           const ws = Array.from({ length: nw }, () => new Worker(url));
-          const next = (w) => new Promise((r) => { w.onmessage = (e) => r(e.data); });
+          const next = (w) => new Promise((r, j) => {
+            w.onmessage = (e) => r(e.data);
+            w.onerror = (e) => j(new Error(`reference reader: ${e.message}`)); // rather than waiting forever
+          });
           // Start together, once every worker has opened its handles.
           const ready = ws.map(next);
           ws.forEach((w, k) => w.postMessage({ k, nw, fresh }));
@@ -118,14 +126,14 @@ try {
           return { bytes: rs.reduce((a, r) => a + r.bytes, 0), ms };
         };
         const read = await timeRead(1, false);
-        const freshRead = await timeRead(Math.max(1, workers ?? 2), true);
-        return { loadMs, firstMs, source, read, freshRead, stats };
+        const freshRead = await timeRead(used, true);
+        return { loadMs, firstMs, source, read, freshRead, stats, used };
       }, { hub: hub.url, file: basename(f), workers });
       console.log();
       console.log(`OPFS: ${basename(f)} loaded from the ${again.source} in ${(again.loadMs / 1000).toFixed(1)} s, first token at ${(again.firstMs / 1000).toFixed(1)} s; ` +
         `a plain read of the ${(again.read.bytes / GiB).toFixed(2)} GiB cached takes ${(again.read.ms / 1000).toFixed(1)} s ` +
         `(${(again.read.bytes / again.read.ms / 1e6).toFixed(2)} GB/s): ratio ${(again.firstMs / again.read.ms).toFixed(2)}×`);
-      console.log(`The same bytes read into fresh wasm memories by ${workers ?? 2} workers in parallel (page faults included: the least any load does): ` +
+      console.log(`The same bytes read into fresh wasm memories by ${again.used} workers in parallel (page faults included: the least any load does): ` +
         `${(again.freshRead.ms / 1000).toFixed(1)} s (${(again.freshRead.bytes / again.freshRead.ms / 1e6).toFixed(2)} GB/s); first token / that: ${(again.firstMs / again.freshRead.ms).toFixed(2)}×`);
       console.log();
       console.log(`load phases (ms): ${JSON.stringify(Object.fromEntries(Object.entries(again.stats.phaseMs).map(([k, v]) => [k, Math.round(v)])))}`);
