@@ -5,7 +5,7 @@
 # A crash is saved in fuzz/artifacts/<target>/: copy it to fuzz/regressions/<target>/ (replayed by
 # `cargo test --test fuzz_regressions`), fix it, commit both.
 #   FUZZ_SECONDS=600 bash tests/fuzz.sh         longer runs (README "Reliability" records their counts)
-#   FUZZ_RUNS=10000000 bash tests/fuzz.sh gguf_header   a number of executions instead of a time
+#   FUZZ_RUNS=10000000 FUZZ_SECONDS=1800 bash tests/fuzz.sh gguf_header   until 10 M executions (or the time)
 #   bash tests/fuzz.sh tokenizer                 one target
 #   FUZZ_SANITIZER=address bash tests/fuzz.sh    with AddressSanitizer (default: none, see below)
 #
@@ -43,7 +43,7 @@ for t in "${targets[@]}"; do cargo +nightly fuzz build "${build[@]}" "$t" >/dev/
 for t in "${targets[@]}"; do
   log=$(mktemp)
   limit=(-max_total_time="$secs")
-  [ -z "$runs" ] || limit=(-runs="$runs")
+  [ -z "$runs" ] || limit+=(-runs="$runs")
   if ! cargo +nightly fuzz run "${build[@]}" "$t" "fuzz/corpus/$t" -- "${limit[@]}" -max_len="${MAX_LEN[$t]}" \
       -print_final_stats=1 -rss_limit_mb=4096 -timeout=10 >"$log" 2>&1; then
     tail -40 "$log"
