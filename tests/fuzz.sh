@@ -39,9 +39,11 @@ for t in "${targets[@]}"; do
 done
 build=(-O --sanitizer "$san" --target-dir "fuzz/target/$san")
 python3 fuzz/seeds.py
-for t in "${targets[@]}"; do cargo +nightly fuzz build "${build[@]}" "$t" >/dev/null; done
+log=$(mktemp)
 for t in "${targets[@]}"; do
-  log=$(mktemp)
+  cargo +nightly fuzz build "${build[@]}" "$t" >"$log" 2>&1 || { tail -30 "$log"; echo "fuzz.sh: $t does not build" >&2; exit 1; }
+done
+for t in "${targets[@]}"; do
   limit=(-max_total_time="$secs")
   [ -z "$runs" ] || limit+=(-runs="$runs")
   if ! cargo +nightly fuzz run "${build[@]}" "$t" "fuzz/corpus/$t" -- "${limit[@]}" -max_len="${MAX_LEN[$t]}" \
@@ -54,5 +56,5 @@ for t in "${targets[@]}"; do
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
   took=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log")
   echo "fuzz.sh: $t: $execs executions in ${took:-$secs} s ($rate/s, sanitizer $san, -max_len=${MAX_LEN[$t]}), no crash"
-  rm -f "$log"
 done
+rm -f "$log"
