@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed corpora (fuzz/corpus/<target>/) from ../shared/fixtures.
 
-  gguf_header    the header (up to the data section) of every qwen35-tiny GGUF, and a few prefixes
+  gguf_header    the header (up to the data section) of every qwen35-tiny GGUF with its tokenizer
+                 arrays cut to 64 entries (~6.6 KB each: the whole structure, each file's tensor types),
+                 and one 4 KiB prefix of a whole header (a file cut short)
   quant_kernels  [ggml type id u16][block-count byte][blocks]: the first blocks of every quantized
                  tensor type found in the fixtures (real blocks, as the models carry them)
   tokenizer      [flags][text] for every text of tokenizer/tokenizer_fixtures.json
   chat_template  [flags][role\0content\0reasoning\0…] conversations built from the same texts
+  decide_request the request bodies of clef/A/requests.json (cases and error cases), compact and
+                 indented, and a few bodies of each error class
 Input formats: fuzz/src/lib.rs.
 """
 import json, os, struct, sys
@@ -108,10 +112,11 @@ seen = set()
 for f in files:
     raw = f.read_bytes()
     tensors, data, _ = walk(raw)
+    # Whole headers (the 8192-token vocabulary makes them ~260 KB) would be cut at tests/fuzz.sh's
+    # -max_len and cost every execution time for arrays the reader treats alike: keep 64 entries.
+    put('gguf_header', f'{f.stem}.small', small_vocab(raw))
     if f.stem == 'A-F32':
-        put('gguf_header', f'{f.stem}.header', raw[:data])   # one whole header (8192-token vocab, ~260 KB)
-        put('gguf_header', f'{f.stem}.small', small_vocab(raw))
-    put('gguf_header', f'{f.stem}.prefix4k', raw[:4096])
+        put('gguf_header', f'{f.stem}.prefix4k', raw[:4096])
     for ty, n, off in tensors:
         if ty not in BLOCK or ty in seen:
             continue
@@ -127,4 +132,13 @@ for i, t in enumerate(texts):
     if i % 4 == 0:
         msgs = [b'\x00', b'', b'', b'\x01', b, b'', b'\x02', texts[(i + 1) % len(texts)].encode('utf-8', 'surrogatepass'), b'thinking']
         put('chat_template', f'chat{i:03}', bytes([i % 32]) + b'\x00'.join(msgs))
-print(f'seeds: {len(files)} GGUF headers, {len(seen)} block types, {len(texts)} texts -> {corpus}', file=sys.stderr)
+reqs = json.load(open(fixtures / 'clef' / 'A' / 'requests.json'))
+bodies = [c['request'] for c in reqs['cases'] + reqs['error_cases']]
+for i, r in enumerate(bodies):
+    put('decide_request', f'req{i:02}', json.dumps(r, ensure_ascii=False, separators=(',', ':')).encode())
+    put('decide_request', f'req{i:02}.indented', json.dumps(r, indent=1).encode())
+for i, b in enumerate([b'{', b'[1]', b'{"state":"s","state":"t","questions":{}}', b'{"state":"s","questions":{}}',
+                       b'{"state":"s","questions":{"q":{"type":"score","instructions":"x","criteria":["a"]}}}',
+                       b'{"state":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"questions":{"q":{"type":"noul","instructions":"x"}}}']):
+    put('decide_request', f'bad{i}', b)
+print(f'seeds: {len(files)} GGUF headers, {len(seen)} block types, {len(texts)} texts, {len(bodies)} requests -> {corpus}', file=sys.stderr)

@@ -96,3 +96,33 @@ fn chat_template() {
     ];
     replay("chat_template", targets::chat_template, &cases);
 }
+
+#[test]
+fn decide_request() {
+    // The fixture's requests (valid ones and the recorded error cases), written back as JSON.
+    let text = fs::read_to_string(targets::fixture("clef/A/requests.json")).unwrap();
+    let doc = clef_web::clef::json::parse(&text).unwrap();
+    let mut bodies: Vec<Vec<u8>> = Vec::new();
+    for list in ["cases", "error_cases"] {
+        let Some(clef_web::clef::json::Value::Array(cases)) = doc.get(list) else { panic!("{list}") };
+        for c in cases {
+            bodies.push(c.get("request").unwrap().to_original().into_bytes());
+        }
+    }
+    assert!(bodies.len() >= 10);
+    let q = r#""questions":{"q":{"type":"noul","instructions":"x?"}}"#;
+    let hand: Vec<Vec<u8>> = vec![
+        b"".to_vec(),
+        b"{".to_vec(),
+        b"\xff\xfe{}".to_vec(),
+        format!(r#"{{"state":"s",{q}}}"#).into_bytes(),
+        format!(r#"{{"state":{{"a<<clef:sep>><<clef:option>>b":1}},{q}}}"#).into_bytes(),
+        format!(r#"{{"state":"<<clef:question>>",{q}}}"#).into_bytes(),
+        format!(r#"{{"state":"s","state":"t",{q}}}"#).into_bytes(),
+        r#"{"state":"s","questions":{"q":{"type":"score","instructions":"x","criteria":[1,2,3,4,5,6,7,8,9,10,11]}}}"#.into(),
+        r#"{"state":"s","questions":{"q":{"type":"choice","instructions":" ","criteria":{"":null}}}}"#.into(),
+        r#"{"state":1e999,"questions":{"q":{"type":"choice","instructions":["\u0000"],"criteria":{"b":-0,"a":1.5e-7}}}}"#.into(),
+    ];
+    let refs: Vec<&[u8]> = bodies.iter().chain(&hand).map(|b| b.as_slice()).collect();
+    replay("decide_request", targets::decide_request, &refs);
+}

@@ -10,6 +10,7 @@
 //! | `quant_kernels` | every block type's `dequantize`, `vec_dot_ref`, `vec_dot`, `decode`  |
 //! | `tokenizer`     | the real 248k Qwen3.5 tokenizer on arbitrary (also invalid) UTF-8    |
 //! | `chat_template` | the Qwen3.5 template and the built-in ChatML on arbitrary messages   |
+//! | `decide_request`| a decision request body → `parse_request` → render → tokens and tags |
 //!
 //! Natively `vec_dot` and `decode` are the scalar references (the SIMD128 kernels are wasm-only and
 //! are checked against the references by `tests/kernels.rs` and the in-browser self-test).
@@ -18,6 +19,9 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use clef_web::chat::{ChatInput, ChatTemplate};
+use clef_web::clef::json;
+use clef_web::clef::request::{self, QuestionType, Template, MAX_QUESTIONS, TAG_NONE, TAG_OPTION};
+use clef_web::clef::{parse_request, DecisionError};
 use clef_web::gguf::parse_header;
 use clef_web::model::Config;
 use clef_web::quant::gemm::Decoded;
@@ -41,9 +45,16 @@ pub fn gguf_header(data: &[u8]) {
         if let Ok(h) = parse_header(data, size) {
             // A header that parses must be internally consistent enough for the model config.
             let _ = Config::from_header(&h);
+            let Some(size) = size else { continue };
+            // Every tensor lies inside the file. The data section starts within it, except in a
+            // file without tensors, whose final padding may be missing (`Header::file_size`).
+            for t in &h.tensors {
+                assert!(h.tensor_range(t).end <= size, "tensor {} beyond the file", t.name);
+            }
             assert!(
-                h.data_offset as u64 <= size.unwrap_or(u64::MAX),
-                "data offset beyond the file"
+                h.data_offset <= size || (h.tensors.is_empty() && h.data_offset - size < h.alignment),
+                "data offset {} beyond the file ({size} bytes)",
+                h.data_offset
             );
         }
     }
@@ -253,4 +264,73 @@ pub fn chat_template(data: &[u8]) {
     };
     let t = &templates()[(flags >> 3 & 1) as usize];
     let _ = t.render(&input);
+}
+
+// ---- decide_request ------------------------------------------------------------------------------
+
+/// The built-in `systemone` template (the fixture GGUF's is the same text).
+pub fn systemone() -> &'static Template {
+    static T: OnceLock<Template> = OnceLock::new();
+    T.get_or_init(|| Template::new(None).expect("built-in systemone template"))
+}
+
+/// Input: a decision request body (read lossily as UTF-8, as a page's string would be). The
+/// validator answers one of the request's error classes (malformed, semantic, too large) or a
+/// request that obeys the spec's shape rules; that request renders (or is refused as semantic) and
+/// tokenizes into pieces whose spans match its questions and options one to one.
+pub fn decide_request(data: &[u8]) {
+    let body = String::from_utf8_lossy(data);
+    let req = match parse_request(&body) {
+        Ok(r) => r,
+        Err(DecisionError::Malformed(_) | DecisionError::Semantic(_) | DecisionError::TooLarge(_)) => return,
+        Err(e) => panic!("a request error of another class: {} {e}", e.code()),
+    };
+    // What was accepted is valid JSON that writes back to itself (member order, number text).
+    let v = json::parse(&body).expect("an accepted body is JSON");
+    assert_eq!(json::parse(&v.to_original()).as_ref(), Ok(&v), "JSON round trip");
+
+    assert!(!req.questions.is_empty() && req.questions.len() <= MAX_QUESTIONS);
+    for q in &req.questions {
+        assert!(!q.id.is_empty(), "empty question id");
+        let keys: Vec<&str> = q.options.iter().map(|o| o.key.as_str()).collect();
+        match q.ty {
+            QuestionType::Noul => assert_eq!(keys, ["true", "false"]),
+            QuestionType::Score => {
+                assert!(request::SCORE_LEVELS.contains(&keys.len()), "{} score levels", keys.len());
+                assert!(keys.iter().enumerate().all(|(i, k)| *k == i.to_string()), "score keys {keys:?}");
+            }
+            QuestionType::Choice => {
+                assert!((1..=request::MAX_CHOICE_OPTIONS).contains(&keys.len()), "{} options", keys.len());
+                // Byte order, no key twice (the JSON parser refuses duplicate members).
+                assert!(keys.windows(2).all(|w| w[0].as_bytes() < w[1].as_bytes()), "option order {keys:?}");
+            }
+        }
+    }
+
+    let text = match systemone().render(&req) {
+        Ok(t) => t,
+        Err(DecisionError::Semantic(_)) => return,
+        Err(e) => panic!("render: {} {e}", e.code()),
+    };
+    let tok = qwen_tokenizer();
+    let p = match request::tokenize_prompt(&text, &req, tok) {
+        Ok(p) => p,
+        Err(DecisionError::Semantic(_)) => return,
+        Err(e) => panic!("tokenize_prompt: {} {e}", e.code()),
+    };
+    // One tag per token; each piece's tokens carry its tag; spans in request order.
+    assert_eq!(p.tokens.len(), p.tags.len());
+    assert_eq!(p.pieces.len(), p.piece_token_counts.len());
+    assert_eq!(p.piece_token_counts.iter().sum::<usize>(), p.tokens.len());
+    assert!(p.tokens.iter().all(|&id| (id as usize) < tok.n_vocab()), "id out of range");
+    let spans: Vec<u8> = p.pieces.iter().map(|x| x.tag).filter(|&t| t != TAG_NONE).collect();
+    let questions: Vec<u8> = spans.iter().copied().filter(|&t| t != TAG_OPTION).collect();
+    assert_eq!(questions, req.questions.iter().map(|q| q.ty.tag()).collect::<Vec<_>>(), "question spans");
+    assert_eq!(spans.len() - questions.len(), req.n_options(), "option spans");
+    let mut at = 0;
+    for (piece, &n) in p.pieces.iter().zip(&p.piece_token_counts) {
+        assert!(n > 0 || piece.tag == TAG_NONE, "an empty span");
+        assert!(p.tags[at..at + n].iter().all(|&t| t == piece.tag), "tags of a piece");
+        at += n;
+    }
 }

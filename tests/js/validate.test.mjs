@@ -85,3 +85,47 @@ test('load options: ranges, powers of two, sha256 shape; defaults from the same 
   assert.equal(r.chunkSize, 16 << 20);
   assert.equal(r.contextLength, undefined, 'chosen per model');
 });
+
+test('whole requests (chatRequest, completionRequest): every field checked, holes in arrays refused', () => {
+  const user = [{ role: 'user', content: 'Hi' }];
+  rejects(() => V.chatRequest(null), /create\(\) needs a request object \{messages, …\} \(got null\)/);
+  rejects(() => V.chatRequest({ messages: user, tool_choice: 5 }), /tool_choice must be 'auto', 'none', 'required' or \{type: 'function', function: \{name\}\} \(got 5\)/);
+  rejects(() => V.chatRequest({ messages: user, tool_choice: 'required' }), /tool_choice needs tools/);
+  rejects(() => V.chatRequest({ messages: user, tools: 'x' }), /tools must be an array \(got "x"\)/);
+  rejects(() => V.chatRequest({ messages: user, tools: [, { type: 'function', function: { name: 'f' } }] }), /tools\[0\] must be/); // eslint-disable-line no-sparse-arrays
+  rejects(() => V.chatRequest({ messages: [, ...user] }), /messages\[0\] must be an object/); // eslint-disable-line no-sparse-arrays
+  rejects(() => V.chatRequest({ messages: [{ role: 'user', content: [, { type: 'text', text: 'x' }] }] }), /messages\[0\]\.content\[0\] must be a content part/); // eslint-disable-line no-sparse-arrays
+  rejects(() => V.chatRequest({ messages: user, stop: ['a', , 'b'] }), /stop must be a string or an array of strings/); // eslint-disable-line no-sparse-arrays
+  rejects(() => V.chatRequest({ messages: user, stream: 'yes' }), /stream must be true or false \(got "yes"\)/);
+  rejects(() => V.chatRequest({ messages: user, parallel_tool_calls: 0 }), /parallel_tool_calls must be true or false/);
+  rejects(() => V.chatRequest({ messages: user, enable_thinking: 'no' }), /enable_thinking must be true or false/);
+  rejects(() => V.chatRequest({ messages: user, chat_template_kwargs: 'x' }), /chat_template_kwargs must be an object \(got "x"\)/);
+  rejects(() => V.chatRequest({ messages: user, response_format: { type: 'xml' } }), /response_format type "xml" is not one of/);
+  rejects(() => V.chatRequest({ messages: user, response_format: { type: 'json_schema', json_schema: { name: 'a b' } } }), /json_schema\.name must be/);
+  const tools = [{ type: 'function', function: { name: 'get_weather' } }];
+  const r = V.chatRequest({
+    messages: [{ role: 'developer', content: 'Be brief.' }, ...user], tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    parallel_tool_calls: false, enable_thinking: false, chat_template_kwargs: { x: 1 }, stream: true, temperature: 0,
+  });
+  assert.deepEqual(r.params, { temperature: 0, stop: ['</tool_call>'], output: { type: 'tool_calls', tools, name: 'get_weather', parallel: false } });
+  assert.equal(r.prompt.messages[0].role, 'system');
+  assert.deepEqual(r.prompt.chatTemplateKwargs, { x: 1, enable_thinking: false });
+  assert.equal(r.prompt.assistantPrefix, '<tool_call>\n<function=get_weather>\n');
+  assert.equal(r.stream, true);
+
+  rejects(() => V.completionRequest({ prompt: 5 }), /prompt must be a string or an array of token ids \(non-negative integers\) \(got 5\)/);
+  for (const ids of [[1.5], [-1], [NaN], [2 ** 32], [1, , 2]]) rejects(() => V.completionRequest({ prompt: ids }), /prompt must be/); // eslint-disable-line no-sparse-arrays
+  rejects(() => V.completionRequest({ prompt: [1, 2], echo: true }), /echo needs a text prompt/);
+  rejects(() => V.completionRequest({ prompt: 'x', echo: 'yes' }), /echo must be true or false/);
+  assert.deepEqual(V.completionRequest({ prompt: 'Once', echo: true, max_tokens: 3 }), {
+    params: { max_tokens: 3 }, prompt: { kind: 'text', text: 'Once' }, echo: 'Once', stream: false,
+  });
+  assert.deepEqual(V.completionRequest({ prompt: [0, 7], logprobs: 2 }), { params: { logprobs: 2 }, prompt: { kind: 'tokens', ids: [0, 7] }, echo: '', stream: false });
+});
+
+test('resolveLoadParams: null means "not given", as in loadParams', () => {
+  const r = V.resolveLoadParams({ memoryLimit: null, concurrency: null, contextLength: null });
+  assert.equal(r.memoryLimit, V.LOAD.memoryLimit.default);
+  assert.equal(r.concurrency, 3);
+  assert.equal(r.contextLength, undefined);
+});

@@ -20,7 +20,9 @@ import type {
 import type { HeadInfo, HeadSpec } from './protocol.js';
 import { resolveModel, type ModelRef } from './resolve.js';
 import { clearCache, deleteCached, listCached, persistCache, type CachedModel } from './cache.js';
-import { BadRequest, chatLogprobs, checkMessages, checkNumber, completionLogprobs, loadParams, samplingParams } from './validate.js';
+import {
+  BadRequest, chatRequest, checkMessages, checkNumber, completionRequest, loadParams, templateKwargs, type ChatRequest, type CompletionRequest,
+} from './validate.js';
 import { ToolCallParser, type ToolCall, type ToolDefinition } from './toolcalls.js';
 
 export type * from './types.js';
@@ -295,48 +297,6 @@ export class ChatAnswer {
   }
 }
 
-/** What a request's `tools`, `tool_choice` and `parallel_tool_calls` mean for the prompt and the answer. */
-interface ToolSetup {
-  /** Tools given to the chat template. */
-  render?: ChatCompletionTool[];
-  /** Tools whose calls are parsed out of the answer (null: none). */
-  parse: ChatCompletionTool[] | null;
-  /** Answer start written into the prompt (`required` / a named function). */
-  prefix: string;
-  /** Stop string (one call only). */
-  stop?: string;
-  /** `required` / named: the call is constrained to the tools' schemas (see outputSpec). */
-  forced?: { name?: string; parallel: boolean };
-}
-
-/**
- * The grammar a chat answer must follow: `response_format` JSON, or the rest of a forced tool call
- * (`tool_choice` required / named: the prompt already holds the call's start, see toolSetup).
- */
-function outputSpec(body: ChatCompletionCreateParams, tools: ToolSetup): OutputSpec | undefined {
-  const bad = (message: string) => new ClefError({ code: 'bad_request', message });
-  const rf = body.response_format;
-  let json: OutputSpec | undefined;
-  if (rf !== undefined && rf !== null) {
-    if (typeof rf !== 'object' || typeof rf.type !== 'string') throw bad("response_format must be {type: 'text' | 'json_object' | 'json_schema', …}");
-    if (rf.type === 'json_object') json = { type: 'json_object' };
-    else if (rf.type === 'json_schema') {
-      const js = (rf as { json_schema?: { name?: unknown; schema?: unknown } }).json_schema;
-      if (!js || typeof js !== 'object') throw bad('response_format json_schema needs json_schema: {name, schema}');
-      if (typeof js.name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(js.name)) throw bad('json_schema.name must be 1–64 letters, digits, _ or -');
-      const schema = js.schema ?? {};
-      if (typeof schema !== 'boolean' && (typeof schema !== 'object' || schema === null || Array.isArray(schema))) throw bad('json_schema.schema must be a JSON schema object');
-      json = { type: 'json_schema', schema: schema as Record<string, unknown> | boolean };
-    } else if (rf.type !== 'text') throw bad(`response_format type '${(rf as { type: string }).type}' is not one of 'text', 'json_object', 'json_schema'`);
-  }
-  if (tools.forced) {
-    // A forced call is the whole answer: response_format (for text answers) does not apply.
-    return { type: 'tool_calls', tools: tools.parse!, ...(tools.forced.name ? { name: tools.forced.name } : {}), parallel: tools.forced.parallel };
-  }
-  if (json && tools.parse) throw bad("response_format JSON with tool_choice 'auto' is not supported: use tool_choice 'none' (a JSON answer) or 'required' (a call)");
-  return json;
-}
-
 // ------------------------------------------------------------------------------------------------
 // Log-probabilities in OpenAI's shapes (the worker's TokenLogprob: ids, bytes, numbers)
 
@@ -385,40 +345,6 @@ function addCompletionLogprob(lp: TokenLogprob, offset: number, into: Completion
   into.top_logprobs.push(top);
   into.text_offset.push(offset);
   return into;
-}
-
-function toolSetup(body: ChatCompletionCreateParams): ToolSetup {
-  const bad = (message: string) => new ClefError({ code: 'bad_request', message });
-  const tools = body.tools ?? undefined;
-  const choice = body.tool_choice ?? 'auto';
-  if (tools !== undefined) {
-    if (!Array.isArray(tools)) throw bad('tools must be an array');
-    for (const [i, t] of tools.entries()) {
-      if (t?.type !== 'function' || typeof t.function?.name !== 'string' || !t.function.name) {
-        throw bad(`tools[${i}] must be {type: 'function', function: {name, parameters?}}`);
-      }
-    }
-  }
-  const named = typeof choice === 'object' && choice !== null ? choice.function?.name : undefined;
-  if (typeof choice === 'object' && choice !== null && (choice.type !== 'function' || typeof named !== 'string')) {
-    throw bad("tool_choice must be 'auto', 'none', 'required' or {type: 'function', function: {name}}");
-  }
-  if (typeof choice === 'string' && !['auto', 'none', 'required'].includes(choice)) {
-    throw bad(`tool_choice '${choice}' is not one of 'auto', 'none', 'required'`);
-  }
-  if (!tools?.length) {
-    if (choice === 'required' || named) throw bad('tool_choice needs tools');
-    return { render: tools, parse: null, prefix: '' };
-  }
-  if (named && !tools.some((t) => t.function.name === named)) throw bad(`tool_choice names '${named}', which is not in tools`);
-  if (choice === 'none') return { parse: null, prefix: '' };
-  return {
-    render: tools,
-    parse: tools,
-    prefix: named ? `<tool_call>\n<function=${named}>\n` : choice === 'required' ? '<tool_call>\n<function=' : '',
-    stop: body.parallel_tool_calls === false ? '</tool_call>' : undefined,
-    forced: named || choice === 'required' ? { name: named, parallel: !named && body.parallel_tool_calls !== false } : undefined,
-  };
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -682,7 +608,7 @@ export class ClefEngine {
     messages = checked(() => checkMessages(messages));
     return this.rpc.call<'render'>({
       type: 'render', messages, tools: options.tools, addGenerationPrompt: options.add_generation_prompt,
-      chatTemplateKwargs: templateKwargs(options.enable_thinking, options.chat_template_kwargs),
+      chatTemplateKwargs: checked(() => templateKwargs(options.enable_thinking, options.chat_template_kwargs)),
     });
   }
 
@@ -856,29 +782,14 @@ export class ClefEngine {
   }
 
   private createChat(body: ChatCompletionCreateParams): Promise<ChatCompletion | ChatStream<ChatCompletionChunk>> {
-    let params: GenerateParams;
-    let messages: ChatCompletionCreateParams['messages'];
-    let tools: ToolSetup;
+    let req: ChatRequest;
     try {
       this.check();
-      if (!body || typeof body !== 'object') throw new ClefError({ code: 'bad_request', message: 'create() needs a request object {messages, …}' });
-      params = checked(() => samplingParams(body));
-      messages = checked(() => checkMessages(body.messages));
-      tools = toolSetup(body);
-      const output = outputSpec(body, tools);
-      if (output) params.output = output;
-      const lp = checked(() => chatLogprobs(body));
-      if (lp !== undefined) params.logprobs = lp;
+      req = checked(() => chatRequest(body));
     } catch (e) {
       return Promise.reject(e);
     }
-    if (tools.stop) params.stop = [...(params.stop ?? []), tools.stop];
-    const prompt: PromptSpec = {
-      kind: 'chat', messages, tools: tools.render,
-      chatTemplateKwargs: templateKwargs(body.enable_thinking, body.chat_template_kwargs),
-      // A constrained answer starts right after the (closed) reasoning block.
-      ...(tools.prefix || params.output ? { assistantPrefix: tools.prefix } : {}),
-    };
+    const { params, prompt, tools } = req;
     const created = Math.floor(Date.now() / 1000);
     const id = rid('chatcmpl');
     const model = body.model ?? this.model;
@@ -886,7 +797,7 @@ export class ClefEngine {
     const finishReason = (r: GenerateResult, answer: ChatAnswer): ChatFinishReason =>
       answer.calls.length && r.finishReason === 'stop' ? 'tool_calls' : (r.finishReason as 'stop' | 'length');
 
-    if (!body.stream) {
+    if (!req.stream) {
       return (async () => {
         const q = this.generate(prompt, params, body.signal ?? undefined);
         let answer: ChatAnswer | null = null;
@@ -998,28 +909,20 @@ export class ClefEngine {
   }
 
   private createCompletion(body: CompletionCreateParams): Promise<Completion | ChatStream<Completion>> {
-    let params: GenerateParams;
-    let prompt: PromptSpec;
+    let req: CompletionRequest;
     try {
       this.check();
-      if (!body || typeof body !== 'object') throw new ClefError({ code: 'bad_request', message: 'create() needs a request object {prompt, …}' });
-      params = checked(() => samplingParams(body));
-      if (typeof body.prompt === 'string') prompt = { kind: 'text', text: body.prompt };
-      else if (Array.isArray(body.prompt) && body.prompt.every((x) => typeof x === 'number')) prompt = { kind: 'tokens', ids: body.prompt };
-      else throw new ClefError({ code: 'bad_request', message: 'prompt must be a string or an array of token ids' });
-      if (body.echo && typeof body.prompt !== 'string') throw new ClefError({ code: 'bad_request', message: 'echo needs a text prompt' });
-      const lp = checked(() => completionLogprobs(body));
-      if (lp !== undefined) params.logprobs = lp;
+      req = checked(() => completionRequest(body));
     } catch (e) {
       return Promise.reject(e);
     }
+    const { params, prompt, echo } = req;
     const created = Math.floor(Date.now() / 1000);
     const id = rid('cmpl');
     const model = body.model ?? this.model;
     const wantIds = !!body.return_token_ids;
-    const echo = body.echo && typeof body.prompt === 'string' ? body.prompt : '';
 
-    if (!body.stream) {
+    if (!req.stream) {
       return (async () => {
         const q = this.generate(prompt, params, body.signal ?? undefined);
         let text = echo;
@@ -1080,12 +983,6 @@ export class ClefEngine {
       }
     }));
   }
-}
-
-/** `chat_template_kwargs` with `enable_thinking` (the top-level option wins). */
-function templateKwargs(enableThinking: boolean | undefined, kwargs: Record<string, unknown> | undefined | null): Record<string, unknown> | undefined {
-  if (enableThinking === undefined || enableThinking === null) return kwargs ?? undefined;
-  return { ...(kwargs ?? {}), enable_thinking: enableThinking };
 }
 
 function anySignal(signals: AbortSignal[]): AbortSignal {

@@ -8,9 +8,11 @@
 // .load) and `checkMessages` turn a request into what the worker runs or throw a `BadRequest`
 // whose message names the parameter, the allowed range and the value given. The worker resolves
 // load options with the same table (`resolveLoadParams`), so a default is written once.
+// `chatRequest` and `completionRequest` check a whole request body (every field the engine reads)
+// and return what the engine runs; tests/js/validate-fuzz.test.mjs feeds them arbitrary values.
 
-import type { ChatMessageInput, GenerateParams, LoadParams } from './protocol.js';
-import type { LoadOptions, SamplingParams } from './types.js';
+import type { ChatMessageInput, GenerateParams, LoadParams, OutputSpec, PromptSpec } from './protocol.js';
+import type { ChatCompletionCreateParams, ChatCompletionTool, CompletionCreateParams, LoadOptions, SamplingParams } from './types.js';
 import { WASM_MAX_MEMORY } from './load/fit.js';
 
 /** An invalid argument (code `bad_request`); index.ts turns it into a ClefError. */
@@ -129,7 +131,8 @@ export function samplingParams(r: SamplingParams): GenerateParams {
   p.frequency_penalty = num('frequency_penalty');
   p.repetition_penalty = num('repetition_penalty');
   if (given(r.stop)) {
-    const s = typeof r.stop === 'string' ? [r.stop] : r.stop;
+    // Array.from: a sparse array's holes are read as undefined (every / filter would skip them).
+    const s = typeof r.stop === 'string' ? [r.stop] : Array.isArray(r.stop) ? Array.from(r.stop as unknown[]) : r.stop;
     if (!Array.isArray(s) || !s.every((x) => typeof x === 'string')) throw new BadRequest(`stop must be a string or an array of strings (got ${shown(r.stop)})`);
     p.stop = s.filter((x) => x.length > 0);
   }
@@ -169,7 +172,7 @@ export const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'] as con
 /** Checks a chat's messages; returns them with `developer` renamed `system` (what the template knows). */
 export function checkMessages(messages: unknown): ChatMessageInput[] {
   if (!Array.isArray(messages) || messages.length === 0) throw new BadRequest('messages must be a non-empty array');
-  return messages.map((m: unknown, i) => {
+  return Array.from(messages, (m: unknown, i) => {
     const at = `messages[${i}]`;
     if (!m || typeof m !== 'object' || Array.isArray(m)) throw new BadRequest(`${at} must be an object {role, content} (got ${shown(m)})`);
     const msg = m as ChatMessageInput;
@@ -179,7 +182,7 @@ export function checkMessages(messages: unknown): ChatMessageInput[] {
     }
     const c = msg.content;
     if (Array.isArray(c)) {
-      c.forEach((part: unknown, j) => {
+      Array.from(c as unknown[]).forEach((part: unknown, j) => {
         const p = part as { type?: unknown; text?: unknown };
         if (!p || typeof p !== 'object') throw new BadRequest(`${at}.content[${j}] must be a content part {type: 'text', text} (got ${shown(part)})`);
         if (p.type !== 'text') throw new BadRequest(`${at}.content[${j}] has type ${shown(p.type)}: only text parts are supported`);
@@ -228,6 +231,167 @@ export type ResolvedLoadParams = Omit<LoadParams, LoadKey> & Required<Omit<Pick<
 export function resolveLoadParams(p: LoadParams): ResolvedLoadParams {
   const checked = loadParams(p as LoadOptions);
   const out = { ...p, ...checked } as Record<string, unknown>;
-  for (const k of LOAD_KEYS) if (out[k] === undefined && LOAD[k].default !== undefined) out[k] = LOAD[k].default;
+  // null means "not given" here too (loadParams skips it): the default, or undefined where the model decides.
+  for (const k of LOAD_KEYS) if (!given(out[k])) out[k] = LOAD[k].default;
   return out as ResolvedLoadParams;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Whole requests
+
+/** What a request's `tools`, `tool_choice` and `parallel_tool_calls` mean for the prompt and the answer. */
+export interface ToolSetup {
+  /** Tools given to the chat template. */
+  render?: ChatCompletionTool[];
+  /** Tools whose calls are parsed out of the answer (null: none). */
+  parse: ChatCompletionTool[] | null;
+  /** Answer start written into the prompt (`required` / a named function). */
+  prefix: string;
+  /** Stop string (one call only). */
+  stop?: string;
+  /** `required` / named: the call is constrained to the tools' schemas (see outputSpec). */
+  forced?: { name?: string; parallel: boolean };
+}
+
+/** A checked chat request: what the engine runs (`params` include the output grammar and the tool stop string). */
+export interface ChatRequest {
+  params: GenerateParams;
+  prompt: Extract<PromptSpec, { kind: 'chat' }>;
+  tools: ToolSetup;
+  stream: boolean;
+}
+
+/** A checked completions request. */
+export interface CompletionRequest {
+  params: GenerateParams;
+  prompt: Extract<PromptSpec, { kind: 'text' | 'tokens' }>;
+  /** The prompt text written before the completion ('' without `echo`). */
+  echo: string;
+  stream: boolean;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function checkBoolean(name: string, v: unknown): boolean | undefined {
+  if (!given(v)) return undefined;
+  if (typeof v !== 'boolean') throw new BadRequest(`${name} must be true or false (got ${shown(v)})`);
+  return v;
+}
+
+/** `tools`, `tool_choice`, `parallel_tool_calls` → how the prompt and the answer treat tools. */
+export function toolSetup(body: { tools?: unknown; tool_choice?: unknown; parallel_tool_calls?: unknown }): ToolSetup {
+  const tools = body.tools ?? undefined;
+  const choice = body.tool_choice ?? 'auto';
+  const parallel = checkBoolean('parallel_tool_calls', body.parallel_tool_calls);
+  if (tools !== undefined) {
+    if (!Array.isArray(tools)) throw new BadRequest(`tools must be an array (got ${shown(tools)})`);
+    Array.from(tools as unknown[]).forEach((t: unknown, i) => {
+      const f = isObject(t) ? t.function : undefined;
+      if (!isObject(t) || t.type !== 'function' || !isObject(f) || typeof f.name !== 'string' || !f.name) {
+        throw new BadRequest(`tools[${i}] must be {type: 'function', function: {name, parameters?}}`);
+      }
+    });
+  }
+  const list = tools as ChatCompletionTool[] | undefined;
+  let named: string | undefined;
+  if (typeof choice === 'string') {
+    if (!['auto', 'none', 'required'].includes(choice)) throw new BadRequest(`tool_choice '${choice}' is not one of 'auto', 'none', 'required'`);
+  } else {
+    const f = isObject(choice) ? choice.function : undefined;
+    if (!isObject(choice) || choice.type !== 'function' || !isObject(f) || typeof f.name !== 'string') {
+      throw new BadRequest(`tool_choice must be 'auto', 'none', 'required' or {type: 'function', function: {name}} (got ${shown(choice)})`);
+    }
+    named = f.name;
+  }
+  if (!list?.length) {
+    if (choice === 'required' || named !== undefined) throw new BadRequest('tool_choice needs tools');
+    return { render: list, parse: null, prefix: '' };
+  }
+  if (named !== undefined && !list.some((t) => t.function.name === named)) throw new BadRequest(`tool_choice names '${named}', which is not in tools`);
+  if (choice === 'none') return { parse: null, prefix: '' };
+  return {
+    render: list,
+    parse: list,
+    prefix: named !== undefined ? `<tool_call>\n<function=${named}>\n` : choice === 'required' ? '<tool_call>\n<function=' : '',
+    stop: parallel === false ? '</tool_call>' : undefined,
+    forced: named !== undefined || choice === 'required' ? { name: named, parallel: named === undefined && parallel !== false } : undefined,
+  };
+}
+
+/**
+ * The grammar a chat answer must follow: `response_format` JSON, or the rest of a forced tool call
+ * (`tool_choice` required / named: the prompt already holds the call's start, see toolSetup).
+ */
+export function outputSpec(body: { response_format?: unknown }, tools: ToolSetup): OutputSpec | undefined {
+  const rf = body.response_format;
+  let json: OutputSpec | undefined;
+  if (given(rf)) {
+    if (!isObject(rf) || typeof rf.type !== 'string') throw new BadRequest(`response_format must be {type: 'text' | 'json_object' | 'json_schema', …} (got ${shown(rf)})`);
+    if (rf.type === 'json_object') json = { type: 'json_object' };
+    else if (rf.type === 'json_schema') {
+      const js = rf.json_schema;
+      if (!isObject(js)) throw new BadRequest('response_format json_schema needs json_schema: {name, schema}');
+      if (typeof js.name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(js.name)) throw new BadRequest('json_schema.name must be 1–64 letters, digits, _ or -');
+      const schema = js.schema ?? {};
+      if (typeof schema !== 'boolean' && !isObject(schema)) throw new BadRequest(`json_schema.schema must be a JSON schema object (got ${shown(schema)})`);
+      json = { type: 'json_schema', schema };
+    } else if (rf.type !== 'text') throw new BadRequest(`response_format type ${shown(rf.type)} is not one of 'text', 'json_object', 'json_schema'`);
+  }
+  if (tools.forced) {
+    // A forced call is the whole answer: response_format (for text answers) does not apply.
+    return { type: 'tool_calls', tools: tools.parse!, ...(tools.forced.name !== undefined ? { name: tools.forced.name } : {}), parallel: tools.forced.parallel };
+  }
+  if (json && tools.parse) throw new BadRequest("response_format JSON with tool_choice 'auto' is not supported: use tool_choice 'none' (a JSON answer) or 'required' (a call)");
+  return json;
+}
+
+/** `chat_template_kwargs` with `enable_thinking` (the top-level option wins). */
+export function templateKwargs(enableThinking: unknown, kwargs: unknown): Record<string, unknown> | undefined {
+  const thinking = checkBoolean('enable_thinking', enableThinking);
+  if (given(kwargs) && !isObject(kwargs)) throw new BadRequest(`chat_template_kwargs must be an object (got ${shown(kwargs)})`);
+  const k = (kwargs ?? undefined) as Record<string, unknown> | undefined;
+  return thinking === undefined ? k : { ...k, enable_thinking: thinking };
+}
+
+/** A chat completions body → what the engine runs. */
+export function chatRequest(body: ChatCompletionCreateParams): ChatRequest {
+  if (!isObject(body)) throw new BadRequest(`create() needs a request object {messages, …} (got ${shown(body)})`);
+  const params = samplingParams(body);
+  const messages = checkMessages(body.messages);
+  const tools = toolSetup(body);
+  const output = outputSpec(body, tools);
+  if (output) params.output = output;
+  const lp = chatLogprobs(body);
+  if (lp !== undefined) params.logprobs = lp;
+  if (tools.stop) params.stop = [...(params.stop ?? []), tools.stop];
+  const chatTemplateKwargs = templateKwargs(body.enable_thinking, body.chat_template_kwargs);
+  const prompt: ChatRequest['prompt'] = {
+    kind: 'chat', messages, tools: tools.render,
+    chatTemplateKwargs,
+    // A constrained answer starts right after the (closed) reasoning block.
+    ...(tools.prefix || params.output ? { assistantPrefix: tools.prefix } : {}),
+  };
+  checkBoolean('return_token_ids', body.return_token_ids);
+  return { params, prompt, tools, stream: checkBoolean('stream', body.stream) ?? false };
+}
+
+/** A completions body → what the engine runs. */
+export function completionRequest(body: CompletionCreateParams): CompletionRequest {
+  if (!isObject(body)) throw new BadRequest(`create() needs a request object {prompt, …} (got ${shown(body)})`);
+  const params = samplingParams(body);
+  const p: unknown = body.prompt;
+  let prompt: CompletionRequest['prompt'];
+  if (typeof p === 'string') prompt = { kind: 'text', text: p };
+  else if (Array.isArray(p) && Array.from(p as unknown[]).every((x) => Number.isInteger(x) && (x as number) >= 0 && (x as number) <= 0xffffffff)) {
+    prompt = { kind: 'tokens', ids: Array.from(p as number[]) };
+  }
+  else throw new BadRequest(`prompt must be a string or an array of token ids (non-negative integers) (got ${shown(p)})`);
+  const echo = checkBoolean('echo', body.echo) ?? false;
+  if (echo && prompt.kind !== 'text') throw new BadRequest('echo needs a text prompt');
+  const lp = completionLogprobs(body);
+  if (lp !== undefined) params.logprobs = lp;
+  checkBoolean('return_token_ids', body.return_token_ids);
+  return { params, prompt, echo: echo && prompt.kind === 'text' ? prompt.text : '', stream: checkBoolean('stream', body.stream) ?? false };
 }
