@@ -13,6 +13,11 @@ const glue = pathToFileURL(join(root, 'www', 'pkg', 'clef_web.js')).href;
 
 /** Bundles the given www/src files (paths relative to the repository) and imports all their exports. */
 export async function importTs(...files) {
+  return import(pathToFileURL(await bundleTs(...files)).href);
+}
+
+/** Bundles the given www/src files into one ES module re-exporting them; returns its path (for a worker, say). */
+export async function bundleTs(...files) {
   const contents = files.map((f) => `export * from ${JSON.stringify('./' + f)};`).join('\n');
   const out = await build({
     stdin: { contents, resolveDir: root, loader: 'ts', sourcefile: 'entry.ts' },
@@ -21,7 +26,7 @@ export async function importTs(...files) {
   });
   const file = join(mkdtempSync(join(tmpdir(), 'clef-ts-')), 'bundle.mjs');
   writeFileSync(file, out.outputFiles[0].text);
-  return import(pathToFileURL(file).href);
+  return file;
 }
 
 let ready = false;

@@ -138,7 +138,11 @@ export function serve(
   const data = new Float32Array(buf.sab, CTRL_BYTES);
   const at = buf.cap + index * buf.outCap;
   for (;;) {
-    Atomics.wait(ctrl, SEQ, seq);
+    // Wait until SEQ really moves: a wake-up is no command. The coordinator bumps SEQ, then notifies;
+    // descheduled in between, its notify can arrive after this shard has already seen the new SEQ,
+    // run that command and come back to wait — and running it again would count it twice in DONE
+    // (the coordinator would then read a shard's output before it is written).
+    while (Atomics.load(ctrl, SEQ) === seq) Atomics.wait(ctrl, SEQ, seq);
     seq = Atomics.load(ctrl, SEQ);
     if (ctrl[CMD] === STOP) {
       finish(ctrl);
