@@ -242,14 +242,14 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     // has no sha256 to check. Else, or if that fails: the transfer.
     let trusted = isTrusted(m, info.dataOffset, size, chunkSize);
     const l = loader;
-    const { filePath, readInto } = ctx.source;
+    const src = ctx.source;
     const pull = pool && {
       name: ctx.name, pool, plan: l.plan() as CopyOp[], shardPtr: (i: number) => l.shardPtr(i), shardPlans,
       dataStart: info.dataOffset, size, chunkSize, progress, stats, onWarning: ctx.onWarning,
     };
     const pulled = !pull ? null
       : cache && m && trusted ? await pullCached({ ...pull, cache, manifest: m })
-      : filePath && readInto && !head.oid ? await pullFile({ ...pull, path: filePath, read: (at, dest) => readInto.call(ctx.source, at, dest) })
+      : src.filePath && src.readInto && !head.oid ? await pullFile({ ...pull, path: src.filePath, read: (at, dest) => src.readInto!(at, dest) })
       : null;
     trusted = isTrusted(m, info.dataOffset, size, chunkSize);
     const r = pulled ?? await transfer({

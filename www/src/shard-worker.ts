@@ -8,6 +8,7 @@ import { initSync, ModelLoader, wasmMemory, type WasmShard } from '../pkg/clef_w
 import { openReadOnly } from './cache.js';
 import { serve } from './exchange.js';
 import { pullChunks } from './load/pull.js';
+import { readFully } from './load/sources.js';
 import type { CopyOp, ErrorInfo, LmRowsPart, PullFrom, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
 
 /** A Node built-in, imported at run time (not bundled; never reached in browsers). */
@@ -163,15 +164,7 @@ async function openPullSource(from: PullFrom): Promise<{ read(fileOffset: number
   const fs = await importNode('node:fs');
   const fd = fs.openSync(from.path, 'r');
   return {
-    read: (at, dest) => {
-      let done = 0;
-      while (done < dest.length) {
-        const n = fs.readSync(fd, dest, done, dest.length - done, at + done);
-        if (n <= 0) break;
-        done += n;
-      }
-      return done;
-    },
+    read: (at, dest) => readFully((o, d) => fs.readSync(fd, d, 0, d.length, o), at, dest),
     close: () => fs.closeSync(fd),
   };
 }

@@ -361,12 +361,12 @@ export class SyncFileSource implements ByteSource {
   ) {}
   async open(n: number): Promise<OpenedSource> {
     const prefix = new Uint8Array(Math.min(n, this.size));
-    this.readFully(0, prefix);
+    readFully(this.read, 0, prefix);
     return { size: this.size, etag: null, oid: null, prefix };
   }
   async readBytes(start: number, end: number): Promise<Uint8Array> {
     const b = new Uint8Array(end - start);
-    this.readFully(start, b);
+    readFully(this.read, start, b);
     return b;
   }
   async stream(start: number, end: number, sink: (bytes: Uint8Array) => void): Promise<void> {
@@ -379,18 +379,20 @@ export class SyncFileSource implements ByteSource {
     }
   }
   readInto(offset: number, dest: Uint8Array): number {
-    return this.readFully(offset, dest);
-  }
-  private readFully(offset: number, dest: Uint8Array): number {
-    let done = 0;
-    while (done < dest.length) {
-      const n = this.read(offset + done, dest.subarray(done));
-      if (n <= 0) break;
-      done += n;
-    }
-    return done;
+    return readFully(this.read, offset, dest);
   }
   retryable(): boolean {
     return false;
   }
+}
+
+/** Fills `dest` from `offset` through `read` (which may return fewer bytes); returns the bytes read (fewer only at the end of the file). */
+export function readFully(read: (offset: number, dest: Uint8Array) => number, offset: number, dest: Uint8Array): number {
+  let done = 0;
+  while (done < dest.length) {
+    const n = read(offset + done, dest.subarray(done));
+    if (n <= 0) break;
+    done += n;
+  }
+  return done;
 }
