@@ -1,6 +1,8 @@
 //! Kernel throughput, one thread, on a 4096×4096 matrix of random (valid) blocks. Used by
 //! `clef bench-kernels` (native and wasm):
-//! * decode (one token): GB/s of weight bytes through the fast and the scalar dot product;
+//! * decode (one token): GB/s of weight bytes through the fast and the scalar dot product (the
+//!   fast one, and the four-rows-interleaved one where the type has it, as the best of repeated
+//!   matvecs: they are compared side by side on machines with other load);
 //! * prefill (`--prefill T`): GB/s of weights and G MAC/s of the prompt GEMM for T tokens, and
 //!   the same T tokens as T separate `vec_dot` passes for comparison.
 
@@ -35,6 +37,9 @@ pub struct KernelBench {
     pub ty: GgmlType,
     pub simd_gbps: f64,
     pub scalar_gbps: f64,
+    /// The same matvec with the rows four by four interleaved ([`crate::quant::r4`]), where the
+    /// type has that form.
+    pub r4_gbps: Option<f64>,
 }
 
 /// A deterministic `rows × n` weight matrix of `ty` with valid blocks.
@@ -97,12 +102,24 @@ pub fn bench_type(ty: GgmlType, min_ms: f64) -> Option<KernelBench> {
     let w = random_matrix(ty, rows, n, 0x5eed ^ ty as u64);
     let rb = ty.row_bytes(n);
     let x: Vec<f32> = (0..n).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
+    let r4 = quant::r4::r4_kernels(ty).map(|k4| {
+        let mut packed = w.clone();
+        quant::r4::interleave_matrix(k4, &mut packed, rb, &mut Vec::new());
+        let mut act = QAct::default();
+        quantize_q8(ty.act_kind(), &x, n, &mut act);
+        let a = act.row(0);
+        // Opaque, so the kernel stays its own function (V8 tiers up functions, not loops: inlined
+        // into this one-call function it would run in the baseline compiler's code).
+        let dot4 = core::hint::black_box(k4.vec_dot4);
+        let secs = time_best(min_ms, || packed.chunks_exact(4 * rb).map(|g| dot4(g, a).iter().sum::<f32>()).sum());
+        w.len() as f64 / 1e9 / secs
+    });
     let (simd, scalar) = match k {
         Some(k) => {
             let mut act = QAct::default();
             quantize_q8(ty.act_kind(), &x, n, &mut act);
             let a = act.row(0);
-            let fast = time_it(min_ms, || w.chunks_exact(rb).map(|r| (k.vec_dot)(r, a)).sum());
+            let fast = time_best(min_ms, || w.chunks_exact(rb).map(|r| (k.vec_dot)(r, a)).sum());
             let slow = time_it(min_ms / 2.0, || w.chunks_exact(rb).map(|r| (k.vec_dot_ref)(r, a)).sum());
             (fast, slow)
         }
@@ -113,7 +130,7 @@ pub fn bench_type(ty: GgmlType, min_ms: f64) -> Option<KernelBench> {
         }
     };
     let gb = w.len() as f64 / 1e9;
-    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar })
+    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4 })
 }
 
 /// Benchmarks every supported type (or only `only`, when given).
@@ -151,7 +168,7 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<Pr
     let mut y = vec![0.0f32; rows * tokens];
     let gemm = time_best(min_ms, || {
         quantize_q8(ty.act_kind(), &x, n, &mut act);
-        prompt_rows(k, &w, 0..rows, &act, &mut scratch, &mut y, rows);
+        prompt_rows(k, &w, false, 0..rows, &act, &mut scratch, &mut y, rows);
         y[0]
     });
     quantize_q8(ty.act_kind(), &x, n, &mut act);

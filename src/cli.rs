@@ -6,7 +6,7 @@
 //! clef logits   --model F --tokens 1,2,3 [--all] [--precision fast|exact]
 //! clef generate --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
 //!               [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
-//!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact]
+//!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain]
 //! clef tokenize --model F --text TEXT [--special]
 //! clef decide   --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
 //! clef bench-decide --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
@@ -41,7 +41,7 @@ pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench
   logits        --model F --tokens 1,2,3 [--all] [--precision fast|exact]
   generate      --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
                 [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
-                [--ignore-eos] [--json] [--ctx N] [--precision fast|exact]
+                [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain]
   tokenize      --model F --text TEXT [--special]
   decide        --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
                 [--precision fast|exact]   (SystemOne request JSON in, response JSON out)
@@ -512,9 +512,14 @@ pub fn chat_prompt(h: &Header, user: &str, no_think: bool) -> Result<String, Str
 fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     a.check_known(&[
         "model", "tokens", "prompt", "chat", "no-think", "max-tokens", "temperature", "seed", "top-k", "top-p",
-        "min-p", "repeat-penalty", "ignore-eos", "json", "ctx", "precision",
+        "min-p", "repeat-penalty", "ignore-eos", "json", "ctx", "precision", "layout",
     ])?;
     let prec = a.precision()?;
+    match a.get("layout") {
+        None | Some("auto") => crate::quant::r4::set_enabled(true),
+        Some("plain") => crate::quant::r4::set_enabled(false),
+        Some(other) => return Err(format!("--layout must be auto or plain, not {other}")),
+    }
     let max_tokens: usize = a.num("max-tokens", 64)?;
     let defaults = SamplerParams::default();
     let params = SamplerParams {
@@ -642,15 +647,17 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
                 ("type", json::string(b.ty.name())),
                 ("simd_gbps", format!("{:.3}", b.simd_gbps)),
                 ("scalar_gbps", format!("{:.3}", b.scalar_gbps)),
+                ("r4_gbps", b.r4_gbps.map_or("null".into(), |v| format!("{v:.3}"))),
             ])
         });
         host.out(&json::object([("simd", json::string(crate::quant::SIMD_LEVEL)), ("kernels", json::array(items))]));
         host.out("\n");
     } else {
         host.out(&format!("kernels: {} (GB/s of weight bytes, one thread, 4096×4096 matvec)\n", crate::quant::SIMD_LEVEL));
-        host.out("type      simd GB/s  scalar GB/s  speed-up\n");
+        host.out("type      simd GB/s  scalar GB/s  speed-up  4 rows interleaved GB/s\n");
         for b in rows {
-            host.out(&format!("{:8} {:10.2} {:12.2} {:8.1}x\n", b.ty.name(), b.simd_gbps, b.scalar_gbps, b.simd_gbps / b.scalar_gbps));
+            let r4 = b.r4_gbps.map_or(String::new(), |v| format!("{v:12.2} ({:.2}x)", v / b.simd_gbps));
+            host.out(&format!("{:8} {:10.2} {:12.2} {:8.1}x  {r4}\n", b.ty.name(), b.simd_gbps, b.scalar_gbps, b.simd_gbps / b.scalar_gbps));
         }
     }
     Ok(())

@@ -650,7 +650,36 @@ impl Model {
                 Some(Part { plan, layers, output })
             }
         };
-        Ok(Model { config, role, store, kv_type: KvType::F32, trunk, part })
+        let mut model = Model { config, role, store, kv_type: KvType::F32, trunk, part };
+        model.interleave_weights(crate::quant::r4::faster);
+        Ok(model)
+    }
+
+    /// Rearranges the layers' weight matrices of the types `which` picks into the four-rows-
+    /// interleaved layout ([`crate::quant::r4`], in place); returns how many. The LM head and the
+    /// embeddings stay plain (their rows are also read one by one). [`Model::from_store_role`]
+    /// does this for the types where this build's R4 kernel is the faster one.
+    pub fn interleave_weights(&mut self, which: impl Fn(crate::quant::GgmlType) -> bool) -> usize {
+        let Some(part) = self.part.as_mut() else { return 0 };
+        let mut scratch = Vec::new();
+        let mut done = 0;
+        for layer in &mut part.layers {
+            let mut mats: Vec<&mut Linear> = Vec::new();
+            match &mut layer.mixer {
+                Some(Mixer::DeltaNet(w)) => mats.extend([&mut w.qkv, &mut w.gate, &mut w.beta, &mut w.alpha, &mut w.out]),
+                Some(Mixer::Attention(w)) => mats.extend([&mut w.q, &mut w.k, &mut w.v, &mut w.out]),
+                None => {}
+            }
+            if let Some(f) = &mut layer.ffn {
+                mats.extend([&mut f.gate, &mut f.up, &mut f.down]);
+            }
+            for w in mats {
+                if which(w.t.ty) && ops::interleave(&mut self.store, w, &mut scratch) {
+                    done += 1;
+                }
+            }
+        }
+        done
     }
 
     /// Parses, allocates, copies and builds a model (or `role`'s part of it) from a complete GGUF file in memory.

@@ -34,13 +34,29 @@ pub struct Linear {
     pub n_in: usize,
     pub n_out: usize,
     pub row_bytes: usize,
+    /// The rows are stored four by four interleaved ([`quant::r4`]), see [`interleave`].
+    pub r4: bool,
 }
 
 impl Linear {
     pub fn new(t: TensorView) -> Linear {
         let (n_out, n_in) = t.rows_cols();
         let row_bytes = t.ty.row_bytes(n_in);
-        Linear { t, n_in, n_out, row_bytes }
+        Linear { t, n_in, n_out, row_bytes, r4: false }
+    }
+}
+
+/// Rearranges `w`'s rows in the store into the four-rows-interleaved layout ([`quant::r4`]) when
+/// its type has one and its row count is a multiple of 4; returns whether it did. `scratch` holds
+/// four rows. After this every reader of the matrix must go through [`matmul`].
+pub fn interleave(store: &mut WeightStore, w: &mut Linear, scratch: &mut Vec<u8>) -> bool {
+    match quant::r4::r4_kernels(w.t.ty) {
+        Some(k4) if !w.r4 && w.n_out % quant::r4::R == 0 => {
+            quant::r4::interleave_matrix(k4, store.bytes_mut(&w.t), w.row_bytes, scratch);
+            w.r4 = true;
+            true
+        }
+        _ => false,
     }
 }
 
@@ -50,7 +66,11 @@ pub struct MatmulScratch {
     act: QAct,
     prompt: PromptScratch,
     wrow: Vec<f32>,
+    /// Four rows un-interleaved (exact mode over R4 weights).
+    plain: Vec<u8>,
 }
+
+const R4: usize = quant::r4::R;
 
 /// From how many tokens on a quantized matmul runs as the prompt GEMM (each weight row decoded once
 /// for all tokens, [`gemm`]) instead of one fused `vec_dot` per token and row. The first T where
@@ -121,17 +141,37 @@ pub fn matmul_rows(
         return;
     }
     let k = kernels(ty).unwrap_or_else(|| panic!("no kernels for {ty}"));
+    if w.r4 {
+        assert!(rows.start % R4 == 0 && rows.end % R4 == 0, "{}: rows {rows:?} split an interleaved group", w.t.name);
+    }
     if prec == Precision::Exact {
         s.wrow.resize(n_in, 0.0);
-        for r in rows {
-            (k.dequantize)(row(r), &mut s.wrow);
-            for t in 0..t_count {
-                y[t * n_out + r] = float::dot_f32(&s.wrow, &x[t * n_in..(t + 1) * n_in]);
+        for g in (rows.start..rows.end).step_by(R4) {
+            let p = if w.r4 { R4 } else { (rows.end - g).min(R4) };
+            let plain = quant::r4::plain_rows(w.r4, ty, data, w.row_bytes, g, p, &mut s.plain);
+            for (j, wr) in plain.chunks_exact(w.row_bytes).enumerate() {
+                (k.dequantize)(wr, &mut s.wrow);
+                for t in 0..t_count {
+                    y[t * n_out + g + j] = float::dot_f32(&s.wrow, &x[t * n_in..(t + 1) * n_in]);
+                }
             }
         }
         return;
     }
     quantize_q8(ty.act_kind(), x, n_in, &mut s.act);
+    if w.r4 && t_count < gemm_min_tokens(ty) {
+        // Four rows per kernel call, each group read from memory once for every token.
+        let vec_dot4 = quant::r4::r4_kernels(ty).expect("R4 kernels").vec_dot4;
+        let gb = R4 * w.row_bytes;
+        for g in (rows.start..rows.end).step_by(R4) {
+            let wg = &data[g * w.row_bytes..g * w.row_bytes + gb];
+            for t in 0..t_count {
+                let out = vec_dot4(wg, s.act.row(t));
+                y[t * n_out + g..t * n_out + g + R4].copy_from_slice(&out);
+            }
+        }
+        return;
+    }
     if t_count < gemm_min_tokens(ty) {
         // Rows outer: a weight row is read from memory once and stays in L1 for every token.
         for r in rows {
@@ -143,7 +183,7 @@ pub fn matmul_rows(
         return;
     }
     // Panels of rows, each decoded once and multiplied with every token.
-    gemm::prompt_rows(k, data, rows, &s.act, &mut s.prompt, y, n_out);
+    gemm::prompt_rows(k, data, w.r4, rows, &s.act, &mut s.prompt, y, n_out);
 }
 
 /// Row `r` of an embedding table, dequantized.

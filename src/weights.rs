@@ -398,6 +398,11 @@ impl WeightStore {
     pub fn bytes(&self, t: &TensorView) -> &[u8] {
         &bytemuck::cast_slice(&self.shards[t.shard])[t.offset..t.offset + t.size]
     }
+
+    /// The bytes of a tensor, to rearrange in place after loading ([`crate::ops::interleave`]).
+    pub fn bytes_mut(&mut self, t: &TensorView) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.shards[t.shard])[t.offset..t.offset + t.size]
+    }
 }
 
 #[cfg(test)]

@@ -322,3 +322,33 @@ fn f16_kv_cache_stays_close_to_f32() {
         assert!(n >= 8, "prompt {ci}: greedy agrees for only {n} steps");
     }
 }
+
+/// The four-rows-interleaved layout (`quant::r4`) changes where the bytes are, not the numbers:
+/// every fixture with a type that has the layout, its layer matrices interleaved, gives the plain
+/// model's logits bit for bit in both precisions — the prompt (the GEMM un-interleaves its panels),
+/// and 8 greedy decode steps (natively `vec_dot4` runs the plain kernel per row; the wasm R4
+/// kernels are checked against the scalar reference in tests/kernels.rs and the model in wasm by
+/// tests/js against llama.cpp).
+#[test]
+fn interleaved_weights_give_the_same_logits() {
+    let mut checked = Vec::new();
+    for (name, path) in models() {
+        let file = std::fs::read(&path).unwrap();
+        let plain = Model::from_bytes(&file).unwrap();
+        let mut r4 = Model::from_bytes(&file).unwrap();
+        let n = r4.interleave_weights(|ty| clef_web::quant::r4::r4_kernels(ty).is_some());
+        if n == 0 {
+            continue;
+        }
+        let case = &json(&fixture_dir().join(format!("{name}.transformers-dequant.json")))["cases"][0];
+        for prec in [Precision::Fast, Precision::Exact] {
+            let (a, at) = run(&plain, &ids(&case["prompt_ids"]), prec, 8);
+            let (b, bt) = run(&r4, &ids(&case["prompt_ids"]), prec, 8);
+            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "{name} {prec:?}: logits differ");
+            assert_eq!(at, bt, "{name} {prec:?}: greedy tokens differ");
+        }
+        checked.push(format!("{name} ({n} matrices)"));
+    }
+    println!("interleaved: {checked:?}");
+    assert!(checked.iter().any(|c| c.starts_with("A-Q2_K")), "no Q2_K fixture was interleaved: {checked:?}");
+}

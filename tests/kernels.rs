@@ -206,7 +206,7 @@ fn gemm_agrees_on_random_blocks() {
             // Output rows 1..rows of a matrix with one more column than rows: gemm_rows must
             // leave column 0 (and only it) untouched.
             let mut y = vec![f32::NAN; tokens * (rows + 1)];
-            gemm::gemm_rows(k, &data, 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
+            gemm::gemm_rows(k, &data, false, 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
             let mut w = vec![0.0f32; n];
             for (r, row) in data.chunks_exact(ty.row_bytes(n)).enumerate() {
                 (k.dequantize)(row, &mut w);
@@ -308,7 +308,7 @@ fn int8_gemm_agrees_on_random_and_extreme_blocks() {
             quantize_q8(ty.act_kind(), &x, n, &mut act);
             packed.pack(&act);
             let mut y = vec![f32::NAN; tokens * (rows + 1)];
-            gemm8::gemm_rows(k8, &data, 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
+            gemm8::gemm_rows(k8, &data, false, 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
             let mut w = vec![0.0f32; n];
             for (r, row) in data.chunks_exact(ty.row_bytes(n)).enumerate() {
                 (k.dequantize)(row, &mut w);
@@ -349,4 +349,63 @@ fn float_dots_agree() {
         let scale: f32 = x.iter().zip(&vals).map(|(a, b)| (a * b).abs()).sum();
         assert!((r - f).abs() / scale < 1e-5, "{ty}: {r} vs {f}");
     }
+}
+
+/// The four-rows-interleaved layouts (`quant::r4`): each type's fields cover its block exactly
+/// once, interleaving is a permutation of the bytes and un-interleaving restores them (on random,
+/// unsanitized bytes), and `vec_dot4` equals the scalar `vec_dot_ref` of each row (random rows of
+/// 1..9 blocks; the integer extremes are in the self-test above).
+#[test]
+fn four_row_interleave_is_a_permutation_and_dots_agree() {
+    use clef_web::quant::r4;
+    let mut rng = Rng(0x4444_0000_aaaa_5555);
+    let mut act = QAct::default();
+    let mut checked = 0;
+    for ty in GgmlType::ALL {
+        let Some(k4) = r4::r4_kernels(ty) else { continue };
+        let k = kernels(ty).unwrap();
+        let bb = ty.block_bytes();
+        let mut covered = vec![0u32; bb];
+        for f in k4.fields {
+            assert_eq!(f.len % f.gran, 0, "{ty}: field {f:?}");
+            covered[f.off..f.off + f.len].iter_mut().for_each(|c| *c += 1);
+        }
+        assert!(covered.iter().all(|&c| c == 1), "{ty}: fields do not cover the block once: {covered:?}");
+        for nb in 1..=9 {
+            let n = 256 * nb;
+            let rb = ty.row_bytes(n);
+            let mut plain = vec![0u8; 4 * rb];
+            rng.bytes(&mut plain);
+            let mut rows4 = vec![0u8; 4 * rb];
+            r4::pack_rows(k4, &plain, &mut rows4);
+            let (mut a, mut b) = (plain.clone(), rows4.clone());
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "{ty}: interleaving is not a permutation");
+            let mut back = vec![0u8; 4 * rb];
+            r4::unpack_rows(k4, &rows4, &mut back);
+            assert_eq!(back, plain, "{ty}: un-interleaving does not restore the rows");
+
+            for blk in plain.chunks_exact_mut(bb) {
+                (k.sanitize)(blk);
+            }
+            r4::pack_rows(k4, &plain, &mut rows4);
+            let x = rng.act(n);
+            quantize_q8(ty.act_kind(), &x, n, &mut act);
+            let got = (k4.vec_dot4)(&rows4, act.row(0));
+            let want = r4::vec_dot4_ref(ty, &rows4, act.row(0));
+            for r in 0..4 {
+                let row = &plain[r * rb..(r + 1) * rb];
+                assert_eq!(want[r].to_bits(), (k.vec_dot_ref)(row, act.row(0)).to_bits(), "{ty}: the R4 oracle");
+                let mut w = vec![0.0f32; n];
+                (k.dequantize)(row, &mut w);
+                let a = act.row(0);
+                let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
+                let err = (got[r] as f64 - want[r] as f64).abs() / scale;
+                assert!(err < 2e-6, "{ty} {nb} blocks row {r}: vec_dot4 {} vs {} (rel {err:e})", got[r], want[r]);
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 9, "no R4 type checked");
 }

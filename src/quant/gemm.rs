@@ -304,6 +304,8 @@ pub fn gemm(w: &[Decoded], act: &PackedAct, y: &mut [f32], y_stride: usize, col0
 pub struct GemmScratch {
     decoded: Vec<Decoded>,
     quads: Vec<Decoded>,
+    /// A panel's rows un-interleaved, for weights in the R4 layout.
+    plain: Vec<u8>,
 }
 
 /// The prompt product for output rows `rows` of a weight matrix (`data`: rows of `k.ty`,
@@ -313,6 +315,7 @@ pub struct GemmScratch {
 pub fn gemm_rows(
     k: &QuantKernels,
     data: &[u8],
+    r4: bool,
     rows: core::ops::Range<usize>,
     act: &PackedAct,
     s: &mut GemmScratch,
@@ -331,8 +334,9 @@ pub fn gemm_rows(
     let mut r0 = rows.start;
     while r0 < rows.end {
         let p = (rows.end - r0).min(PANEL);
-        for (j, d) in s.decoded[..p].iter_mut().enumerate() {
-            (k.decode)(&data[(r0 + j) * rb..(r0 + j + 1) * rb], d);
+        let plain = crate::quant::r4::plain_rows(r4, k.ty, data, rb, r0, p, &mut s.plain);
+        for (row, d) in plain.chunks_exact(rb).zip(&mut s.decoded[..p]) {
+            (k.decode)(row, d);
         }
         let w = if act.kb == 32 {
             for (d, q) in s.decoded[..p].iter().zip(&mut s.quads) {
@@ -363,6 +367,7 @@ pub struct PromptScratch {
 pub fn prompt_rows(
     k: &QuantKernels,
     data: &[u8],
+    r4: bool,
     rows: core::ops::Range<usize>,
     act: &QAct,
     s: &mut PromptScratch,
@@ -372,11 +377,11 @@ pub fn prompt_rows(
     match gemm8::kernels8(k.ty).filter(|_| gemm8::enabled(k.ty)) {
         Some(k8) => {
             s.packed8.pack(act);
-            gemm8::gemm_rows(k8, data, rows, &s.packed8, &mut s.gemm8, y, y_stride);
+            gemm8::gemm_rows(k8, data, r4, rows, &s.packed8, &mut s.gemm8, y, y_stride);
         }
         None => {
             s.packed.pack(act, k.ty.gemm_block());
-            gemm_rows(k, data, rows, &s.packed, &mut s.gemm, y, y_stride);
+            gemm_rows(k, data, r4, rows, &s.packed, &mut s.gemm, y, y_stride);
         }
     }
 }

@@ -212,6 +212,8 @@ impl PackedAct8 {
 #[derive(Clone, Debug, Default)]
 pub struct Gemm8Scratch {
     decoded: Vec<Decoded8>,
+    /// A panel's rows un-interleaved, for weights in the R4 layout.
+    plain: Vec<u8>,
 }
 
 /// `y[t·y_stride + col0 + j] = Σ_i W_j[i]·A[t][i]` for the decoded rows `w` (≤ [`PANEL`]) and every
@@ -246,6 +248,7 @@ pub fn gemm(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stri
 pub fn gemm_rows(
     k: &Kernels8,
     data: &[u8],
+    r4: bool,
     rows: core::ops::Range<usize>,
     act: &PackedAct8,
     s: &mut Gemm8Scratch,
@@ -262,8 +265,9 @@ pub fn gemm_rows(
     let mut r0 = rows.start;
     while r0 < rows.end {
         let p = (rows.end - r0).min(PANEL);
-        for (j, d) in s.decoded[..p].iter_mut().enumerate() {
-            (k.decode)(&data[(r0 + j) * rb..(r0 + j + 1) * rb], d);
+        let plain = crate::quant::r4::plain_rows(r4, k.ty, data, rb, r0, p, &mut s.plain);
+        for (row, d) in plain.chunks_exact(rb).zip(&mut s.decoded[..p]) {
+            (k.decode)(row, d);
         }
         gemm(&s.decoded[..p], k.ksum(), act, y, y_stride, r0);
         r0 += p;

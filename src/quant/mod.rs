@@ -54,6 +54,7 @@ pub mod iq3;
 pub mod kquants;
 pub mod legacy;
 pub mod lowbit;
+pub mod r4;
 pub mod selftest;
 pub mod tables;
 

@@ -10,11 +10,16 @@
 //! * for the types with an int8 prompt GEMM (`gemm8`, what the relaxed-SIMD build runs): its
 //!   decoder equals its reference bit for bit (counted with the decoder mismatches), and the int8
 //!   GEMM of the row (2 rows × 2 tokens) equals `vec_dot_ref` within the same bound as `vec_dot`
-//!   (counted in `max_dot_err`) — on the extreme blocks this is where an i16 sum would saturate.
+//!   (counted in `max_dot_err`) — on the extreme blocks this is where an i16 sum would saturate;
+//! * for the types with a four-rows-interleaved form ([`super::r4`]): the row and three variants of
+//!   it (bytes shifted, re-sanitized) interleaved; un-interleaving gives them back byte for byte
+//!   (a mismatch counts as a decoder mismatch) and `vec_dot4` equals each row's `vec_dot_ref`
+//!   within the same bound (in `max_dot_err`).
 
 use super::gemm::Decoded;
 use super::gemm8::{self, Decoded8, Gemm8Scratch, PackedAct8};
-use super::{kernels, quantize_q8, GgmlType, QAct};
+use super::r4;
+use super::{kernels, quantize_q8, GgmlType, QAct, QuantKernels, Q8};
 
 /// The outcome for one type.
 #[derive(Clone, Debug)]
@@ -103,11 +108,14 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
                 quantize_q8(ty.act_kind(), &x2, n, &mut act2);
                 packed8.pack(&act2);
                 let mut y = [0.0f32; 4];
-                gemm8::gemm_rows(k8, &two, 0..2, &packed8, &mut scratch8, &mut y, 2);
+                gemm8::gemm_rows(k8, &two, false, 0..2, &packed8, &mut scratch8, &mut y, 2);
                 let reference = (k.vec_dot_ref)(row, a) as f64;
                 for v in y {
                     check.max_dot_err = check.max_dot_err.max((v as f64 - reference).abs() / scale);
                 }
+            }
+            if let Some(k4) = r4::r4_kernels(ty) {
+                check_r4(k, k4, row, a, check);
             }
             check.rows += 1;
         };
@@ -143,4 +151,33 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
         out.push(check);
     }
     out
+}
+
+/// The R4 checks of one row: `row` and three variants interleaved, un-interleaved, multiplied.
+fn check_r4(k: &QuantKernels, k4: &r4::R4Kernels, row: &[u8], a: Q8<'_>, check: &mut KernelCheck) {
+    let bb = k.ty.block_bytes();
+    let mut plain = Vec::with_capacity(r4::R * row.len());
+    for v in 0..r4::R as u8 {
+        let start = plain.len();
+        plain.extend(row.iter().map(|&b| b.wrapping_add(v.wrapping_mul(37))));
+        for blk in plain[start..].chunks_exact_mut(bb) {
+            (k.sanitize)(blk);
+        }
+    }
+    let mut rows4 = vec![0u8; plain.len()];
+    r4::pack_rows(k4, &plain, &mut rows4);
+    let mut back = vec![0u8; plain.len()];
+    r4::unpack_rows(k4, &rows4, &mut back);
+    if back != plain {
+        check.decode_mismatches += 1;
+    }
+    let got = (k4.vec_dot4)(&rows4, a);
+    let n = a.qs.len();
+    let mut w = vec![0.0f32; n];
+    for (r, p) in plain.chunks_exact(row.len()).enumerate() {
+        (k.dequantize)(p, &mut w);
+        let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
+        let want = (k.vec_dot_ref)(p, a) as f64;
+        check.max_dot_err = check.max_dot_err.max((got[r] as f64 - want).abs() / scale);
+    }
 }

@@ -60,6 +60,9 @@ pub static KERNELS: &[QuantKernels] = &[
     iq4_xs::KERNELS,
 ];
 
+/// The types with a four-rows-interleaved form ([`crate::quant::r4`]).
+pub static R4: &[crate::quant::r4::R4Kernels] = &[q2_k::R4];
+
 /// The types with an int8 prompt GEMM form (`gemm8`): codes `u = q + offset` ≤ `umax`.
 pub static KERNELS8: &[Kernels8] = &[
     q2_k::KERNELS8,

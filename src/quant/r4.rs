@@ -1,0 +1,267 @@
+//! Four weight rows interleaved block by block ("R4"): a load-time layout for the decode kernels.
+//!
+//! A decode matvec reads every weight once per token. In the plain layout the dot product runs row
+//! by row: per 16 weights it loads 16 activation bytes, broadcasts the group's scale, and each row
+//! ends with a horizontal sum. With four rows interleaved, one 4-byte activation broadcast meets
+//! 4 rows × 4 weights in one product instruction: the product lanes belong to the four rows, one
+//! vector carries the four rows' scales, and the result is one f32x4 holding four outputs.
+//!
+//! An R4 block is block `b` of four consecutive rows, their bytes rearranged field by field
+//! ([`Field`]): a field of `len` bytes in granules of `gran` bytes becomes `4 · len` bytes in which
+//! granule `k` of row `r` sits at `(4k + r) · gran`. Granules of 4 quant bytes keep 4 consecutive
+//! elements of a row together (every K-quant stores consecutive elements in consecutive bytes), so
+//! the kernels unpack them exactly as the plain ones do; per-row scalars (`d`, scales) become
+//! vectors across the four rows. The R4 bytes of four rows are a permutation of the plain bytes,
+//! so a matrix is rearranged in place after loading ([`interleave_matrix`]), without memory of its
+//! own; the prompt GEMM takes a panel's rows back to the plain layout before decoding them
+//! ([`plain_rows`]).
+//!
+//! Only the types and builds where it measured faster use it ([`faster`]); every build has a
+//! working [`R4Kernels::vec_dot4`], and [`vec_dot4_ref`] (un-interleave, then the scalar
+//! `vec_dot_ref` per row) is its test oracle.
+
+use super::{kernels, GgmlType, Q8, QK_K};
+
+/// Rows per R4 group.
+pub const R: usize = 4;
+
+/// One field of a block: `len` bytes at `off`, interleaved in granules of `gran` bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Field {
+    pub off: usize,
+    pub len: usize,
+    pub gran: usize,
+}
+
+/// The R4 form of one block type.
+pub struct R4Kernels {
+    pub ty: GgmlType,
+    /// The block's fields in R4 order; together they cover the block exactly once.
+    pub fields: &'static [Field],
+    /// `[y_0, y_1, y_2, y_3]`: the dot products of four interleaved rows (`rows4`, whole R4
+    /// blocks) with one activation row.
+    pub vec_dot4: fn(rows4: &[u8], act: Q8<'_>) -> [f32; 4],
+}
+
+/// The R4 form of `ty`, where one exists.
+pub fn r4_kernels(ty: GgmlType) -> Option<&'static R4Kernels> {
+    super::kquants::R4.iter().find(|k| k.ty == ty)
+}
+
+/// Whether this build stores `ty` weight matrices interleaved: where the R4 kernel measured faster
+/// than the plain one (BENCHMARKS.md "Four rows interleaved"): the relaxed-SIMD build, unless
+/// switched off with [`set_enabled`].
+pub fn faster(ty: GgmlType) -> bool {
+    cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd"))
+        && ENABLED.load(core::sync::atomic::Ordering::Relaxed)
+        && r4_kernels(ty).is_some()
+}
+
+static ENABLED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
+
+/// Turns the interleaved layout off (or on again) for models built after the call: for side-by-side
+/// measurements (`clef generate --layout plain`).
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Four plain rows (`plain`: `R` rows of `rb` bytes, one after the other) → their R4 blocks
+/// (`rows4`, the same length). A permutation of the bytes.
+pub fn pack_rows(k: &R4Kernels, plain: &[u8], rows4: &mut [u8]) {
+    permute(k, plain, rows4, false);
+}
+
+/// The inverse of [`pack_rows`]: R4 blocks → four plain rows.
+pub fn unpack_rows(k: &R4Kernels, rows4: &[u8], plain: &mut [u8]) {
+    permute(k, rows4, plain, true);
+}
+
+/// Moves every granule between the plain offset (row r, block b, field offset + k·gran) and the
+/// R4 offset (block b, field base + (R·k + r)·gran); `to_plain` picks the direction. Fields of
+/// whole 16-byte chunks of words or bytes go through SIMD transposes on wasm32 (the prompt GEMM
+/// un-interleaves every panel it decodes, so this is on the prompt's path).
+fn permute(k: &R4Kernels, src: &[u8], dst: &mut [u8], to_plain: bool) {
+    let bb = k.ty.block_bytes();
+    assert_eq!(src.len(), dst.len(), "R4: source and destination differ in size");
+    assert_eq!(src.len() % (R * bb), 0, "R4: not four rows of whole blocks");
+    assert!(k.fields.iter().all(|f| f.off + f.len <= bb && f.len % f.gran == 0), "R4: bad field table");
+    let rb = src.len() / R;
+    for b in 0..rb / bb {
+        let mut base = R * bb * b;
+        for f in k.fields {
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            if f.len % 16 == 0 && (f.gran == 4 || f.gran == 1) {
+                let rows: [usize; R] = core::array::from_fn(|r| r * rb + b * bb + f.off);
+                // SAFETY: rows[r] + f.len ≤ (r + 1)·rb and base + 4·f.len ≤ 4·bb·(b + 1): both
+                // slices have 4·rb bytes (asserted above).
+                unsafe {
+                    if to_plain {
+                        let d = dst.as_mut_ptr();
+                        simd::from_r4(f.gran, src.as_ptr().add(base), rows.map(|o| d.add(o)), f.len);
+                    } else {
+                        let s = src.as_ptr();
+                        simd::to_r4(f.gran, rows.map(|o| s.add(o)), dst.as_mut_ptr().add(base), f.len);
+                    }
+                }
+                base += R * f.len;
+                continue;
+            }
+            for g in 0..f.len / f.gran {
+                for r in 0..R {
+                    let plain = r * rb + b * bb + f.off + g * f.gran;
+                    let packed = base + (R * g + r) * f.gran;
+                    let (from, to) = if to_plain { (packed, plain) } else { (plain, packed) };
+                    // Fixed-size copies become single loads and stores (a variable length calls memcpy).
+                    match f.gran {
+                        1 => dst[to] = src[from],
+                        2 => dst[to..to + 2].copy_from_slice(&src[from..from + 2]),
+                        4 => dst[to..to + 4].copy_from_slice(&src[from..from + 4]),
+                        n => dst[to..to + n].copy_from_slice(&src[from..from + n]),
+                    }
+                }
+            }
+            base += R * f.len;
+        }
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd {
+    //! 4 rows × 16 bytes ⇄ 64 R4 bytes, as transposes of 4×4 words or 4×16 bytes.
+    use core::arch::wasm32::*;
+
+    /// Four rows' field bytes (`len`, a multiple of 16, at `rows[r]`) → their R4 form at `out`.
+    ///
+    /// # Safety
+    /// `rows[r]..+len` readable, `out..+4·len` writable, not overlapping.
+    #[inline(always)]
+    pub unsafe fn to_r4(gran: usize, rows: [*const u8; 4], out: *mut u8, len: usize) {
+        for c in (0..len).step_by(16) {
+            let v = rows.map(|p| v128_load(p.add(c) as *const v128));
+            let o = if gran == 4 { words(v) } else { bytes_to(v) };
+            for (i, oi) in o.into_iter().enumerate() {
+                v128_store(out.add(4 * c + 16 * i) as *mut v128, oi);
+            }
+        }
+    }
+
+    /// The inverse of [`to_r4`].
+    ///
+    /// # Safety
+    /// `src..+4·len` readable, `rows[r]..+len` writable, not overlapping.
+    #[inline(always)]
+    pub unsafe fn from_r4(gran: usize, src: *const u8, rows: [*mut u8; 4], len: usize) {
+        for c in (0..len).step_by(16) {
+            let o: [v128; 4] = core::array::from_fn(|i| v128_load(src.add(4 * c + 16 * i) as *const v128));
+            let v = if gran == 4 { words(o) } else { bytes_from(o) };
+            for (p, vr) in rows.iter().zip(v) {
+                v128_store(p.add(c) as *mut v128, vr);
+            }
+        }
+    }
+
+    /// The 4×4 transpose of 32-bit words (its own inverse): out[i] = [v0[i], v1[i], v2[i], v3[i]].
+    #[inline(always)]
+    fn words(v: [v128; 4]) -> [v128; 4] {
+        let t0 = i32x4_shuffle::<0, 4, 1, 5>(v[0], v[1]);
+        let t1 = i32x4_shuffle::<2, 6, 3, 7>(v[0], v[1]);
+        let t2 = i32x4_shuffle::<0, 4, 1, 5>(v[2], v[3]);
+        let t3 = i32x4_shuffle::<2, 6, 3, 7>(v[2], v[3]);
+        [
+            i32x4_shuffle::<0, 1, 4, 5>(t0, t2),
+            i32x4_shuffle::<2, 3, 6, 7>(t0, t2),
+            i32x4_shuffle::<0, 1, 4, 5>(t1, t3),
+            i32x4_shuffle::<2, 3, 6, 7>(t1, t3),
+        ]
+    }
+
+    /// Rows of 16 bytes → R4 bytes: out[i] holds bytes 4i..4i+4 of the four rows, byte by byte
+    /// ([r0, r1, r2, r3] of byte 4i, then of byte 4i + 1, …).
+    #[inline(always)]
+    fn bytes_to(v: [v128; 4]) -> [v128; 4] {
+        let a = i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(v[0], v[1]);
+        let b = i8x16_shuffle::<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>(v[0], v[1]);
+        let c = i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(v[2], v[3]);
+        let d = i8x16_shuffle::<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>(v[2], v[3]);
+        [
+            i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(a, c),
+            i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(a, c),
+            i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(b, d),
+            i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(b, d),
+        ]
+    }
+
+    /// The inverse of [`bytes_to`].
+    #[inline(always)]
+    fn bytes_from(o: [v128; 4]) -> [v128; 4] {
+        let a = i16x8_shuffle::<0, 2, 4, 6, 8, 10, 12, 14>(o[0], o[1]);
+        let c = i16x8_shuffle::<1, 3, 5, 7, 9, 11, 13, 15>(o[0], o[1]);
+        let b = i16x8_shuffle::<0, 2, 4, 6, 8, 10, 12, 14>(o[2], o[3]);
+        let d = i16x8_shuffle::<1, 3, 5, 7, 9, 11, 13, 15>(o[2], o[3]);
+        [
+            i8x16_shuffle::<0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30>(a, b),
+            i8x16_shuffle::<1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31>(a, b),
+            i8x16_shuffle::<0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30>(c, d),
+            i8x16_shuffle::<1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31>(c, d),
+        ]
+    }
+}
+
+/// Rearranges a whole matrix (`data`: `n_rows` rows of `rb` bytes, `n_rows` a multiple of 4) into
+/// R4 groups in place; `scratch` holds one group's plain rows.
+pub fn interleave_matrix(k: &R4Kernels, data: &mut [u8], rb: usize, scratch: &mut Vec<u8>) {
+    assert_eq!(data.len() % (R * rb), 0, "R4: the row count is not a multiple of 4");
+    scratch.resize(R * rb, 0);
+    for group in data.chunks_exact_mut(R * rb) {
+        scratch.copy_from_slice(group);
+        pack_rows(k, scratch, group);
+    }
+}
+
+/// Rows `r0 .. r0 + p` of a matrix as plain rows: a slice of `data` when it is plain, else its R4
+/// groups un-interleaved into `scratch` (`r0` and `p` multiples of 4).
+pub fn plain_rows<'a>(r4: bool, ty: GgmlType, data: &'a [u8], rb: usize, r0: usize, p: usize, scratch: &'a mut Vec<u8>) -> &'a [u8] {
+    let rows = &data[r0 * rb..(r0 + p) * rb];
+    if !r4 {
+        return rows;
+    }
+    let k = r4_kernels(ty).expect("R4 rows of a type without an R4 form");
+    assert!(r0 % R == 0 && p % R == 0, "R4 rows {r0}..{} are not whole groups", r0 + p);
+    scratch.resize(p * rb, 0);
+    for (src, dst) in rows.chunks_exact(R * rb).zip(scratch.chunks_exact_mut(R * rb)) {
+        unpack_rows(k, src, dst);
+    }
+    scratch
+}
+
+/// The test oracle of [`R4Kernels::vec_dot4`]: un-interleave, then the scalar `vec_dot_ref` per row.
+pub fn vec_dot4_ref(ty: GgmlType, rows4: &[u8], act: Q8<'_>) -> [f32; R] {
+    by_rows(ty, rows4, act, kernels(ty).expect("no kernels").vec_dot_ref)
+}
+
+/// `vec_dot4` where this build has no R4 kernel: un-interleave, then the plain fast kernel per row
+/// (correct, and slower than the plain layout; [`faster`] keeps such builds off R4).
+pub fn vec_dot4_plain(ty: GgmlType, rows4: &[u8], act: Q8<'_>) -> [f32; R] {
+    by_rows(ty, rows4, act, kernels(ty).expect("no kernels").vec_dot)
+}
+
+fn by_rows(ty: GgmlType, rows4: &[u8], act: Q8<'_>, dot: fn(&[u8], Q8<'_>) -> f32) -> [f32; R] {
+    let k = r4_kernels(ty).expect("no R4 form");
+    let mut plain = vec![0u8; rows4.len()];
+    unpack_rows(k, rows4, &mut plain);
+    let rb = rows4.len() / R;
+    core::array::from_fn(|r| dot(&plain[r * rb..(r + 1) * rb], act))
+}
+
+/// Checks four interleaved rows against an activation row; returns the number of R4 blocks.
+#[inline(always)]
+pub fn check_rows4(rows4: &[u8], ty: GgmlType, act: &Q8<'_>) -> usize {
+    let bb4 = R * ty.block_bytes();
+    let nb = rows4.len() / bb4;
+    assert_eq!(rows4.len(), nb * bb4, "R4 rows are not whole blocks");
+    assert!(
+        act.qs.len() >= nb * QK_K && act.d.len() >= nb * 8 && act.bsums.len() >= nb * 16,
+        "activation row shorter than the weight rows"
+    );
+    nb
+}
