@@ -1,0 +1,37 @@
+// `clef bench-kernels` inside headless Chromium: the same command as
+// `node --experimental-wasm-relaxed-simd www/cli.mjs bench-kernels …`, run by the engine and
+// code generator that users' pages get (Chromium's V8 is newer than Node 20's, and the two
+// compile the same wasm differently). Both builds, relaxed SIMD first.
+//
+//   node tools/bench-kernels-chromium.mjs [--type Q2_K] [--ms 2000] [--prefill T] [--build relaxed-simd|simd128]
+//
+// Needs www/pkg (./build.sh), /usr/bin/chromium (or $CHROMIUM) and npm's playwright-core.
+
+import { startHubServer } from '../tests/browser/hub-server.mjs';
+import { launch } from '../tests/browser/helpers.mjs';
+
+const argv = process.argv.slice(2);
+const only = argv.indexOf('--build') >= 0 ? argv.splice(argv.indexOf('--build'), 2)[1] : null;
+const builds = [['relaxed-simd', 'clef_web_relaxed_bg.wasm'], ['simd128', 'clef_web_bg.wasm']].filter(([b]) => !only || b === only);
+
+const server = await startHubServer();
+const b = await launch(server.url);
+try {
+  for (const [build, file] of builds) {
+    const out = await b.page.evaluate(
+      async ({ build, file, args }) => {
+        const glue = await import(`/pkg/clef_web.js?${build}`);
+        await glue.default({ module_or_path: `/pkg/${file}` });
+        let text = '';
+        const host = { write: (s) => (text += s), note: (s) => (text += s), size: () => 0, readAt: () => {} };
+        glue.runCli(['bench-kernels', ...args], host);
+        return text;
+      },
+      { build, file, args: argv },
+    );
+    process.stdout.write(`${build} (Chromium ${b.ctx.browser()?.version() ?? ''}):\n${out}`);
+  }
+} finally {
+  await b.close();
+  await server.close();
+}
