@@ -10,7 +10,7 @@
 //! clef tokenize --model F --text TEXT [--special]
 //! clef decide   --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
 //! clef bench-decide --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
-//! clef bench-kernels [--json] [--type T] [--ms MS] [--prefill T]
+//! clef bench-kernels [--json] [--type T] [--ms MS] [--prefill T] [--gemm narrow|wide]
 //! clef bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
 //! ```
 
@@ -47,7 +47,7 @@ pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench
                 [--precision fast|exact]   (SystemOne request JSON in, response JSON out)
   bench-decide  --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
                 (a decision of about N prompt tokens vs the plain prompt of the same tokens; JSON)
-  bench-kernels [--json] [--type T] [--ms MS] [--prefill TOKENS]
+  bench-kernels [--json] [--type T] [--ms MS] [--prefill TOKENS] [--gemm narrow|wide]
   bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
                 (constrained decoding over F's vocabulary: build, compile and per-token mask times; JSON)
   self-test     [--rows N]   (fast kernels vs scalar references in this build; JSON, exit 1 on a mismatch)";
@@ -627,7 +627,13 @@ fn bench_prefill(only: Option<GgmlType>, tokens: usize, ms: f64, json_out: bool,
 }
 
 fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
-    a.check_known(&["json", "type", "ms", "prefill"])?;
+    a.check_known(&["json", "type", "ms", "prefill", "gemm"])?;
+    use crate::quant::gemm8::{set_profile, Profile};
+    match a.get("gemm") {
+        None | Some("narrow") => set_profile(Profile::Narrow),
+        Some("wide") => set_profile(Profile::Wide),
+        Some(other) => return Err(format!("--gemm must be narrow or wide, not {other}")),
+    }
     let only = match a.get("type") {
         Some(t) => Some(GgmlType::from_name(t).ok_or_else(|| format!("unknown type '{t}'"))?),
         None => None,

@@ -194,6 +194,14 @@ pub fn simd_level() -> String {
     crate::quant::SIMD_LEVEL.to_string()
 }
 
+/// How this instance runs the int8 prompt GEMM (`quant::gemm8::Profile`): wide tiles (Chromium's
+/// V8) or narrow ones (Node 20's). Results are identical; only the speed differs.
+#[wasm_bindgen(js_name = setGemmProfile)]
+pub fn set_gemm_profile(wide: bool) {
+    use crate::quant::gemm8::{set_profile, Profile};
+    set_profile(if wide { Profile::Wide } else { Profile::Narrow });
+}
+
 /// Checks this build's fast kernels against the scalar references in the running engine (see
 /// `quant::selftest`); returns the JSON report of `clef self-test` (`ok` says whether all passed).
 #[wasm_bindgen(js_name = kernelSelfTest)]

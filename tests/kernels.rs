@@ -306,7 +306,8 @@ fn int8_gemm_agrees_on_random_and_extreme_blocks() {
                 (k.sanitize)(blk);
             }
             quantize_q8(ty.act_kind(), &x, n, &mut act);
-            packed.pack(&act);
+            // Both profiles' tile widths (gemm8::Profile), alternating by case.
+            packed.pack_tiles(&act, if case % 2 == 0 { 2 } else { 4 });
             let mut y = vec![f32::NAN; tokens * (rows + 1)];
             gemm8::gemm_rows(k8, &data, false, 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
             let mut w = vec![0.0f32; n];

@@ -3,8 +3,9 @@
 // code generator that users' pages get (Chromium's V8 is newer than Node 20's, and the two
 // compile the same wasm differently). Both builds, relaxed SIMD first.
 //
-//   node tools/bench-kernels-chromium.mjs [--type Q2_K] [--ms 2000] [--prefill T] [--build relaxed-simd|simd128]
+//   node tools/bench-kernels-chromium.mjs [--type Q2_K] [--ms 2000] [--prefill T] [--gemm narrow|wide] [--build relaxed-simd|simd128]
 //
+// `--gemm` (the int8 prompt GEMM's profile) defaults to wide, what the browser engine sets.
 // Needs www/pkg (./build.sh), /usr/bin/chromium (or $CHROMIUM) and npm's playwright-core.
 
 import { startHubServer } from '../tests/browser/hub-server.mjs';
@@ -12,6 +13,7 @@ import { launch } from '../tests/browser/helpers.mjs';
 
 const argv = process.argv.slice(2);
 const only = argv.indexOf('--build') >= 0 ? argv.splice(argv.indexOf('--build'), 2)[1] : null;
+if (!argv.includes('--gemm')) argv.push('--gemm', 'wide');
 const builds = [['relaxed-simd', 'clef_web_relaxed_bg.wasm'], ['simd128', 'clef_web_bg.wasm']].filter(([b]) => !only || b === only);
 
 const server = await startHubServer();

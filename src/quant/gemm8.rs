@@ -10,7 +10,7 @@
 //!                                              sc[n/16] i16  integer scale per 16 elements
 //!                                              d[n/KB], m[n/KB] f32,  mn[n/16] i16
 //!              W[r][i] = d[i/KB]·sc[i/16]·u[pair_pos(i)] + m[i/KB]·mn[i/16]   — exactly `dequantize`
-//! activations  Q8 rows ──PackedAct8::pack──► tiles of ≤ 2 tokens: qs i8 in pair order, interleaved
+//! activations  Q8 rows ──PackedAct8::pack──► tiles of ≤ 2 or 4 tokens: qs i8 in pair order, interleaved
 //!              per 16 bytes; da, bs as in the i16 GEMM
 //! y[t][r] = Σ_b da[t][b]·( d[b]·Σ_{i∈b} sc[i/16]·u[i]·qs[t][i]  +  m[b]·Σ_{g∈b} mn[g]·bsum[t][g] )
 //! ```
@@ -32,8 +32,8 @@
 //! Q4_0 / Q4_1 / Q5_* (KB = 32) would fit (codes ≤ 31) but were not done: the K-quants below
 //! show what the form gains.
 //!
-//! The tile kernel: 2 rows × 2 tokens (activation tiles of [`TILE`] = 2). Per 16 elements it
-//! loads 2 weight and 2 activation vectors and does 4 relaxed dots into 4 i16 accumulators
+//! The tile kernel: 2 rows × 2 tokens, or 2 rows × 4 tokens ([`Profile`]). Per 16 elements the
+//! narrow one loads 2 weight and 2 activation vectors and does 4 relaxed dots into 4 i16 accumulators
 //! (12 instructions per 64 multiply-adds, the i16 GEMM needs 22 per 64); every `ksum` steps they
 //! are widened with the rows' scale vectors into 4 i32x4 sums, which live in memory (volatile
 //! accesses: next to the i16 sums in registers V8 spilled inside the hot loop); at the end of a
@@ -53,7 +53,17 @@
 //! products, which eats the gain except for Q2_K (`ksum` = 8, 2-bit decode cheapest) and costs
 //! Q6_K (`ksum` = 2: a widening every 2 steps) a third. What could still win: a row-interleaved
 //! load-time layout (ik_llama.cpp's `_R4`) to cut the per-row overheads, or a V8 with a better
-//! allocator; neither was tried here.
+//! allocator.
+//!
+//! **Chromium's V8 is that better allocator** (measured 2026-12-02 in Chromium 156 with
+//! `tools/bench-kernels-chromium.mjs --prefill 32`, 3 alternating rounds, median ratios): tiles of
+//! 2 rows × 4 tokens against 2 × 2 run Q2_K 1.34×, and make the int8 form beat the i16 GEMM for
+//! Q3_K 1.40×, Q4_K 1.40×, Q5_K 1.26× (57 / 55 / 54 / 47 G MAC/s against 43 / 40 / 39 / 37);
+//! Q6_K stays on the i16 GEMM (no gain). Node 20 with the same wasm: 4-token tiles 0.69–0.82× for
+//! Q3_K–Q5_K. So the runtime picks per engine: [`Profile::Wide`] in browsers, [`Profile::Narrow`]
+//! in Node (`CoreEnv.gemmProfile` in `www/src/worker.ts`; the same products bit for bit). The
+//! tile width is a constant of each instance ([`gemm`] dispatches on it once): with a run-time
+//! width Node's 2-token tiles ran at half speed.
 //!
 //! `i32x4.relaxed_dot_i8x16_i7x16_add_s` is never used (see `quant/mod.rs`): the i16 sums are
 //! added with `i16x8.add` and widened with `i32x4.dot_i16x8_s`.
@@ -67,8 +77,47 @@ pub const UNIT: usize = 128;
 /// Rows decoded together before they meet all the token tiles (as [`super::gemm::PANEL`]).
 pub const PANEL: usize = 8;
 
-/// Tokens per activation tile.
-pub const TILE: usize = 2;
+/// The most tokens per activation tile (the tile kernel's outputs are f32x4 lanes).
+pub const MAX_TILE: usize = 4;
+
+/// How this engine runs the int8 GEMM: the tile width and which types use it. The same wasm runs
+/// in engines whose code generators differ (V8 11.3 in Node 20, V8 of Chromium 156), and the best
+/// choice differs with them (module docs, "Measured"). Results are the same either way, bit for
+/// bit: every (row, token) sum is exact in integers and folded in the same order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// Tiles of 2 rows × 2 tokens, Q2_K only: what Node 20's V8 runs best (the default).
+    Narrow,
+    /// Tiles of 2 rows × 4 tokens, Q2_K to Q5_K: what Chromium's V8 runs best (set by the browser
+    /// runtime, `setGemmProfile`).
+    Wide,
+}
+
+static WIDE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Sets the profile for activations packed from now on.
+pub fn set_profile(p: Profile) {
+    WIDE.store(p == Profile::Wide, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// The current profile.
+pub fn profile() -> Profile {
+    if WIDE.load(core::sync::atomic::Ordering::Relaxed) {
+        Profile::Wide
+    } else {
+        Profile::Narrow
+    }
+}
+
+impl Profile {
+    /// Tokens per activation tile.
+    pub fn tile(self) -> usize {
+        match self {
+            Profile::Narrow => 2,
+            Profile::Wide => 4,
+        }
+    }
+}
 
 /// Weight rows per register tile.
 const ROWS: usize = 2;
@@ -133,9 +182,10 @@ pub struct Kernels8 {
     pub ty: GgmlType,
     /// Largest code (`u ≤ umax ≤ 127`).
     pub umax: u8,
-    /// Whether the relaxed-SIMD build's prompt uses this form: measured faster than the i16
-    /// GEMM for this type (module docs), else the form exists for the tests only.
-    pub faster: bool,
+    /// Whether the relaxed-SIMD build's prompt uses this form with [`Profile::Narrow`] /
+    /// [`Profile::Wide`]: measured faster than the i16 GEMM for this type in the engine the
+    /// profile is for (module docs), else the form exists for the tests only.
+    pub faster: [bool; 2],
     /// Scalar reference decoder (element by element from the type's block description).
     pub decode_ref: DecodeRow8,
     /// The fast decoder (SIMD128 on wasm32; the reference natively); equals `decode_ref`.
@@ -163,34 +213,44 @@ pub fn kernels8(ty: GgmlType) -> Option<&'static Kernels8> {
 /// Whether the prompt GEMM of `ty` runs in int8 in this build: only with relaxed SIMD (without
 /// it a byte product costs as much as an i16 one), and only for the types of [`kernels8`].
 pub fn enabled(ty: GgmlType) -> bool {
-    cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd")) && kernels8(ty).is_some_and(|k| k.faster)
+    cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd"))
+        && kernels8(ty).is_some_and(|k| k.faster[(profile() == Profile::Wide) as usize])
 }
 
-/// The activations of one int8 GEMM call: tiles of [`TILE`] tokens (the last holds `T % 2`).
-/// Tile j (c tokens) occupies `qs[2j·n ..]`: for each 16-element step k of the pair-ordered row,
+/// The activations of one int8 GEMM call: tiles of `tile` tokens (the last holds the rest).
+/// Tile j (c tokens) occupies `qs[tile·j·n ..]`: for each 16-element step k of the pair-ordered row,
 /// the c tokens' 16 bytes side by side (token t at `qs[2j·n + (k·c + t)·16 ..][..16]`); `da` and
 /// `bs` are laid out as in [`super::gemm::PackedAct`] (KB = 256).
 #[derive(Clone, Debug, Default)]
 pub struct PackedAct8 {
     pub n: usize,
     pub tokens: usize,
+    /// Tokens per tile (2 or 4: [`Profile::tile`]).
+    pub tile: usize,
     pub qs: Vec<i8>,
     pub da: Vec<f32>,
     pub bs: Vec<i16>,
 }
 
 impl PackedAct8 {
-    /// Packs Q8_K activation rows.
+    /// Packs Q8_K activation rows in tiles of the current profile's width.
     pub fn pack(&mut self, act: &QAct) {
+        self.pack_tiles(act, profile().tile());
+    }
+
+    /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens.
+    pub fn pack_tiles(&mut self, act: &QAct, tile: usize) {
         let (n, tokens) = (act.n, act.rows);
         assert!(n % QK_K == 0, "int8 GEMM rows are whole 256-element blocks");
+        assert!((1..=MAX_TILE).contains(&tile), "tile of {tile} tokens");
         self.n = n;
         self.tokens = tokens;
+        self.tile = tile;
         self.qs.clear();
         self.qs.resize(tokens * n, 0);
-        super::gemm::pack_scales(act, QK_K, n, TILE, &mut self.da, &mut self.bs);
-        for j in 0..tokens.div_ceil(TILE) {
-            let (t0, c) = (TILE * j, (tokens - TILE * j).min(TILE));
+        super::gemm::pack_scales(act, QK_K, n, tile, &mut self.da, &mut self.bs);
+        for j in 0..tokens.div_ceil(tile) {
+            let (t0, c) = (tile * j, (tokens - tile * j).min(tile));
             let qs = &mut self.qs[t0 * n..(t0 + c) * n];
             for t in 0..c {
                 let a = act.row(t0 + t).qs;
@@ -204,7 +264,7 @@ impl PackedAct8 {
     }
 
     fn tiles(&self) -> usize {
-        self.tokens.div_ceil(TILE)
+        self.tokens.div_ceil(self.tile)
     }
 }
 
@@ -226,12 +286,22 @@ pub fn gemm(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stri
     }
     assert!(matches!(ksum, 1 | 2 | 4 | 8));
     assert!(act.tokens == 0 || (act.tokens - 1) * y_stride + col0 + w.len() <= y.len(), "output too small");
+    // The tile width as a constant: with a run-time width (and every width's kernels in one
+    // dispatch) Node 20's V8 ran the 2-token tiles at half their speed.
+    match act.tile {
+        2 => gemm_tiles::<2>(w, ksum, act, y, y_stride, col0),
+        4 => gemm_tiles::<4>(w, ksum, act, y, y_stride, col0),
+        t => panic!("activations packed in tiles of {t}"),
+    }
+}
+
+fn gemm_tiles<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stride: usize, col0: usize) {
     for j in 0..act.tiles() {
         let (t0, c) = (TILE * j, (act.tokens - TILE * j).min(TILE));
         let mut r = 0;
         while r < w.len() {
             let rows = (w.len() - r).min(ROWS);
-            let out = tile_dispatch(&w[r..r + rows], ksum, act, j, c);
+            let out = tile_dispatch::<TILE>(&w[r..r + rows], ksum, act, j, c);
             for t in 0..c {
                 for (k, v) in out[..rows].iter().enumerate() {
                     y[(t0 + t) * y_stride + col0 + r + k] = v[t];
@@ -276,7 +346,7 @@ pub fn gemm_rows(
 
 /// One tile of ≤ 2 rows × c tokens → `out[row][token]`.
 #[inline]
-fn tile_dispatch(w: &[Decoded8], ksum: usize, act: &PackedAct8, j: usize, c: usize) -> [[f32; 4]; 2] {
+fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct8, j: usize, c: usize) -> [[f32; 4]; 2] {
     #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
     {
         macro_rules! by_c {
@@ -285,8 +355,11 @@ fn tile_dispatch(w: &[Decoded8], ksum: usize, act: &PackedAct8, j: usize, c: usi
                 // SAFETY: relaxed-simd is enabled; `gemm` checked every length the kernel reads.
                 let v = unsafe {
                     match c {
-                        1 => simd::tile::<$r, 1, $ks>(rows, act, j),
-                        _ => simd::tile::<$r, 2, $ks>(rows, act, j),
+                        1 => simd::tile::<$r, 1, $ks, TILE>(rows, act, j),
+                        2 => simd::tile::<$r, 2, $ks, TILE>(rows, act, j),
+                        3 if TILE == 4 => simd::tile::<$r, 3, $ks, TILE>(rows, act, j),
+                        _ if TILE == 4 => simd::tile::<$r, 4, $ks, TILE>(rows, act, j),
+                        _ => unreachable!("a tile of {c} tokens"),
                     }
                 };
                 let mut out = [[0.0f32; 4]; 2];
@@ -319,7 +392,7 @@ fn tile_dispatch(w: &[Decoded8], ksum: usize, act: &PackedAct8, j: usize, c: usi
 fn tile_scalar(w: &[Decoded8], act: &PackedAct8, j: usize, c: usize) -> [[f32; 4]; 2] {
     let n = act.n;
     let nb = n / QK_K;
-    let qs = &act.qs[TILE * j * n..][..c * n];
+    let qs = &act.qs[act.tile * j * n..][..c * n];
     let da = &act.da[j * nb * 4..][..nb * 4];
     let bs = &act.bs[j * (n / 32) * 8..][..(n / 32) * 8];
     let mut out = [[0.0f32; 4]; 2];
@@ -465,15 +538,15 @@ pub mod simd {
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128,relaxed-simd")]
     #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
-    pub unsafe fn tile<const R: usize, const C: usize, const KS: usize>(
+    pub unsafe fn tile<const R: usize, const C: usize, const KS: usize, const TILE: usize>(
         w: [&super::Decoded8; R],
         act: &super::PackedAct8,
         j: usize,
     ) -> [v128; R] {
-        use super::{QK_K, TILE};
+        use super::QK_K;
         let n = act.n;
         let nb = n / QK_K;
-        debug_assert!((act.tokens - TILE * j).min(TILE) == C);
+        debug_assert!(act.tile == TILE && (act.tokens - TILE * j).min(TILE) == C);
         let mut ap = act.qs.as_ptr().add(TILE * j * n);
         let da = act.da.as_ptr().add(j * nb * 4);
         let bs = act.bs.as_ptr().add(j * (n / 32) * 8);

@@ -9,8 +9,9 @@
 //! * `decode` (the prompt GEMM's row decoder) equals `decode_ref` bit for bit;
 //! * for the types with an int8 prompt GEMM (`gemm8`, what the relaxed-SIMD build runs): its
 //!   decoder equals its reference bit for bit (counted with the decoder mismatches), and the int8
-//!   GEMM of the row (2 rows × 2 tokens) equals `vec_dot_ref` within the same bound as `vec_dot`
-//!   (counted in `max_dot_err`) — on the extreme blocks this is where an i16 sum would saturate;
+//!   GEMM of the row (2 rows × 4 tokens, in tiles of 2 and of 4: both profiles) equals
+//!   `vec_dot_ref` within the same bound as `vec_dot` (counted in `max_dot_err`) — on the extreme
+//!   blocks this is where an i16 sum would saturate;
 //! * for the types with a four-rows-interleaved form ([`super::r4`]): the row and three variants of
 //!   it (bytes shifted, re-sanitized) interleaved; un-interleaving gives them back byte for byte
 //!   (a mismatch counts as a decoder mismatch) and `vec_dot4` equals each row's `vec_dot_ref`
@@ -102,16 +103,19 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
                 if !same || !same_f32(&got8.d, &want8.d) || !same_f32(&got8.m, &want8.m) {
                     check.decode_mismatches += 1;
                 }
-                // The row twice × the activations twice: every result is the row's dot product.
+                // The row twice × the activations four times, in tiles of 2 and of 4 tokens (both
+                // profiles): every result is the row's dot product.
                 let two: Vec<u8> = [row, row].concat();
-                let x2: Vec<f32> = [x, x].concat();
-                quantize_q8(ty.act_kind(), &x2, n, &mut act2);
-                packed8.pack(&act2);
-                let mut y = [0.0f32; 4];
-                gemm8::gemm_rows(k8, &two, false, 0..2, &packed8, &mut scratch8, &mut y, 2);
+                let x4: Vec<f32> = [x, x, x, x].concat();
+                quantize_q8(ty.act_kind(), &x4, n, &mut act2);
                 let reference = (k.vec_dot_ref)(row, a) as f64;
-                for v in y {
-                    check.max_dot_err = check.max_dot_err.max((v as f64 - reference).abs() / scale);
+                for tile in [2, 4] {
+                    packed8.pack_tiles(&act2, tile);
+                    let mut y = [0.0f32; 8];
+                    gemm8::gemm_rows(k8, &two, false, 0..2, &packed8, &mut scratch8, &mut y, 2);
+                    for v in y {
+                        check.max_dot_err = check.max_dot_err.max((v as f64 - reference).abs() / scale);
+                    }
                 }
             }
             if let Some(k4) = r4::r4_kernels(ty) {

@@ -479,9 +479,12 @@ export interface CopyOp {
   dstStride: number;
 }
 
+/** How the int8 prompt GEMM runs in an engine's wasm instances (see `CoreEnv.gemmProfile`). */
+export type GemmProfile = 'narrow' | 'wide';
+
 export type ShardRequest =
   /** Instantiate the engine's compiled wasm module (compiled once, by the engine worker). */
-  | { type: 'init'; id: number; module: WebAssembly.Module }
+  | { type: 'init'; id: number; module: WebAssembly.Module; gemmProfile: GemmProfile }
   /**
    * Allocate shard `index` of `count` of the model whose header is `header` (its first dataOffset
    * bytes). Answered with the load plan at once; the allocation follows (a failure fails the pool).

@@ -4,7 +4,7 @@
 // Worker. Messages: protocol.ts ShardRequest / ShardResponse. The wasm module arrives compiled
 // (`init`): the engine worker compiles it once for all.
 
-import { initSync, ModelLoader, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
+import { initSync, ModelLoader, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
 import { openReadOnly } from './cache.js';
 import { serve } from './exchange.js';
 import { pullChunks } from './load/pull.js';
@@ -47,6 +47,7 @@ export function createShardHost(post: Post) {
       switch (req.type) {
         case 'init':
           initSync({ module: req.module });
+          setGemmProfile(req.gemmProfile === 'wide');
           ok(req.id, 'init', null);
           return;
         case 'alloc': {

@@ -16,7 +16,7 @@
 
 import type { WasmEngine } from '../pkg/clef_web.js';
 import { SharedExchange, exchangeBuffer, type StageOutput } from './exchange.js';
-import type { CopyOp, ErrorInfo, LmRowsPart, ShardRequest, ShardResponse, ShardResults, SplitStats } from './protocol.js';
+import type { CopyOp, ErrorInfo, GemmProfile, LmRowsPart, ShardRequest, ShardResponse, ShardResults, SplitStats } from './protocol.js';
 import type { Destination } from './load/placement.js';
 
 /** A Node built-in, imported at run time (not bundled; never reached in browsers). */
@@ -75,10 +75,16 @@ export class ShardPool {
   }
 
   /** Starts `n` shard workers and instantiates `module` in each; `shared`: exchange stages through shared memory. */
-  static async start(n: number, module: WebAssembly.Module, spawn: (i: number) => Promise<ShardPort>, shared = false): Promise<ShardPool> {
+  static async start(
+    n: number,
+    module: WebAssembly.Module,
+    spawn: (i: number) => Promise<ShardPort>,
+    shared = false,
+    gemmProfile: GemmProfile = 'narrow',
+  ): Promise<ShardPool> {
     const pool = new ShardPool(await Promise.all(Array.from({ length: n }, (_, i) => spawn(i))), shared);
     try {
-      await Promise.all(pool.ports.map((_, i) => pool.request(i, 'init', { module })));
+      await Promise.all(pool.ports.map((_, i) => pool.request(i, 'init', { module, gemmProfile })));
     } catch (e) {
       pool.terminate();
       throw e;

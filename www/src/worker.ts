@@ -12,10 +12,10 @@
 // decideFinish), with a progress event and a look at `abort` between slices. A head-less model
 // gets its head with `loadHead` (load/head.ts: the model's streaming, cache and sha256).
 
-import init, { initSync, simdLevel, WasmEngine, wasmMemory } from '../pkg/clef_web.js';
+import init, { initSync, setGemmProfile, simdLevel, WasmEngine, wasmMemory } from '../pkg/clef_web.js';
 import { detectSimd, wasmFile } from './simd.js';
 import type {
-  ChatMessageInput, DecideParams, DecideResult, DecisionInfo, ErrorCode, ErrorInfo, GenerateParams, GenerateResult, HeadInfo, HeadSpec,
+  ChatMessageInput, DecideParams, GemmProfile, DecideResult, DecisionInfo, ErrorCode, ErrorInfo, GenerateParams, GenerateResult, HeadInfo, HeadSpec,
   ModelInfo, PromptSpec, Request, Response, Results, SourceSpec, TokenLogprob, WorkerStats,
 } from './protocol.js';
 import { loadHead } from './load/head.js';
@@ -30,6 +30,12 @@ import { sharedExchangeAvailable } from './exchange.js';
 export interface CoreEnv {
   /** Compiles and instantiates the wasm module (once); the compiled module goes to shard workers too. */
   initWasm(wasmUrl?: string): Promise<WebAssembly.Module>;
+  /**
+   * How the int8 prompt GEMM runs in this engine's wasm instances (`gemm8::Profile` in the crate):
+   * 'wide' (2 rows × 4 tokens, Q2_K–Q5_K) where V8 keeps its accumulators in registers —
+   * Chromium — 'narrow' (2 × 2, Q2_K) in Node 20, whose V8 spills them. Measured, BENCHMARKS.md.
+   */
+  gemmProfile: GemmProfile;
   /** Starts shard worker `i` (dist/clef-shard.js; absent: models are never split). */
   spawnShard?(i: number): Promise<ShardPort>;
   /** Node: opens a local file as a byte source. */
@@ -146,7 +152,10 @@ export function createCore(post: Post, env: CoreEnv) {
     const ac = new AbortController();
     loading = { id, ac };
     try {
-      wasmReady ??= env.initWasm(params.wasmUrl);
+      wasmReady ??= env.initWasm(params.wasmUrl).then((m) => {
+        setGemmProfile(env.gemmProfile === 'wide');
+        return m;
+      });
       const module = await wasmReady;
       const spawn = env.spawnShard;
       // How a split model's stages travel: shared memory where there is some (exchange.ts).
@@ -155,7 +164,7 @@ export function createCore(post: Post, env: CoreEnv) {
         throw new LoadError('bad_request', "exchange: 'shared' needs SharedArrayBuffer: Node, or a cross-origin isolated page (COOP + COEP headers)");
       }
       const shared = want === 'shared' || (want === 'auto' && sharedExchangeAvailable());
-      const startShards = spawn ? (n: number) => ShardPool.start(n, module, spawn, shared) : undefined;
+      const startShards = spawn ? (n: number) => ShardPool.start(n, module, spawn, shared, env.gemmProfile) : undefined;
       for (let attempt = 0; ; attempt++) {
         let closeSource: (() => void) | undefined;
         let source: ByteSource;
@@ -544,6 +553,7 @@ declare const WorkerGlobalScope: { new (): unknown } | undefined;
 if (typeof WorkerGlobalScope !== 'undefined' && typeof self !== 'undefined' && self instanceof (WorkerGlobalScope as unknown as typeof Object)) {
   const scope = self as unknown as WorkerScope;
   const core = createCore((msg) => scope.postMessage(msg), {
+    gemmProfile: 'wide',
     initWasm: async (wasmUrl) => {
       const url = wasmUrl ?? new URL(`./${wasmFile(detectSimd())}`, import.meta.url);
       const res = await fetch(url);
@@ -565,6 +575,7 @@ let nodeWasm: Promise<WebAssembly.Module> | null = null;
 export function createNodeCore(post: Post) {
   const importNode = (m: string): Promise<any> => import(/* @vite-ignore */ m); // eslint-disable-line @typescript-eslint/no-explicit-any
   return createCore(post, {
+    gemmProfile: 'narrow',
     spawnShard: (i) => nodeShard(i, new URL('./clef-shard.js', import.meta.url)),
     initWasm: (wasmUrl) =>
       (nodeWasm ??= (async () => {

@@ -210,7 +210,7 @@ fn decode8_ref<T: KBlock, const OFF: i32>(row: &[u8], out: &mut Decoded8) {
 const fn kernels8<T: KBlock, const OFF: i32>(
     ty: crate::quant::GgmlType,
     umax: u8,
-    faster: bool,
+    faster: [bool; 2],
     decode: fn(&[u8], &mut Decoded8),
 ) -> Kernels8 {
     Kernels8 { ty, umax, faster, decode_ref: decode8_ref::<T, OFF>, decode }

@@ -23,7 +23,7 @@ const BB: usize = 84;
 pub(super) const KERNELS: QuantKernels = kernels::<Q2K>(GgmlType::Q2_K, vec_dot, decode, sanitize);
 
 /// Int8 GEMM form: the 2-bit codes as they are (0..3), the 4-bit mins as mins.
-pub(super) const KERNELS8: Kernels8 = kernels8::<Q2K, 0>(GgmlType::Q2_K, 3, true, decode8);
+pub(super) const KERNELS8: Kernels8 = kernels8::<Q2K, 0>(GgmlType::Q2_K, 3, [true, true], decode8);
 
 struct Q2K;
 

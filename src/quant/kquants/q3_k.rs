@@ -24,7 +24,7 @@ const BB: usize = 110;
 pub(super) const KERNELS: QuantKernels = kernels::<Q3K>(GgmlType::Q3_K, vec_dot, decode, sanitize);
 
 /// Int8 GEMM form: `u = q + 4 ∈ 0..7`, the offset through the min term.
-pub(super) const KERNELS8: Kernels8 = kernels8::<Q3K, 4>(GgmlType::Q3_K, 7, false, decode8);
+pub(super) const KERNELS8: Kernels8 = kernels8::<Q3K, 4>(GgmlType::Q3_K, 7, [false, true], decode8);
 
 struct Q3K;
 

@@ -25,8 +25,8 @@ pub(super) const KERNELS_Q4K: QuantKernels = kernels::<K4<false>>(GgmlType::Q4_K
 pub(super) const KERNELS_Q5K: QuantKernels = kernels::<K4<true>>(GgmlType::Q5_K, vec_dot_q5k, decode_q5k, sanitize);
 
 /// Int8 GEMM forms: the 4-bit / 5-bit codes as they are, the mins as mins.
-pub(super) const KERNELS8_Q4K: Kernels8 = kernels8::<K4<false>, 0>(GgmlType::Q4_K, 15, false, decode8_q4k);
-pub(super) const KERNELS8_Q5K: Kernels8 = kernels8::<K4<true>, 0>(GgmlType::Q5_K, 31, false, decode8_q5k);
+pub(super) const KERNELS8_Q4K: Kernels8 = kernels8::<K4<false>, 0>(GgmlType::Q4_K, 15, [false, true], decode8_q4k);
+pub(super) const KERNELS8_Q5K: Kernels8 = kernels8::<K4<true>, 0>(GgmlType::Q5_K, 31, [false, true], decode8_q5k);
 
 /// Q4_K (`Q5 = false`) / Q5_K (`Q5 = true`).
 struct K4<const Q5: bool>;

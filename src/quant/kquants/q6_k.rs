@@ -24,7 +24,7 @@ const BB: usize = 210;
 pub(super) const KERNELS: QuantKernels = kernels::<Q6K>(GgmlType::Q6_K, vec_dot, decode, sanitize);
 
 /// Int8 GEMM form: `u = q + 32 ∈ 0..63`, the offset through the min term.
-pub(super) const KERNELS8: Kernels8 = kernels8::<Q6K, 32>(GgmlType::Q6_K, 63, false, decode8);
+pub(super) const KERNELS8: Kernels8 = kernels8::<Q6K, 32>(GgmlType::Q6_K, 63, [false, false], decode8);
 
 struct Q6K;
 
