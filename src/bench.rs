@@ -109,31 +109,27 @@ pub fn bench_type(ty: GgmlType, min_ms: f64) -> Option<KernelBench> {
     let w = random_matrix(ty, rows, n, 0x5eed ^ ty as u64);
     let rb = ty.row_bytes(n);
     let x: Vec<f32> = (0..n).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
-    let r4 = quant::r4::r4_kernels(ty).map(|k4| {
-        let mut packed = w.clone();
-        quant::r4::interleave_matrix(k4, &mut packed, rb, &mut Vec::new());
-        let mut act = QAct::default();
-        quantize_q8(ty.act_kind(), &x, n, &mut act);
-        let a = act.row(0);
-        // Opaque, so the kernel stays its own function (V8 tiers up functions, not loops: inlined
-        // into this one-call function it would run in the baseline compiler's code).
-        let dot4 = core::hint::black_box(k4.vec_dot4);
-        let secs = time_best(min_ms, || packed.chunks_exact(4 * rb).map(|g| dot4(g, a).iter().sum::<f32>()).sum());
-        w.len() as f64 / 1e9 / secs
-    });
-    let (simd, scalar) = match k {
+    let (simd, scalar, r4) = match k {
         Some(k) => {
             let mut act = QAct::default();
             quantize_q8(ty.act_kind(), &x, n, &mut act);
             let a = act.row(0);
             let fast = time_best(min_ms, || w.chunks_exact(rb).map(|r| (k.vec_dot)(r, a)).sum());
             let slow = time_it(min_ms / 2.0, || w.chunks_exact(rb).map(|r| (k.vec_dot_ref)(r, a)).sum());
-            (fast, slow)
+            let r4 = quant::r4::r4_kernels(ty).map(|k4| {
+                let mut packed = w.clone();
+                quant::r4::interleave_matrix(k4, &mut packed, rb, &mut Vec::new());
+                // Opaque, so the kernel stays its own function (V8 tiers up functions, not loops:
+                // inlined into this one-call function it would run in the baseline compiler's code).
+                let dot4 = core::hint::black_box(k4.vec_dot4);
+                w.len() as f64 / 1e9 / time_best(min_ms, || packed.chunks_exact(4 * rb).map(|g| dot4(g, a).iter().sum::<f32>()).sum())
+            });
+            (fast, slow, r4)
         }
         None => {
             let fast = time_it(min_ms, || w.chunks_exact(rb).map(|r| quant::float::dot(ty, r, &x)).sum());
             let slow = time_it(min_ms / 2.0, || w.chunks_exact(rb).map(|r| quant::float::dot_ref(ty, r, &x)).sum());
-            (fast, slow)
+            (fast, slow, None)
         }
     };
     let gb = w.len() as f64 / 1e9;
@@ -175,7 +171,7 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<Pr
     let mut y = vec![0.0f32; rows * tokens];
     let gemm = time_best(min_ms, || {
         quantize_q8(ty.act_kind(), &x, n, &mut act);
-        prompt_rows(k, &w, false, 0..rows, &act, &mut scratch, &mut y, rows);
+        prompt_rows(k, quant::r4::Rows::plain(&w), 0..rows, &act, &mut scratch, &mut y, rows);
         y[0]
     });
     quantize_q8(ty.act_kind(), &x, n, &mut act);

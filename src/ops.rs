@@ -128,6 +128,7 @@ pub fn matmul_rows(
     let t_count = x.len() / n_in;
     assert_eq!(y.len(), t_count * n_out, "{}: output size", w.t.name);
     let data = store.bytes(&w.t);
+    let rows4 = quant::r4::Rows { data, r4: w.r4 };
     let ty = w.t.ty;
     let row = |r: usize| &data[r * w.row_bytes..(r + 1) * w.row_bytes];
 
@@ -148,7 +149,7 @@ pub fn matmul_rows(
         s.wrow.resize(n_in, 0.0);
         for g in (rows.start..rows.end).step_by(R4) {
             let p = if w.r4 { R4 } else { (rows.end - g).min(R4) };
-            let plain = quant::r4::plain_rows(w.r4, ty, data, w.row_bytes, g, p, &mut s.plain);
+            let plain = rows4.panel(ty, w.row_bytes, g, p, &mut s.plain);
             for (j, wr) in plain.chunks_exact(w.row_bytes).enumerate() {
                 (k.dequantize)(wr, &mut s.wrow);
                 for t in 0..t_count {
@@ -183,7 +184,7 @@ pub fn matmul_rows(
         return;
     }
     // Panels of rows, each decoded once and multiplied with every token.
-    gemm::prompt_rows(k, data, w.r4, rows, &s.act, &mut s.prompt, y, n_out);
+    gemm::prompt_rows(k, rows4, rows, &s.act, &mut s.prompt, y, n_out);
 }
 
 /// Row `r` of an embedding table, dequantized.

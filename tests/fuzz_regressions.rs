@@ -62,7 +62,7 @@ fn quant_kernels() {
         for fill in [0x00u8, 0xff, 0x7c, 0x55] {
             let mut c = id.to_le_bytes().to_vec();
             c.push(fill % 8);
-            c.extend(std::iter::repeat(fill).take(4096));
+            c.extend(std::iter::repeat_n(fill, 4096));
             cases.push(c);
         }
     }

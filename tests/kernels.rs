@@ -14,6 +14,7 @@
 
 use clef_web::quant::gemm::{self, Decoded, GemmScratch, PackedAct};
 use clef_web::quant::gemm8::{self, Decoded8, Gemm8Scratch, PackedAct8};
+use clef_web::quant::r4::Rows;
 use clef_web::quant::{self, kernels, quantize_q8, GgmlType, QAct, QuantKernels};
 
 #[cfg(target_arch = "wasm32")]
@@ -206,7 +207,7 @@ fn gemm_agrees_on_random_blocks() {
             // Output rows 1..rows of a matrix with one more column than rows: gemm_rows must
             // leave column 0 (and only it) untouched.
             let mut y = vec![f32::NAN; tokens * (rows + 1)];
-            gemm::gemm_rows(k, &data, false, 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
+            gemm::gemm_rows(k, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
             let mut w = vec![0.0f32; n];
             for (r, row) in data.chunks_exact(ty.row_bytes(n)).enumerate() {
                 (k.dequantize)(row, &mut w);
@@ -309,7 +310,7 @@ fn int8_gemm_agrees_on_random_and_extreme_blocks() {
             // Both profiles' tile widths (gemm8::Profile), alternating by case.
             packed.pack_tiles(&act, if case % 2 == 0 { 2 } else { 4 });
             let mut y = vec![f32::NAN; tokens * (rows + 1)];
-            gemm8::gemm_rows(k8, &data, false, 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
+            gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
             let mut w = vec![0.0f32; n];
             for (r, row) in data.chunks_exact(ty.row_bytes(n)).enumerate() {
                 (k.dequantize)(row, &mut w);

@@ -54,6 +54,7 @@
 //! registers), unrolling the 8-element step (V8 hoists the loads and spills).
 
 use super::gemm8::{self, Gemm8Scratch, PackedAct8};
+use super::r4::Rows;
 use super::{GgmlType, QAct, QuantKernels, Q8};
 
 /// Rows decoded together before they meet all the token tiles (see the module docs).
@@ -308,14 +309,13 @@ pub struct GemmScratch {
     plain: Vec<u8>,
 }
 
-/// The prompt product for output rows `rows` of a weight matrix (`data`: rows of `k.ty`,
-/// `act.n` elements each) with the packed activations: panels of [`PANEL`] rows are decoded with
+/// The prompt product for output rows `rows` of a weight matrix (`weights`: rows of `k.ty`, plain
+/// or interleaved, `act.n` elements each) with the packed activations: panels of [`PANEL`] rows are decoded with
 /// `k.decode` (and put in quad order for KB = 32) and passed to [`gemm`]; results go to
 /// `y[t·y_stride + r]`.
 pub fn gemm_rows(
     k: &QuantKernels,
-    data: &[u8],
-    r4: bool,
+    weights: Rows<'_>,
     rows: core::ops::Range<usize>,
     act: &PackedAct,
     s: &mut GemmScratch,
@@ -324,7 +324,7 @@ pub fn gemm_rows(
 ) {
     let n = act.n;
     let rb = k.ty.row_bytes(n);
-    assert!(rows.end * rb <= data.len(), "weight matrix too small");
+    assert!(rows.end * rb <= weights.data.len(), "weight matrix too small");
     assert_eq!(k.ty.gemm_block(), act.kb, "activations packed for another block size");
     s.decoded.resize_with(PANEL, Decoded::default);
     s.quads.resize_with(PANEL, Decoded::default);
@@ -334,7 +334,7 @@ pub fn gemm_rows(
     let mut r0 = rows.start;
     while r0 < rows.end {
         let p = (rows.end - r0).min(PANEL);
-        let plain = crate::quant::r4::plain_rows(r4, k.ty, data, rb, r0, p, &mut s.plain);
+        let plain = weights.panel(k.ty, rb, r0, p, &mut s.plain);
         for (row, d) in plain.chunks_exact(rb).zip(&mut s.decoded[..p]) {
             (k.decode)(row, d);
         }
@@ -360,14 +360,13 @@ pub struct PromptScratch {
     gemm8: Gemm8Scratch,
 }
 
-/// The prompt product of output rows `rows` of a weight matrix (`data`: rows of `k.ty`) with
-/// the quantized activations `act` (quantized for `k.ty`): the int8 GEMM ([`gemm8`]) where this
-/// build runs it for the type ([`gemm8::enabled`]), else the i16 GEMM ([`gemm_rows`]); results go
-/// to `y[t·y_stride + r]`.
+/// The prompt product of output rows `rows` of a weight matrix (`weights`: rows of `k.ty`, plain
+/// or interleaved) with the quantized activations `act` (quantized for `k.ty`): the int8 GEMM
+/// ([`gemm8`]) where this build runs it for the type ([`gemm8::enabled`]), else the i16 GEMM
+/// ([`gemm_rows`]); results go to `y[t·y_stride + r]`.
 pub fn prompt_rows(
     k: &QuantKernels,
-    data: &[u8],
-    r4: bool,
+    weights: Rows<'_>,
     rows: core::ops::Range<usize>,
     act: &QAct,
     s: &mut PromptScratch,
@@ -377,11 +376,11 @@ pub fn prompt_rows(
     match gemm8::kernels8(k.ty).filter(|_| gemm8::enabled(k.ty)) {
         Some(k8) => {
             s.packed8.pack(act);
-            gemm8::gemm_rows(k8, data, r4, rows, &s.packed8, &mut s.gemm8, y, y_stride);
+            gemm8::gemm_rows(k8, weights, rows, &s.packed8, &mut s.gemm8, y, y_stride);
         }
         None => {
             s.packed.pack(act, k.ty.gemm_block());
-            gemm_rows(k, data, r4, rows, &s.packed, &mut s.gemm, y, y_stride);
+            gemm_rows(k, weights, rows, &s.packed, &mut s.gemm, y, y_stride);
         }
     }
 }
@@ -407,7 +406,7 @@ fn tile_dispatch(w: &[Decoded], act: &PackedAct, j: usize, c: usize, has_min: bo
                 };
                 let mut out = [[0.0f32; 4]; 2];
                 for (o, v) in out.iter_mut().zip(v) {
-                    *o = simd::lanes(v);
+                    *o = crate::quant::simd::lanes(v);
                 }
                 out
             }};
@@ -473,33 +472,8 @@ fn tile_scalar(w: &[Decoded], act: &PackedAct, j: usize, c: usize) -> [[f32; 4];
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
     use super::{Decoded, PackedAct, TILE};
+    use crate::quant::simd::transpose4;
     use core::arch::wasm32::*;
-
-    /// The four f32 lanes of `v`.
-    #[inline(always)]
-    pub fn lanes(v: v128) -> [f32; 4] {
-        [
-            f32x4_extract_lane::<0>(v),
-            f32x4_extract_lane::<1>(v),
-            f32x4_extract_lane::<2>(v),
-            f32x4_extract_lane::<3>(v),
-        ]
-    }
-
-    /// Transpose of a 4×4 matrix of 32-bit lanes: `out[l]` = lane l of `v[0..4]`.
-    #[inline(always)]
-    fn transpose4(v: [v128; 4]) -> [v128; 4] {
-        let t0 = i32x4_shuffle::<0, 4, 1, 5>(v[0], v[1]);
-        let t1 = i32x4_shuffle::<2, 6, 3, 7>(v[0], v[1]);
-        let t2 = i32x4_shuffle::<0, 4, 1, 5>(v[2], v[3]);
-        let t3 = i32x4_shuffle::<2, 6, 3, 7>(v[2], v[3]);
-        [
-            i32x4_shuffle::<0, 1, 4, 5>(t0, t2),
-            i32x4_shuffle::<2, 3, 6, 7>(t0, t2),
-            i32x4_shuffle::<0, 1, 4, 5>(t1, t3),
-            i32x4_shuffle::<2, 3, 6, 7>(t1, t3),
-        ]
-    }
 
     /// `[Σ v[0], Σ v[1], Σ v[2], Σ v[3]]` for C ≤ 4 vectors of 32-bit lanes (missing ones count
     /// as zero), added with `add` (i32x4 or f32x4).

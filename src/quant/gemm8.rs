@@ -69,6 +69,7 @@
 //! added with `i16x8.add` and widened with `i32x4.dot_i16x8_s`.
 
 use super::act::QAct;
+use super::r4::Rows;
 use super::{GgmlType, QK_K};
 
 /// Elements per pair-ordered unit (8 groups of 16).
@@ -312,13 +313,12 @@ fn gemm_tiles<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct8, 
     }
 }
 
-/// The int8 prompt product for output rows `rows` of a weight matrix (`data`: rows of `k.ty`,
-/// `act.n` elements each): panels of [`PANEL`] rows decoded with `k.decode`, then [`gemm`];
-/// results to `y[t·y_stride + r]`.
+/// The int8 prompt product for output rows `rows` of a weight matrix (`weights`: rows of `k.ty`,
+/// plain or interleaved, `act.n` elements each): panels of [`PANEL`] rows decoded with
+/// `k.decode`, then [`gemm`]; results to `y[t·y_stride + r]`.
 pub fn gemm_rows(
     k: &Kernels8,
-    data: &[u8],
-    r4: bool,
+    weights: Rows<'_>,
     rows: core::ops::Range<usize>,
     act: &PackedAct8,
     s: &mut Gemm8Scratch,
@@ -327,7 +327,7 @@ pub fn gemm_rows(
 ) {
     let n = act.n;
     let rb = k.ty.row_bytes(n);
-    assert!(rows.end * rb <= data.len(), "weight matrix too small");
+    assert!(rows.end * rb <= weights.data.len(), "weight matrix too small");
     s.decoded.resize_with(PANEL, Decoded8::default);
     for d in s.decoded.iter_mut() {
         d.resize(n);
@@ -335,7 +335,7 @@ pub fn gemm_rows(
     let mut r0 = rows.start;
     while r0 < rows.end {
         let p = (rows.end - r0).min(PANEL);
-        let plain = crate::quant::r4::plain_rows(r4, k.ty, data, rb, r0, p, &mut s.plain);
+        let plain = weights.panel(k.ty, rb, r0, p, &mut s.plain);
         for (row, d) in plain.chunks_exact(rb).zip(&mut s.decoded[..p]) {
             (k.decode)(row, d);
         }
@@ -364,7 +364,7 @@ fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct
                 };
                 let mut out = [[0.0f32; 4]; 2];
                 for (o, v) in out.iter_mut().zip(v) {
-                    *o = simd::lanes(v);
+                    *o = crate::quant::simd::lanes(v);
                 }
                 out
             }};
@@ -471,17 +471,6 @@ pub mod simd {
         v128_store(dst.add(8) as *mut v128, hi);
         v128_store(dst2 as *mut v128, i16x8_mul(lo, mul));
         v128_store(dst2.add(8) as *mut v128, i16x8_mul(hi, mul));
-    }
-
-    /// The four f32 lanes of `v`.
-    #[inline(always)]
-    pub fn lanes(v: v128) -> [f32; 4] {
-        [
-            f32x4_extract_lane::<0>(v),
-            f32x4_extract_lane::<1>(v),
-            f32x4_extract_lane::<2>(v),
-            f32x4_extract_lane::<3>(v),
-        ]
     }
 
     /// `[Σ v[0], Σ v[1], Σ v[2], Σ v[3]]` of C ≤ 4 i32x4 (missing ones count as zero).

@@ -357,6 +357,32 @@ pub mod simd {
             + f32x4_extract_lane::<3>(v)
     }
 
+    /// The four f32 lanes of `v`.
+    #[inline(always)]
+    pub fn lanes(v: v128) -> [f32; 4] {
+        [
+            f32x4_extract_lane::<0>(v),
+            f32x4_extract_lane::<1>(v),
+            f32x4_extract_lane::<2>(v),
+            f32x4_extract_lane::<3>(v),
+        ]
+    }
+
+    /// Transpose of a 4×4 matrix of 32-bit lanes: `out[l]` = lane l of `v[0..4]` (its own inverse).
+    #[inline(always)]
+    pub fn transpose4(v: [v128; 4]) -> [v128; 4] {
+        let t0 = i32x4_shuffle::<0, 4, 1, 5>(v[0], v[1]);
+        let t1 = i32x4_shuffle::<2, 6, 3, 7>(v[0], v[1]);
+        let t2 = i32x4_shuffle::<0, 4, 1, 5>(v[2], v[3]);
+        let t3 = i32x4_shuffle::<2, 6, 3, 7>(v[2], v[3]);
+        [
+            i32x4_shuffle::<0, 1, 4, 5>(t0, t2),
+            i32x4_shuffle::<2, 3, 6, 7>(t0, t2),
+            i32x4_shuffle::<0, 1, 4, 5>(t1, t3),
+            i32x4_shuffle::<2, 3, 6, 7>(t1, t3),
+        ]
+    }
+
     /// Stores the 16 signed bytes of `q` times the i16 splat `sc` as 16 i16 at `out` (the last
     /// step of every SIMD row decoder: codes in element order × their sub-block scale).
     ///

@@ -14,7 +14,7 @@
 //! vectors across the four rows. The R4 bytes of four rows are a permutation of the plain bytes,
 //! so a matrix is rearranged in place after loading ([`interleave_matrix`]), without memory of its
 //! own; the prompt GEMM takes a panel's rows back to the plain layout before decoding them
-//! ([`plain_rows`]).
+//! ([`Rows::panel`]).
 //!
 //! Only the types and builds where it measured faster use it ([`faster`]); every build has a
 //! working [`R4Kernels::vec_dot4`], and [`vec_dot4_ref`] (un-interleave, then the scalar
@@ -128,6 +128,7 @@ fn permute(k: &R4Kernels, src: &[u8], dst: &mut [u8], to_plain: bool) {
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
     //! 4 rows × 16 bytes ⇄ 64 R4 bytes, as transposes of 4×4 words or 4×16 bytes.
+    use crate::quant::simd::transpose4;
     use core::arch::wasm32::*;
 
     /// Four rows' field bytes (`len`, a multiple of 16, at `rows[r]`) → their R4 form at `out`.
@@ -138,7 +139,7 @@ mod simd {
     pub unsafe fn to_r4(gran: usize, rows: [*const u8; 4], out: *mut u8, len: usize) {
         for c in (0..len).step_by(16) {
             let v = rows.map(|p| v128_load(p.add(c) as *const v128));
-            let o = if gran == 4 { words(v) } else { bytes_to(v) };
+            let o = if gran == 4 { transpose4(v) } else { bytes_to(v) };
             for (i, oi) in o.into_iter().enumerate() {
                 v128_store(out.add(4 * c + 16 * i) as *mut v128, oi);
             }
@@ -153,26 +154,11 @@ mod simd {
     pub unsafe fn from_r4(gran: usize, src: *const u8, rows: [*mut u8; 4], len: usize) {
         for c in (0..len).step_by(16) {
             let o: [v128; 4] = core::array::from_fn(|i| v128_load(src.add(4 * c + 16 * i) as *const v128));
-            let v = if gran == 4 { words(o) } else { bytes_from(o) };
+            let v = if gran == 4 { transpose4(o) } else { bytes_from(o) };
             for (p, vr) in rows.iter().zip(v) {
                 v128_store(p.add(c) as *mut v128, vr);
             }
         }
-    }
-
-    /// The 4×4 transpose of 32-bit words (its own inverse): out[i] = [v0[i], v1[i], v2[i], v3[i]].
-    #[inline(always)]
-    fn words(v: [v128; 4]) -> [v128; 4] {
-        let t0 = i32x4_shuffle::<0, 4, 1, 5>(v[0], v[1]);
-        let t1 = i32x4_shuffle::<2, 6, 3, 7>(v[0], v[1]);
-        let t2 = i32x4_shuffle::<0, 4, 1, 5>(v[2], v[3]);
-        let t3 = i32x4_shuffle::<2, 6, 3, 7>(v[2], v[3]);
-        [
-            i32x4_shuffle::<0, 1, 4, 5>(t0, t2),
-            i32x4_shuffle::<2, 3, 6, 7>(t0, t2),
-            i32x4_shuffle::<0, 1, 4, 5>(t1, t3),
-            i32x4_shuffle::<2, 3, 6, 7>(t1, t3),
-        ]
     }
 
     /// Rows of 16 bytes → R4 bytes: out[i] holds bytes 4i..4i+4 of the four rows, byte by byte
@@ -218,20 +204,37 @@ pub fn interleave_matrix(k: &R4Kernels, data: &mut [u8], rb: usize, scratch: &mu
     }
 }
 
-/// Rows `r0 .. r0 + p` of a matrix as plain rows: a slice of `data` when it is plain, else its R4
-/// groups un-interleaved into `scratch` (`r0` and `p` multiples of 4).
-pub fn plain_rows<'a>(r4: bool, ty: GgmlType, data: &'a [u8], rb: usize, r0: usize, p: usize, scratch: &'a mut Vec<u8>) -> &'a [u8] {
-    let rows = &data[r0 * rb..(r0 + p) * rb];
-    if !r4 {
-        return rows;
+/// The bytes of a weight matrix's rows and their layout: plain, or interleaved four by four.
+#[derive(Clone, Copy, Debug)]
+pub struct Rows<'a> {
+    pub data: &'a [u8],
+    pub r4: bool,
+}
+
+impl<'a> Rows<'a> {
+    /// Rows in the file's layout.
+    pub fn plain(data: &'a [u8]) -> Rows<'a> {
+        Rows { data, r4: false }
     }
-    let k = r4_kernels(ty).expect("R4 rows of a type without an R4 form");
-    assert!(r0 % R == 0 && p % R == 0, "R4 rows {r0}..{} are not whole groups", r0 + p);
-    scratch.resize(p * rb, 0);
-    for (src, dst) in rows.chunks_exact(R * rb).zip(scratch.chunks_exact_mut(R * rb)) {
-        unpack_rows(k, src, dst);
+
+    /// Rows `r0 .. r0 + p` (of `rb` bytes, type `ty`) as plain rows: a slice of `data` when they
+    /// are plain, else their R4 groups un-interleaved into `scratch` (`r0` and `p` multiples of 4).
+    pub fn panel<'s>(&self, ty: GgmlType, rb: usize, r0: usize, p: usize, scratch: &'s mut Vec<u8>) -> &'s [u8]
+    where
+        'a: 's,
+    {
+        let rows = &self.data[r0 * rb..(r0 + p) * rb];
+        if !self.r4 {
+            return rows;
+        }
+        let k = r4_kernels(ty).expect("R4 rows of a type without an R4 form");
+        assert!(r0 % R == 0 && p % R == 0, "R4 rows {r0}..{} are not whole groups", r0 + p);
+        scratch.resize(p * rb, 0);
+        for (src, dst) in rows.chunks_exact(R * rb).zip(scratch.chunks_exact_mut(R * rb)) {
+            unpack_rows(k, src, dst);
+        }
+        scratch
     }
-    scratch
 }
 
 /// The test oracle of [`R4Kernels::vec_dot4`]: un-interleave, then the scalar `vec_dot_ref` per row.

@@ -112,7 +112,7 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
                 for tile in [2, 4] {
                     packed8.pack_tiles(&act2, tile);
                     let mut y = [0.0f32; 8];
-                    gemm8::gemm_rows(k8, &two, false, 0..2, &packed8, &mut scratch8, &mut y, 2);
+                    gemm8::gemm_rows(k8, r4::Rows::plain(&two), 0..2, &packed8, &mut scratch8, &mut y, 2);
                     for v in y {
                         check.max_dot_err = check.max_dot_err.max((v as f64 - reference).abs() / scale);
                     }

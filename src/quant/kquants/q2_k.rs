@@ -99,6 +99,8 @@ mod simd {
     use super::super::simd::{block_ptrs, check_decode, f16_pair_splats, fold_block, store_scale_pairs};
     #[cfg(target_feature = "relaxed-simd")]
     use super::super::simd::f16_lanes;
+    #[cfg(target_feature = "relaxed-simd")]
+    use crate::quant::simd::lanes;
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::{ld_u8x8, mul16};
     #[cfg(target_feature = "relaxed-simd")]
@@ -317,6 +319,6 @@ mod simd {
             let dmin = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(328) as *const u16)), da);
             acc = fold_block(acc, isum, d, summs, dmin);
         }
-        [f32x4_extract_lane::<0>(acc), f32x4_extract_lane::<1>(acc), f32x4_extract_lane::<2>(acc), f32x4_extract_lane::<3>(acc)]
+        lanes(acc)
     }
 }
