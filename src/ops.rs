@@ -103,6 +103,19 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
     }
 }
 
+/// [`gemm_min_tokens`] for a matrix in the four-rows-interleaved layout ([`quant::r4`]): its
+/// decode kernel is faster (Q3_K 1.28×) and the GEMM first un-interleaves each panel, so the
+/// break-even comes later. Q3_K, from `clef bench-kernels --prefill T` (Node 20, relaxed build):
+/// the plain rows' GEMM runs 21.9 / 24.7 G MAC/s at T = 4 / 6 against ~21 for the interleaved
+/// `vec_dot4`; end to end, a 4-token prompt of the 8-layer Q3_K_S file through the GEMM ran 0.84×
+/// the plain layout's speed. Q2_K keeps 4 (its int8 GEMM: 33 G MAC/s at T = 4 against ~32).
+pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::Q3_K => 5,
+        _ => gemm_min_tokens(ty),
+    }
+}
+
 /// `y[t][r] = Σ_i W[r][i] · x[t][i]` for `t < T` tokens: x is `T × n_in`, y is `T × n_out`.
 ///
 /// One token (decode): the fused per-type SIMD dot product, row by row.
@@ -160,7 +173,7 @@ pub fn matmul_rows(
         return;
     }
     quantize_q8(ty.act_kind(), x, n_in, &mut s.act);
-    if w.r4 && t_count < gemm_min_tokens(ty) {
+    if w.r4 && t_count < gemm_min_tokens_r4(ty) {
         // Four rows per kernel call, each group read from memory once for every token.
         let vec_dot4 = quant::r4::r4_kernels(ty).expect("R4 kernels").vec_dot4;
         let gb = R4 * w.row_bytes;
@@ -173,7 +186,7 @@ pub fn matmul_rows(
         }
         return;
     }
-    if t_count < gemm_min_tokens(ty) {
+    if !w.r4 && t_count < gemm_min_tokens(ty) {
         // Rows outer: a weight row is read from memory once and stays in L1 for every token.
         for r in rows {
             let wr = row(r);
