@@ -804,8 +804,8 @@ pub(super) mod relaxed {
         ]);
         let mul = black_box(u16x8(16, 1, 16, 1, 16, 1, 16, 1));
         let v = v128_load64_zero(sc as *const u64);
-        for h in 0..2 {
-            let x = i16x8_mul(i8x16_relaxed_swizzle(v, spread[h]), mul);
+        for (h, &sp) in spread.iter().enumerate() {
+            let x = i16x8_mul(i8x16_relaxed_swizzle(v, sp), mul);
             v128_store(out.add(8 * h) as *mut v128, v128_and(x, u16x8_splat(0xf0)));
         }
     }
@@ -859,7 +859,7 @@ pub(super) mod relaxed {
             let mut sg = block(blk);
             let mut isum = i32x4_splat(0);
             for b in 0..black_box(8) {
-                let (m01, m23) = sg.masks(&k);
+                let (m01, m23) = sg.masks(k);
                 let (g01, g23, ls0, ls1) = sub(blk, b);
                 let p01 = dot16(g01, m01, a.add(32 * b));
                 let p23 = dot16(g23, m23, a.add(32 * b + 16));
