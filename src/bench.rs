@@ -156,6 +156,10 @@ pub struct PrefillBench {
     pub gemm_gmacs: f64,
     /// The same product as `tokens` separate `vec_dot` passes, in G MAC/s.
     pub vec_dot_gmacs: f64,
+    /// Where the type has a four-rows-interleaved form ([`quant::r4`]): G MAC/s of the GEMM over
+    /// the interleaved rows (each panel un-interleaved first, as the engine does) and of `tokens`
+    /// `vec_dot4` passes — where the two cross is where `ops::gemm_min_tokens_r4` should be.
+    pub r4_gmacs: Option<(f64, f64)>,
 }
 
 /// Benchmarks the prompt GEMM of one quantized type: a 4096×4096 matrix times `tokens` tokens
@@ -178,12 +182,28 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<Pr
     let a = act.row(0);
     let one = time_best(min_ms / 2.0, || w.chunks_exact(rb).map(|r| (k.vec_dot)(r, a)).sum());
     let macs = (rows * n) as f64 * tokens as f64; // f64: 2^33 for 512 tokens overflows wasm32's usize
+    let r4_gmacs = quant::r4::r4_kernels(ty).map(|k4| {
+        let mut packed = w.clone();
+        quant::r4::interleave_matrix(k4, &mut packed, rb, &mut Vec::new());
+        let rows4 = quant::r4::Rows { data: &packed, r4: true };
+        let gemm = time_best(min_ms, || {
+            quantize_q8(ty.act_kind(), &x, n, &mut act);
+            prompt_rows(k, rows4, 0..rows, &act, &mut scratch, &mut y, rows);
+            y[0]
+        });
+        // Opaque, so the kernel stays its own function (see `bench_type`).
+        let dot4 = core::hint::black_box(k4.vec_dot4);
+        let a = act.row(0);
+        let one4 = time_best(min_ms / 2.0, || packed.chunks_exact(4 * rb).map(|g| dot4(g, a).iter().sum::<f32>()).sum());
+        (macs / 1e9 / gemm, (rows * n) as f64 / 1e9 / one4)
+    });
     Some(PrefillBench {
         ty,
         tokens,
         gemm_gbps: w.len() as f64 / 1e9 / gemm,
         gemm_gmacs: macs / 1e9 / gemm,
         vec_dot_gmacs: (rows * n) as f64 / 1e9 / one,
+        r4_gmacs,
     })
 }
 
