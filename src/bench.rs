@@ -7,7 +7,7 @@
 //!   the same T tokens as T separate `vec_dot` passes for comparison.
 
 use crate::quant::gemm::{prompt_rows, PromptScratch};
-use crate::quant::{self, kernels, quantize_q8, GgmlType, QAct};
+use crate::quant::{self, kernels, quantize_q8, GgmlType, QAct, Q8};
 
 #[cfg(target_arch = "wasm32")]
 #[wasm_bindgen::prelude::wasm_bindgen]
@@ -99,6 +99,21 @@ fn time_best(min_ms: f64, mut f: impl FnMut() -> f32) -> f64 {
     best / 1e3
 }
 
+/// The matrix `w` (rows of `rb` bytes) in the four-rows-interleaved layout.
+fn interleaved(k4: &quant::r4::R4Kernels, w: &[u8], rb: usize) -> Vec<u8> {
+    let mut packed = w.to_vec();
+    quant::r4::interleave_matrix(k4, &mut packed, rb, &mut Vec::new());
+    packed
+}
+
+/// Seconds of one matvec of the interleaved matrix `packed` through `vec_dot4` (best of samples).
+fn time_vec_dot4(k4: &quant::r4::R4Kernels, packed: &[u8], rb: usize, a: Q8<'_>, min_ms: f64) -> f64 {
+    // Opaque, so the kernel stays its own function (V8 tiers up functions, not loops: inlined
+    // into the one-call benchmark function it would run in the baseline compiler's code).
+    let dot4 = core::hint::black_box(k4.vec_dot4);
+    time_best(min_ms, || packed.chunks_exact(4 * rb).map(|g| dot4(g, a).iter().sum::<f32>()).sum())
+}
+
 /// Benchmarks one type: a full 4096×4096 matvec through `vec_dot` and through `vec_dot_ref`.
 pub fn bench_type(ty: GgmlType, min_ms: f64) -> Option<KernelBench> {
     let (rows, n) = (4096, 4096);
@@ -116,14 +131,7 @@ pub fn bench_type(ty: GgmlType, min_ms: f64) -> Option<KernelBench> {
             let a = act.row(0);
             let fast = time_best(min_ms, || w.chunks_exact(rb).map(|r| (k.vec_dot)(r, a)).sum());
             let slow = time_it(min_ms / 2.0, || w.chunks_exact(rb).map(|r| (k.vec_dot_ref)(r, a)).sum());
-            let r4 = quant::r4::r4_kernels(ty).map(|k4| {
-                let mut packed = w.clone();
-                quant::r4::interleave_matrix(k4, &mut packed, rb, &mut Vec::new());
-                // Opaque, so the kernel stays its own function (V8 tiers up functions, not loops:
-                // inlined into this one-call function it would run in the baseline compiler's code).
-                let dot4 = core::hint::black_box(k4.vec_dot4);
-                w.len() as f64 / 1e9 / time_best(min_ms, || packed.chunks_exact(4 * rb).map(|g| dot4(g, a).iter().sum::<f32>()).sum())
-            });
+            let r4 = quant::r4::r4_kernels(ty).map(|k4| w.len() as f64 / 1e9 / time_vec_dot4(k4, &interleaved(k4, &w, rb), rb, a, min_ms));
             (fast, slow, r4)
         }
         None => {
@@ -183,18 +191,14 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<Pr
     let one = time_best(min_ms / 2.0, || w.chunks_exact(rb).map(|r| (k.vec_dot)(r, a)).sum());
     let macs = (rows * n) as f64 * tokens as f64; // f64: 2^33 for 512 tokens overflows wasm32's usize
     let r4_gmacs = quant::r4::r4_kernels(ty).map(|k4| {
-        let mut packed = w.clone();
-        quant::r4::interleave_matrix(k4, &mut packed, rb, &mut Vec::new());
+        let packed = interleaved(k4, &w, rb);
         let rows4 = quant::r4::Rows { data: &packed, r4: true };
         let gemm = time_best(min_ms, || {
             quantize_q8(ty.act_kind(), &x, n, &mut act);
             prompt_rows(k, rows4, 0..rows, &act, &mut scratch, &mut y, rows);
             y[0]
         });
-        // Opaque, so the kernel stays its own function (see `bench_type`).
-        let dot4 = core::hint::black_box(k4.vec_dot4);
-        let a = act.row(0);
-        let one4 = time_best(min_ms / 2.0, || packed.chunks_exact(4 * rb).map(|g| dot4(g, a).iter().sum::<f32>()).sum());
+        let one4 = time_vec_dot4(k4, &packed, rb, act.row(0), min_ms / 2.0);
         (macs / 1e9 / gemm, (rows * n) as f64 / 1e9 / one4)
     });
     Some(PrefillBench {

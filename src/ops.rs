@@ -105,13 +105,13 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
 
 /// [`gemm_min_tokens`] for a matrix in the four-rows-interleaved layout ([`quant::r4`]): its
 /// decode kernel is faster (1.26–1.43×) and the GEMM first un-interleaves each panel, which at a
-/// few tokens costs it 13–24 %, so the break-even comes later — and differs with the int8 GEMM's
+/// few tokens costs it 10–26 %, so the break-even comes later — and differs with the int8 GEMM's
 /// profile (Node's narrow tiles, the browsers' wide ones). Measured with `clef bench-kernels
 /// --prefill T`, its "4 rows interleaved" columns (GEMM over interleaved rows vs T `vec_dot4`
 /// passes, G MAC/s), in Node 20 and in Chromium 156 (`tools/bench-kernels-chromium.mjs`):
 /// * narrow, Q2_K: 27.2 / 31.0 / 35.2 at T = 4 / 6 / 8 against 33.4–33.8 → 8;
-/// * narrow, Q3_K: 17.2–17.7 / 21.4 / 25.1 at T = 4 / 6 / 8 against 21.1–21.6 → 6;
-/// * wide, Q2_K: 34.4 / 34.7 / 44.7 against 32.8–33.6 → 4 (as plain rows);
+/// * narrow, Q3_K: 17.2–17.7 / 21.4 / 25.1 at T = 4 / 6 / 8 against 21.1–22.4 → 6;
+/// * wide, Q2_K: 34.4 / 34.7 / 44.7 against 32.0–33.6 → 4 (as plain rows);
 /// * wide, Q3_K: 29.2 at T = 4 against 22.4 → 4.
 pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
     let wide = quant::gemm8::profile() == quant::gemm8::Profile::Wide;

@@ -265,6 +265,24 @@ macro_rules! dispatch_vec_dot {
 }
 use dispatch_vec_dot;
 
+/// Dispatches the four-rows-interleaved dot product `$name` to the relaxed-SIMD kernel `$simd` in
+/// the relaxed build, else to [`crate::quant::r4::vec_dot4_plain`] for type `$ty` (un-interleave,
+/// then the plain kernel per row: correct, and never chosen there, see `r4::faster`).
+macro_rules! dispatch_vec_dot4 {
+    ($name:ident, $simd:path, $ty:expr) => {
+        fn $name(rows4: &[u8], act: $crate::quant::Q8<'_>) -> [f32; 4] {
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            {
+                // SAFETY: relaxed-simd (and so simd128) is enabled; the kernel checks every length.
+                return unsafe { $simd(rows4, act) };
+            }
+            #[allow(unreachable_code)]
+            $crate::quant::r4::vec_dot4_plain($ty, rows4, act)
+        }
+    };
+}
+use dispatch_vec_dot4;
+
 /// Dispatches the row decoder `$name` to the SIMD128 one `$simd` on wasm32+simd128, else to the
 /// generic reference for block type `$t`.
 macro_rules! dispatch_decode {

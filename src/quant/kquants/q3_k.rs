@@ -15,7 +15,7 @@
 //! Dot with Q8_K: `Σ_blk d_a * d * Σ_g sc_g * Σ_l q·a`. The SIMD kernel uses the unsigned
 //! `u = q + 4 ∈ 0..7` and subtracts `4 * Σ_g sc_g * bsum_g` per block.
 
-use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, kernels, kernels8, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, dispatch_vec_dot4, kernels, kernels8, KBlock, QuantKernels, QK_K};
 use crate::quant::gemm8::Kernels8;
 use crate::quant::r4::{Field, R4Kernels};
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
@@ -89,15 +89,7 @@ pub(super) const R4: R4Kernels = R4Kernels {
     vec_dot4,
 };
 
-fn vec_dot4(rows4: &[u8], act: crate::quant::Q8<'_>) -> [f32; 4] {
-    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
-    {
-        // SAFETY: relaxed-simd (and so simd128) is enabled; the kernel checks every length.
-        return unsafe { simd::vec_dot4(rows4, act) };
-    }
-    #[allow(unreachable_code)]
-    crate::quant::r4::vec_dot4_plain(GgmlType::Q3_K, rows4, act)
-}
+dispatch_vec_dot4!(vec_dot4, simd::vec_dot4, GgmlType::Q3_K);
 dispatch_decode!(decode, simd::decode_row, Q3K);
 dispatch_decode8!(decode8, simd::decode8_row, Q3K, 4);
 
