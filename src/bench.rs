@@ -164,10 +164,22 @@ pub struct PrefillBench {
     pub gemm_gmacs: f64,
     /// The same product as `tokens` separate `vec_dot` passes, in G MAC/s.
     pub vec_dot_gmacs: f64,
-    /// Where the type has a four-rows-interleaved form ([`quant::r4`]): G MAC/s of the GEMM over
-    /// the interleaved rows (each panel un-interleaved first, as the engine does) and of `tokens`
-    /// `vec_dot4` passes — where the two cross is where `ops::gemm_min_tokens_r4` should be.
-    pub r4_gmacs: Option<(f64, f64)>,
+    /// Where the type has a four-rows-interleaved form ([`quant::r4`]): the same product on the
+    /// interleaved rows, the two ways the engine can run it.
+    pub r4: Option<R4Prefill>,
+}
+
+/// G MAC/s of a prompt product over four-rows-interleaved weights: where `tiles` and `gemm` cross
+/// is where `ops::gemm_min_tokens_r4` should be.
+#[derive(Clone, Debug)]
+pub struct R4Prefill {
+    /// The GEMM, each panel un-interleaved first (activation packing included).
+    pub gemm: f64,
+    /// `quant::r4::matmul_tiles`: `vec_dot4_n` over tiles of up to four tokens (activation
+    /// quantization included, as for the GEMM).
+    pub tiles: f64,
+    /// `tokens` separate `vec_dot4` passes (one token at a time).
+    pub vec_dot4: f64,
 }
 
 /// Benchmarks the prompt GEMM of one quantized type: a 4096×4096 matrix times `tokens` tokens
@@ -190,7 +202,7 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<Pr
     let a = act.row(0);
     let one = time_best(min_ms / 2.0, || w.chunks_exact(rb).map(|r| (k.vec_dot)(r, a)).sum());
     let macs = (rows * n) as f64 * tokens as f64; // f64: 2^33 for 512 tokens overflows wasm32's usize
-    let r4_gmacs = quant::r4::r4_kernels(ty).map(|k4| {
+    let r4 = quant::r4::r4_kernels(ty).map(|k4| {
         let packed = interleaved(k4, &w, rb);
         let rows4 = quant::r4::Rows { data: &packed, r4: true };
         let gemm = time_best(min_ms, || {
@@ -198,8 +210,13 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<Pr
             prompt_rows(k, rows4, 0..rows, &act, &mut scratch, &mut y, rows);
             y[0]
         });
+        let tiles = time_best(min_ms, || {
+            quantize_q8(ty.act_kind(), &x, n, &mut act);
+            quant::r4::matmul_tiles(k4, &packed, rb, 0..rows, &act, &mut y, rows);
+            y[0]
+        });
         let one4 = time_vec_dot4(k4, &packed, rb, act.row(0), min_ms / 2.0);
-        (macs / 1e9 / gemm, (rows * n) as f64 / 1e9 / one4)
+        R4Prefill { gemm: macs / 1e9 / gemm, tiles: macs / 1e9 / tiles, vec_dot4: (rows * n) as f64 / 1e9 / one4 }
     });
     Some(PrefillBench {
         ty,
@@ -207,7 +224,7 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<Pr
         gemm_gbps: w.len() as f64 / 1e9 / gemm,
         gemm_gmacs: macs / 1e9 / gemm,
         vec_dot_gmacs: (rows * n) as f64 / 1e9 / one,
-        r4_gmacs,
+        r4,
     })
 }
 

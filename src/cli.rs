@@ -605,17 +605,18 @@ fn bench_prefill(only: Option<GgmlType>, tokens: usize, ms: f64, json_out: bool,
                 ("gemm_gbps", format!("{:.3}", b.gemm_gbps)),
                 ("gemm_gmacs", format!("{:.3}", b.gemm_gmacs)),
                 ("vec_dot_gmacs", format!("{:.3}", b.vec_dot_gmacs)),
-                ("r4_gemm_gmacs", b.r4_gmacs.map_or("null".into(), |v| format!("{:.3}", v.0))),
-                ("r4_vec_dot_gmacs", b.r4_gmacs.map_or("null".into(), |v| format!("{:.3}", v.1))),
+                ("r4_gemm_gmacs", b.r4.as_ref().map_or("null".into(), |v| format!("{:.3}", v.gemm))),
+                ("r4_tiles_gmacs", b.r4.as_ref().map_or("null".into(), |v| format!("{:.3}", v.tiles))),
+                ("r4_vec_dot_gmacs", b.r4.as_ref().map_or("null".into(), |v| format!("{:.3}", v.vec_dot4))),
             ])
         });
         host.out(&json::object([("prefill", json::array(items))]));
         host.out("\n");
     } else {
         host.out(&format!("prompt GEMM, 4096×4096 × {tokens} tokens (vs {tokens} vec_dot passes)\n"));
-        host.out("type      GEMM GB/s  GEMM GMAC/s  vec_dot GMAC/s  speed-up  4 rows interleaved: GEMM / vec_dot4 GMAC/s\n");
+        host.out("type      GEMM GB/s  GEMM GMAC/s  vec_dot GMAC/s  speed-up  4 rows interleaved: GEMM / vec_dot4 tiles / vec_dot4 GMAC/s\n");
         for b in rows {
-            let r4 = b.r4_gmacs.map_or(String::new(), |(g, d)| format!("  {g:10.2} / {d:.2}"));
+            let r4 = b.r4.as_ref().map_or(String::new(), |v| format!("  {:10.2} / {:.2} / {:.2}", v.gemm, v.tiles, v.vec_dot4));
             host.out(&format!(
                 "{:8} {:10.2} {:12.2} {:15.2} {:8.1}x{r4}\n",
                 b.ty.name(),

@@ -103,22 +103,24 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
     }
 }
 
-/// [`gemm_min_tokens`] for a matrix in the four-rows-interleaved layout ([`quant::r4`]): its
-/// decode kernel is faster (1.26–1.43×) and the GEMM first un-interleaves each panel, which at a
-/// few tokens costs it 10–26 %, so the break-even comes later — and differs with the int8 GEMM's
-/// profile (Node's narrow tiles, the browsers' wide ones). Measured with `clef bench-kernels
-/// --prefill T`, its "4 rows interleaved" columns (GEMM over interleaved rows vs T `vec_dot4`
-/// passes, G MAC/s), in Node 20 and in Chromium 156 (`tools/bench-kernels-chromium.mjs`):
-/// * narrow, Q2_K: 27.2 / 31.0 / 35.2 at T = 4 / 6 / 8 against 33.4–33.8 → 8;
-/// * narrow, Q3_K: 17.2–17.7 / 21.4 / 25.1 at T = 4 / 6 / 8 against 21.1–22.4 → 6;
-/// * wide, Q2_K: 34.4 / 34.7 / 44.7 against 32.0–33.6 → 4 (as plain rows);
-/// * wide, Q3_K: 29.2 at T = 4 against 22.4 → 4.
+/// [`gemm_min_tokens`] for a matrix in the four-rows-interleaved layout ([`quant::r4`]). Below
+/// it the product runs as [`quant::r4::matmul_tiles`]: four rows × up to four tokens per kernel
+/// call, the codes unpacked once per tile, straight from the interleaved layout; the GEMM has to
+/// un-interleave every panel first, so it takes over later than on plain rows — and where
+/// depends on the int8 GEMM's profile (Node's narrow tiles, the browsers' wide ones). Measured
+/// with `clef bench-kernels --prefill T`, its "4 rows interleaved" columns (GEMM vs tiles,
+/// G MAC/s, activation quantization included), in Node 20 and in Chromium 156
+/// (`tools/bench-kernels-chromium.mjs`):
+/// * narrow, Q2_K: 37.3 / 39.5 / 43.3 at T = 12 / 16 / 24 against tiles 40.2 / 39.4 / 39.1 → 16;
+/// * narrow, Q3_K: 31.3 / 34.5 / 38.6 against 34.9 / 34.9 / 35.0 → 16;
+/// * wide, Q2_K: 45.8 / 49.7 / 54.4 against 51.6 at all three → 20;
+/// * wide, Q3_K: 41.1 / 45.5 / 51.0 against 41.1 / 40.7 / 42.4 → 12.
 pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
     let wide = quant::gemm8::profile() == quant::gemm8::Profile::Wide;
     match (ty, wide) {
-        (GgmlType::Q2_K, false) => 8,
-        (GgmlType::Q3_K, false) => 6,
-        (GgmlType::Q3_K, true) => 4,
+        (GgmlType::Q2_K, false) | (GgmlType::Q3_K, false) => 16,
+        (GgmlType::Q2_K, true) => 20,
+        (GgmlType::Q3_K, true) => 12,
         _ => gemm_min_tokens(ty),
     }
 }
@@ -181,16 +183,9 @@ pub fn matmul_rows(
     }
     quantize_q8(ty.act_kind(), x, n_in, &mut s.act);
     if w.r4 && t_count < gemm_min_tokens_r4(ty) {
-        // Four rows per kernel call, each group read from memory once for every token.
-        let vec_dot4 = quant::r4::r4_kernels(ty).expect("R4 kernels").vec_dot4;
-        let gb = R4 * w.row_bytes;
-        for g in (rows.start..rows.end).step_by(R4) {
-            let wg = &data[g * w.row_bytes..g * w.row_bytes + gb];
-            for t in 0..t_count {
-                let out = vec_dot4(wg, s.act.row(t));
-                y[t * n_out + g..t * n_out + g + R4].copy_from_slice(&out);
-            }
-        }
+        // Four rows per kernel call and up to four tokens: each group read from memory once.
+        let k4 = quant::r4::r4_kernels(ty).expect("R4 kernels");
+        quant::r4::matmul_tiles(k4, data, w.row_bytes, rows, &s.act, y, n_out);
         return;
     }
     if !w.r4 && t_count < gemm_min_tokens(ty) {

@@ -411,3 +411,54 @@ fn four_row_interleave_is_a_permutation_and_dots_agree() {
     }
     assert!(checked >= 9, "no R4 type checked");
 }
+
+/// Several tokens over interleaved rows: `vec_dot4_n` on 1–4 activation rows equals `vec_dot4` on
+/// each, bit for bit, and `r4::matmul_tiles` (groups × tiles of tokens, what the engine runs below
+/// `ops::gemm_min_tokens_r4`) writes exactly those values into the right rows and tokens, for 1–9
+/// and 37 tokens (past the views it makes at once) and a row range that starts past the first group; the rest of the output is untouched.
+#[test]
+fn four_row_tiles_equal_one_token_at_a_time() {
+    use clef_web::quant::r4;
+    let mut rng = Rng(0x7111_e5e5_0000_4444);
+    let mut checked = 0;
+    for ty in GgmlType::ALL {
+        let Some(k4) = r4::r4_kernels(ty) else { continue };
+        let k = kernels(ty).unwrap();
+        let (groups, nb) = (3, 2);
+        let n = 256 * nb;
+        let rb = ty.row_bytes(n);
+        let mut plain = vec![0u8; groups * 4 * rb];
+        rng.bytes(&mut plain);
+        for blk in plain.chunks_exact_mut(ty.block_bytes()) {
+            (k.sanitize)(blk);
+        }
+        let mut data = plain.clone();
+        r4::interleave_matrix(k4, &mut data, rb, &mut Vec::new());
+        for tokens in (1..=9).chain([37]) {
+            let mut act = QAct::default();
+            quantize_q8(ty.act_kind(), &rng.act(tokens * n), n, &mut act);
+            let acts: Vec<_> = (0..tokens).map(|t| act.row(t)).collect();
+            let one: Vec<Vec<[f32; 4]>> =
+                (0..groups).map(|g| acts.iter().map(|&a| (k4.vec_dot4)(&data[g * 4 * rb..(g + 1) * 4 * rb], a)).collect()).collect();
+            for (g, want) in one.iter().enumerate() {
+                let c = tokens.min(r4::MAX_TOKENS);
+                let mut many = vec![[f32::NAN; 4]; c];
+                (k4.vec_dot4_n)(&data[g * 4 * rb..(g + 1) * 4 * rb], &acts[..c], &mut many);
+                for (t, (m, o)) in many.iter().zip(want).enumerate() {
+                    assert_eq!(m.map(f32::to_bits), o.map(f32::to_bits), "{ty}: group {g}, token {t} of {c}");
+                }
+            }
+            let n_out = groups * 4;
+            let mut y = vec![f32::NAN; tokens * n_out];
+            r4::matmul_tiles(k4, &data, rb, 4..n_out, &act, &mut y, n_out);
+            for t in 0..tokens {
+                assert!(y[t * n_out..t * n_out + 4].iter().all(|v| v.is_nan()), "{ty}: rows outside the range written");
+                for r in 4..n_out {
+                    assert_eq!(y[t * n_out + r].to_bits(), one[r / 4][t][r % 4].to_bits(), "{ty}: {tokens} tokens, token {t} row {r}");
+                }
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 2, "no R4 type checked");
+}

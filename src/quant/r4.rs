@@ -20,7 +20,7 @@
 //! working [`R4Kernels::vec_dot4`], and [`vec_dot4_ref`] (un-interleave, then the scalar
 //! `vec_dot_ref` per row) is its test oracle.
 
-use super::{kernels, GgmlType, Q8, QK_K};
+use super::{kernels, GgmlType, QAct, Q8, QK_K};
 
 /// Rows per R4 group.
 pub const R: usize = 4;
@@ -41,7 +41,13 @@ pub struct R4Kernels {
     /// `[y_0, y_1, y_2, y_3]`: the dot products of four interleaved rows (`rows4`, whole R4
     /// blocks) with one activation row.
     pub vec_dot4: fn(rows4: &[u8], act: Q8<'_>) -> [f32; 4],
+    /// `out[t] = vec_dot4(rows4, acts[t])` for up to [`MAX_TOKENS`] activation rows, bit for bit:
+    /// the rows' codes and scales are unpacked once for all of them (a few tokens of a prompt).
+    pub vec_dot4_n: fn(rows4: &[u8], acts: &[Q8<'_>], out: &mut [[f32; 4]]),
 }
+
+/// The most activation rows one [`R4Kernels::vec_dot4_n`] call takes.
+pub const MAX_TOKENS: usize = 4;
 
 /// The R4 form of `ty`, where one exists.
 pub fn r4_kernels(ty: GgmlType) -> Option<&'static R4Kernels> {
@@ -234,6 +240,44 @@ impl<'a> Rows<'a> {
             unpack_rows(k, src, dst);
         }
         scratch
+    }
+}
+
+/// `y[t·y_stride + r] = W[r] · act[t]` for the interleaved rows `rows` (whole groups) of `data`
+/// (rows of `rb` bytes) and every token of `act`. Per group of four rows the tokens go through
+/// [`R4Kernels::vec_dot4_n`] in tiles of [`MAX_TOKENS`], so a group is read from memory once
+/// and its codes unpacked once per tile: a decoded token (one tile of one) and prompts below
+/// [`crate::ops::gemm_min_tokens_r4`] tokens, where this beats decoding rows for the GEMM.
+pub fn matmul_tiles(k: &R4Kernels, data: &[u8], rb: usize, rows: core::ops::Range<usize>, act: &QAct, y: &mut [f32], y_stride: usize) {
+    assert!(rows.start % R == 0 && rows.end % R == 0, "R4 rows {rows:?} are not whole groups");
+    assert!(rows.end * rb <= data.len(), "weight matrix too small");
+    let t_count = act.rows;
+    assert!(t_count == 0 || (t_count - 1) * y_stride + rows.end <= y.len(), "output too small");
+    if t_count == 1 {
+        // A decoded token: the one-row kernel straight (no tile bookkeeping per group: ~4 %).
+        let a = act.row(0);
+        for g in (rows.start..rows.end).step_by(R) {
+            y[g..g + R].copy_from_slice(&(k.vec_dot4)(&data[g * rb..(g + R) * rb], a));
+        }
+        return;
+    }
+    // The activation views of up to SPAN tokens are made once for every group.
+    const SPAN: usize = 8 * MAX_TOKENS;
+    let mut out = [[0.0f32; R]; MAX_TOKENS];
+    for s0 in (0..t_count).step_by(SPAN) {
+        let span = (t_count - s0).min(SPAN);
+        let acts: [Q8<'_>; SPAN] = core::array::from_fn(|i| act.row(s0 + i.min(span - 1)));
+        for g in (rows.start..rows.end).step_by(R) {
+            let group = &data[g * rb..(g + R) * rb];
+            for (j, tile) in acts[..span].chunks(MAX_TOKENS).enumerate() {
+                let out = &mut out[..tile.len()];
+                (k.vec_dot4_n)(group, tile, out);
+                for (i, o) in out.iter().enumerate() {
+                    let at = (s0 + MAX_TOKENS * j + i) * y_stride + g;
+                    y[at..at + R].copy_from_slice(o);
+                }
+            }
+        }
     }
 }
 

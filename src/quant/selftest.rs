@@ -15,7 +15,9 @@
 //! * for the types with a four-rows-interleaved form ([`super::r4`]): the row and three variants of
 //!   it (bytes shifted, re-sanitized) interleaved; un-interleaving gives them back byte for byte
 //!   (a mismatch counts as a decoder mismatch) and `vec_dot4` equals each row's `vec_dot_ref`
-//!   within the same bound (in `max_dot_err`).
+//!   within the same bound (in `max_dot_err`); `vec_dot4_n` on 1–4 activation rows (the row's
+//!   activations, negated, rotated, reversed) equals `vec_dot4` on each, bit for bit (a mismatch
+//!   counts as a decoder mismatch).
 
 use super::gemm::Decoded;
 use super::gemm8::{self, Decoded8, Gemm8Scratch, PackedAct8};
@@ -119,7 +121,7 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
                 }
             }
             if let Some(k4) = r4::r4_kernels(ty) {
-                check_r4(k, k4, row, a, check);
+                check_r4(k, k4, row, x, check);
             }
             check.rows += 1;
         };
@@ -157,8 +159,9 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
     out
 }
 
-/// The R4 checks of one row: `row` and three variants interleaved, un-interleaved, multiplied.
-fn check_r4(k: &QuantKernels, k4: &r4::R4Kernels, row: &[u8], a: Q8<'_>, check: &mut KernelCheck) {
+/// The R4 checks of one row: `row` and three variants of it interleaved, un-interleaved,
+/// multiplied with the activations `x` (and with three variants of them, four tokens at once).
+fn check_r4(k: &QuantKernels, k4: &r4::R4Kernels, row: &[u8], x: &[f32], check: &mut KernelCheck) {
     let bb = k.ty.block_bytes();
     let mut plain = Vec::with_capacity(r4::R * row.len());
     for v in 0..r4::R as u8 {
@@ -175,13 +178,31 @@ fn check_r4(k: &QuantKernels, k4: &r4::R4Kernels, row: &[u8], a: Q8<'_>, check: 
     if back != plain {
         check.decode_mismatches += 1;
     }
+    let n = x.len();
+    let mut xs: Vec<f32> = x.to_vec();
+    xs.extend(x.iter().map(|v| -v));
+    xs.extend(x.iter().cycle().skip(1).take(n));
+    xs.extend(x.iter().rev());
+    let mut act = QAct::default();
+    quantize_q8(k.ty.act_kind(), &xs, n, &mut act);
+    let a = act.row(0);
     let got = (k4.vec_dot4)(&rows4, a);
-    let n = a.qs.len();
     let mut w = vec![0.0f32; n];
     for (r, p) in plain.chunks_exact(row.len()).enumerate() {
         (k.dequantize)(p, &mut w);
         let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
         let want = (k.vec_dot_ref)(p, a) as f64;
         check.max_dot_err = check.max_dot_err.max((got[r] as f64 - want).abs() / scale);
+    }
+    let acts: Vec<Q8<'_>> = (0..r4::MAX_TOKENS).map(|t| act.row(t)).collect();
+    let one: Vec<[f32; r4::R]> = acts.iter().map(|&a| (k4.vec_dot4)(&rows4, a)).collect();
+    let mut many = [[0.0f32; r4::R]; r4::MAX_TOKENS];
+    for c in 1..=r4::MAX_TOKENS {
+        many.iter_mut().for_each(|o| *o = [f32::NAN; r4::R]);
+        (k4.vec_dot4_n)(&rows4, &acts[..c], &mut many[..c]);
+        let same = many[..c].iter().zip(&one).all(|(m, o)| m.iter().zip(o).all(|(p, q)| p.to_bits() == q.to_bits()));
+        if !same {
+            check.decode_mismatches += 1;
+        }
     }
 }

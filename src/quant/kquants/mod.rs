@@ -265,19 +265,69 @@ macro_rules! dispatch_vec_dot {
 }
 use dispatch_vec_dot;
 
-/// Dispatches the four-rows-interleaved dot product `$name` to the relaxed-SIMD kernel `$simd` in
-/// the relaxed build, else to [`crate::quant::r4::vec_dot4_plain`] for type `$ty` (un-interleave,
-/// then the plain kernel per row: correct, and never chosen there, see `r4::faster`).
+/// Defines the four-rows-interleaved dot products `$one` (one activation row) and `$many` (up to
+/// [`crate::quant::r4::MAX_TOKENS`] rows, see `R4Kernels::vec_dot4_n`) from the relaxed-SIMD
+/// kernel `$simd::<NY>` (or `$one` from a one-token kernel `$single`, where the type has one) in
+/// the relaxed build; elsewhere from
+/// [`crate::quant::r4::vec_dot4_plain`] for type `$ty` (un-interleave, then the plain kernel per
+/// row: correct, and never chosen there, see `r4::faster`).
 macro_rules! dispatch_vec_dot4 {
-    ($name:ident, $simd:path, $ty:expr) => {
-        fn $name(rows4: &[u8], act: $crate::quant::Q8<'_>) -> [f32; 4] {
+    ($one:ident, $many:ident, $simd:path, $ty:expr) => {
+        fn $one(rows4: &[u8], act: $crate::quant::Q8<'_>) -> [f32; 4] {
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
             {
                 // SAFETY: relaxed-simd (and so simd128) is enabled; the kernel checks every length.
-                return unsafe { $simd(rows4, act) };
+                use $simd as kernel;
+                let [v] = unsafe { kernel::<1>(rows4, [act]) };
+                return $crate::quant::simd::lanes(v);
             }
             #[allow(unreachable_code)]
             $crate::quant::r4::vec_dot4_plain($ty, rows4, act)
+        }
+        dispatch_vec_dot4!(@many $one, $many, $simd);
+    };
+    // With a one-token kernel of its own, `$single(rows4, act) -> [f32; 4]`.
+    ($one:ident, $many:ident, $simd:path, $ty:expr, $single:path) => {
+        fn $one(rows4: &[u8], act: $crate::quant::Q8<'_>) -> [f32; 4] {
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            {
+                // SAFETY: relaxed-simd (and so simd128) is enabled; the kernel checks every length.
+                return unsafe { $single(rows4, act) };
+            }
+            #[allow(unreachable_code)]
+            $crate::quant::r4::vec_dot4_plain($ty, rows4, act)
+        }
+        dispatch_vec_dot4!(@many $one, $many, $simd);
+    };
+    (@many $one:ident, $many:ident, $simd:path) => {
+        fn $many(rows4: &[u8], acts: &[$crate::quant::Q8<'_>], out: &mut [[f32; 4]]) {
+            assert_eq!(acts.len(), out.len(), "vec_dot4_n: one output per activation row");
+            assert!(acts.len() <= $crate::quant::r4::MAX_TOKENS, "vec_dot4_n: {} activation rows", acts.len());
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            {
+                use $simd as kernel;
+                macro_rules! run {
+                    ($n:literal) => {{
+                        // SAFETY: relaxed-simd is enabled; the kernel checks every length.
+                        let v = unsafe { kernel::<$n>(rows4, core::array::from_fn(|t| acts[t])) };
+                        for (o, v) in out.iter_mut().zip(v) {
+                            *o = $crate::quant::simd::lanes(v);
+                        }
+                    }};
+                }
+                match acts.len() {
+                    0 => {}
+                    1 => out[0] = $one(rows4, acts[0]),
+                    2 => run!(2),
+                    3 => run!(3),
+                    _ => run!(4),
+                }
+                return;
+            }
+            #[allow(unreachable_code)]
+            for (o, &a) in out.iter_mut().zip(acts) {
+                *o = $one(rows4, a);
+            }
         }
     };
 }

@@ -77,9 +77,10 @@ pub(super) const R4: R4Kernels = R4Kernels {
         Field { off: 82, len: 2, gran: 2 },
     ],
     vec_dot4,
+    vec_dot4_n,
 };
 
-dispatch_vec_dot4!(vec_dot4, simd::vec_dot4, GgmlType::Q2_K);
+dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4_n, GgmlType::Q2_K, simd::vec_dot4);
 dispatch_decode!(decode, simd::decode_row, Q2K);
 dispatch_decode8!(decode8, simd::decode8_row, Q2K, 0);
 
@@ -247,8 +248,8 @@ mod simd {
         }
     }
 
-    /// Four interleaved rows (the R4 layout above) · one activation row. One step = group g of the
-    /// four rows: word `l0/4` of the group's 16 bytes holds elements `l0..l0+4` of each row, so
+    /// Four interleaved rows (the R4 layout above) · one activation row (a decoded token). One
+    /// step = group g of the four rows: word `l0/4` of the group's 16 bytes holds elements `l0..l0+4` of each row, so
     /// `(v >> 2j) & 3` of the four words of a quarter (n, h) are 4 rows × 4 weights of group
     /// g = 8n + 2j + h, multiplied with the activation word at `16g + l0` broadcast (16 products
     /// per instruction, i16 lanes 2r and 2r+1 belong to row r). The four products of a group are
@@ -260,6 +261,12 @@ mod simd {
     /// scale vector is one `pshufb` of the group's 4 scale bytes with a mask kept in a register (a
     /// shuffle with immediate indices is rebuilt from two 64-bit moves at every use). Taking odd
     /// shifts in place (`v & 0xC`, half the shifts) measured slower (7.5 vs 10.1 GB/s).
+    ///
+    /// [`vec_dot4_n`] does the same for several tokens; this one-token form stays its own function
+    /// because Chromium 156 ran it 7 % slower compiled from `vec_dot4_n::<1>` (11.2 against
+    /// 12.1 GB/s, `bench-kernels-chromium.mjs --type Q2_K`; the wasm differs only in which
+    /// pointers stay in locals and the order of the min sums; Node 20 ran both at 12.0). The
+    /// results are the same bit for bit (`tests/kernels.rs`).
     ///
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
@@ -312,5 +319,72 @@ mod simd {
             acc = fold_block(acc, isum, d, summs, dmin);
         }
         lanes(acc)
+    }
+
+    /// Four interleaved rows (the R4 layout above) · `NY` activation rows: lane r of `out[t]` is
+    /// row r · `acts[t]`, computed as [`vec_dot4`] does (the same integer sums, folded in the same
+    /// order, so bit for bit its result), with each group's codes and scales unpacked once for all
+    /// `NY` tokens: a short prompt's product (`r4::matmul_tiles`).
+    ///
+    /// # Safety
+    /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot4_n<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+        let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q2_K, &a))[0];
+        let (m3, m15) = (u8x16_splat(3), u16x8_splat(15));
+        // Byte r → i16 lanes 2r and 2r+1 (index 0x80 gives 0). Opaque, so that it stays in a
+        // register: a shuffle with immediate indices is rebuilt from two 64-bit moves at every use.
+        let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 1, 0x80, 1, 0x80, 2, 0x80, 2, 0x80, 3, 0x80, 3, 0x80));
+        let mut acc = [f32x4_splat(0.0); NY];
+        for b in 0..nb {
+            // SAFETY: check_rows4 guarantees nb R4 blocks of 4·84 bytes in `rows4` and nb·256
+            // activations, nb·8 scales and nb·16 group sums in every `acts[t]`.
+            let x = rows4.as_ptr().add(4 * BB * b);
+            let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * b));
+            let mut isum = [i32x4_splat(0); NY];
+            // Opaque trip counts keep both loops loops (V8 spills a fully unrolled block).
+            for nh in 0..core::hint::black_box(4usize) {
+                let (n, h) = (nh >> 1, nh & 1);
+                let q = x.add(64 + 64 * nh) as *const v128;
+                let mut v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
+                for j in 0..core::hint::black_box(4usize) {
+                    let g = 8 * n + 2 * j + h;
+                    // Each token's four products (the masked codes are computed once).
+                    let p: [v128; NY] = core::array::from_fn(|t| {
+                        let a = a0[t].add(16 * g) as *const u32;
+                        let mut p = rdot16(v128_and(v[0], m3), v128_load32_splat(a));
+                        p = i16x8_add(p, rdot16(v128_and(v[1], m3), v128_load32_splat(a.add(1))));
+                        p = i16x8_add(p, rdot16(v128_and(v[2], m3), v128_load32_splat(a.add(2))));
+                        i16x8_add(p, rdot16(v128_and(v[3], m3), v128_load32_splat(a.add(3))))
+                    });
+                    // Scale bytes 4g..4g+4 (one per row), each in the low byte of two i16 lanes.
+                    let sc = v128_and(i8x16_relaxed_swizzle(v128_load32_zero(x.add(4 * g) as *const u32), dup), m15);
+                    for t in 0..NY {
+                        isum[t] = i32x4_add(isum[t], i32x4_dot_i16x8(p[t], sc));
+                    }
+                    for vk in v.iter_mut() {
+                        *vk = u16x8_shr(*vk, 2);
+                    }
+                }
+            }
+            // Mins: lane r = Σ_g mn[r][g] · bsum[g], groups 2k and 2k+1 per i32x4.dot.
+            let mut summs = [i32x4_splat(0); NY];
+            for k in 0..8 {
+                let e = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);
+                let mn = i16x8_shuffle::<0, 4, 1, 5, 2, 6, 3, 7>(e, e);
+                for t in 0..NY {
+                    let bs = acts[t].bsums.as_ptr().add(16 * b + 2 * k) as *const u32;
+                    summs[t] = i32x4_add(summs[t], i32x4_dot_i16x8(mn, v128_load32_splat(bs)));
+                }
+            }
+            let d = f16_lanes(u32x4_load_extend_u16x4(x.add(320) as *const u16));
+            let dmin = f16_lanes(u32x4_load_extend_u16x4(x.add(328) as *const u16));
+            for t in 0..NY {
+                let da = v128_load32_splat(acts[t].d.as_ptr().add(8 * b) as *const u32);
+                acc[t] = fold_block(acc[t], isum[t], f32x4_mul(d, da), summs[t], f32x4_mul(dmin, da));
+            }
+        }
+        acc
     }
 }

@@ -87,9 +87,10 @@ pub(super) const R4: R4Kernels = R4Kernels {
         Field { off: 32, len: 64, gran: 4 },
     ],
     vec_dot4,
+    vec_dot4_n,
 };
 
-dispatch_vec_dot4!(vec_dot4, simd::vec_dot4, GgmlType::Q3_K);
+dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4, GgmlType::Q3_K);
 dispatch_decode!(decode, simd::decode_row, Q3K);
 dispatch_decode8!(decode8, simd::decode8_row, Q3K, 4);
 
@@ -103,7 +104,7 @@ mod simd {
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g16;
     #[cfg(target_feature = "relaxed-simd")]
-    use {super::super::simd::{f16_lanes, rdot16}, crate::quant::simd::lanes};
+    use super::super::simd::{f16_lanes, rdot16};
     use crate::quant::simd::store_scaled16;
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::f16_at;
@@ -251,21 +252,22 @@ mod simd {
         }
     }
 
-    /// Four interleaved rows (the R4 layout above) · one activation row, as Q2_K's `vec_dot4`:
+    /// Four interleaved rows (the R4 layout above) · `NY` activation rows, as Q2_K's `vec_dot4`:
     /// word k of a quarter (n, h) holds elements 4k..4k+4 of group g = 8n + 2j + h of each row
     /// at shift j; the high bits come from the hmask words of the same elements, pre-shifted per
     /// quarter so that bit 2 of each byte is the step's bit (as in `dot_relaxed`). `u = q + 4`
-    /// (≤ 7) times the broadcast activation word, four products summed in i16 (≤ 4·2·7·127),
-    /// then `i32x4.dot` with the group's scales of the four rows (sign-extended from a per-block
-    /// buffer of each scale byte twice) puts row r's group sum in lane r. The offset comes back
-    /// as `4 Σ_g sc_g bsum_g` per row.
+    /// (≤ 7) times each token's broadcast activation word, four products summed in i16
+    /// (≤ 4·2·7·127), then `i32x4.dot` with the group's scales of the four rows (sign-extended
+    /// from a per-block buffer of each scale byte twice) puts row r's group sum in lane r. The
+    /// offset comes back as `4 Σ_g sc_g bsum_g` per row. Codes and scales are unpacked once for
+    /// all `NY` tokens; each token's sums do not depend on `NY`.
     ///
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn vec_dot4(rows4: &[u8], act: Q8<'_>) -> [f32; 4] {
-        let nb = crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q3_K, &act);
+    pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+        let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q3_K, &a))[0];
         let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
         // Opaque masks (kept in registers, see Q2_K's `vec_dot4`): the scale bytes of rows-major
         // lanes 4r + i (scale 4q + i of row r), doubled per row, for i = 0, 1 and i = 2, 3.
@@ -275,14 +277,13 @@ mod simd {
         ]);
         let mut scb = [0i8; 128];
         let scb = scb.as_mut_ptr();
-        let mut acc = f32x4_splat(0.0);
+        let mut acc = [f32x4_splat(0.0); NY];
         for b in 0..nb {
             // SAFETY: check_rows4 guarantees nb R4 blocks of 4·110 bytes in `rows4` and nb·256
-            // activations, nb·8 scales and nb·16 group sums in `act`; `scb` holds 16 groups × 8.
+            // activations, nb·8 scales and nb·16 group sums in every `acts[t]`; `scb` holds 16
+            // groups × 8.
             let x = rows4.as_ptr().add(4 * BB * b);
-            let a0 = act.qs.as_ptr().add(QK_K * b);
-            let bs = act.bsums.as_ptr().add(16 * b);
-            let da = v128_load32_splat(act.d.as_ptr().add(8 * b) as *const u32);
+            let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * b));
             // Scales: s_r[i], s_r[4 + i], s_r[8 + i] in lanes 4r + i of three vectors.
             let s0 = v128_load(x as *const v128);
             let s1 = v128_load(x.add(16) as *const v128);
@@ -297,17 +298,21 @@ mod simd {
             .map(|v| i8x16_sub(v, i8x16_splat(32)));
             // Lane r of summs = Σ_g sc_r[g] · bsum[g]: i16 lanes (row, i) against bsum[4q..4q+4]
             // twice, then the two halves of each row added.
-            let (mut m01, mut m23) = (i32x4_splat(0), i32x4_splat(0));
+            let (mut m01, mut m23) = ([i32x4_splat(0); NY], [i32x4_splat(0); NY]);
             for (q, &v) in sc.iter().enumerate() {
-                let b4 = v128_load64_splat(bs.add(4 * q) as *const u64);
-                m01 = i32x4_add(m01, i32x4_dot_i16x8(i16x8_extend_low_i8x16(v), b4));
-                m23 = i32x4_add(m23, i32x4_dot_i16x8(i16x8_extend_high_i8x16(v), b4));
+                let (lo, hi) = (i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v));
+                for t in 0..NY {
+                    let b4 = v128_load64_splat(acts[t].bsums.as_ptr().add(16 * b + 4 * q) as *const u64);
+                    m01[t] = i32x4_add(m01[t], i32x4_dot_i16x8(lo, b4));
+                    m23[t] = i32x4_add(m23[t], i32x4_dot_i16x8(hi, b4));
+                }
                 v128_store(scb.add(32 * q) as *mut v128, i8x16_relaxed_swizzle(v, dup[0]));
                 v128_store(scb.add(32 * q + 16) as *mut v128, i8x16_relaxed_swizzle(v, dup[1]));
             }
-            let summs = i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(m01, m23), i32x4_shuffle::<1, 3, 5, 7>(m01, m23));
+            let summs: [v128; NY] =
+                core::array::from_fn(|t| i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(m01[t], m23[t]), i32x4_shuffle::<1, 3, 5, 7>(m01[t], m23[t])));
 
-            let mut isum = i32x4_splat(0);
+            let mut isum = [i32x4_splat(0); NY];
             // Opaque trip counts keep both loops loops (V8 spills a fully unrolled block).
             for nh in 0..core::hint::black_box(4usize) {
                 let (n, h) = (nh >> 1, nh & 1);
@@ -317,23 +322,29 @@ mod simd {
                 let mut hm = [0, 1, 2, 3].map(|k| i16x8_shl(u16x8_shr(v128_load(hp.add(k)), 4 * n as u32), 2));
                 for j in 0..core::hint::black_box(4usize) {
                     let g = 8 * n + 2 * j + h;
-                    let a = a0.add(16 * g) as *const u32;
-                    let u = |k: usize| v128_or(v128_and(v[k], m3), v128_and(hm[k], m4));
-                    let mut p = rdot16(u(0), v128_load32_splat(a));
-                    p = i16x8_add(p, rdot16(u(1), v128_load32_splat(a.add(1))));
-                    p = i16x8_add(p, rdot16(u(2), v128_load32_splat(a.add(2))));
-                    p = i16x8_add(p, rdot16(u(3), v128_load32_splat(a.add(3))));
-                    isum = i32x4_add(isum, i32x4_dot_i16x8(p, i16x8_load_extend_i8x8(scb.add(8 * g))));
+                    let u: [v128; 4] = core::array::from_fn(|k| v128_or(v128_and(v[k], m3), v128_and(hm[k], m4)));
+                    let scale = i16x8_load_extend_i8x8(scb.add(8 * g));
+                    for t in 0..NY {
+                        let a = a0[t].add(16 * g) as *const u32;
+                        let mut p = rdot16(u[0], v128_load32_splat(a));
+                        p = i16x8_add(p, rdot16(u[1], v128_load32_splat(a.add(1))));
+                        p = i16x8_add(p, rdot16(u[2], v128_load32_splat(a.add(2))));
+                        p = i16x8_add(p, rdot16(u[3], v128_load32_splat(a.add(3))));
+                        isum[t] = i32x4_add(isum[t], i32x4_dot_i16x8(p, scale));
+                    }
                     for k in 0..4 {
                         v[k] = u16x8_shr(v[k], 2);
                         hm[k] = u16x8_shr(hm[k], 1);
                     }
                 }
             }
-            let dall = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(48) as *const u16)), da);
-            acc = fold_block(acc, isum, dall, summs, f32x4_mul(dall, f32x4_splat(4.0)));
+            let d = f16_lanes(u32x4_load_extend_u16x4(x.add(48) as *const u16));
+            for t in 0..NY {
+                let dall = f32x4_mul(d, v128_load32_splat(acts[t].d.as_ptr().add(8 * b) as *const u32));
+                acc[t] = fold_block(acc[t], isum[t], dall, summs[t], f32x4_mul(dall, f32x4_splat(4.0)));
+            }
         }
-        lanes(acc)
+        acc
     }
 
     /// Row → int8 GEMM form: the block decoded to bytes `u = q + 4` as for the dot product; the
