@@ -25,10 +25,12 @@ const greedyIds = async (engine, ids, n = 16) =>
 
 test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one worker; follow-ups reuse the prefix', { skip: skipNode, timeout: 240000 }, async () => {
   const { ClefEngine } = await import(dist);
-  for (const [workers, exchange] of [[1, 'auto'], [2, 'auto'], [3, 'auto'], [2, 'message']]) {
-    const engine = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers, exchange });
+  // engineShard false: every shard in a worker of its own, the engine worker only coordinating.
+  for (const [workers, exchange, engineShard] of [[1, 'auto'], [2, 'auto'], [3, 'auto'], [2, 'message'], [2, 'auto', false], [3, 'message', false]]) {
+    const engine = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers, exchange, engineShard });
     try {
       assert.equal(engine.info.workers, workers);
+      assert.equal(engine.info.engineShard, workers > 1 && engineShard !== false, 'the engine worker computes shard 0 unless told not to');
       assert.equal(engine.info.workersReason, 'requested');
       assert.equal(engine.info.exchange, workers === 1 ? '' : exchange === 'auto' ? 'shared' : 'message', 'Node has SharedArrayBuffer');
       assert.equal(engine.info.stats.pulledByWorkers, workers > 1, 'a file on disk: every worker reads its own part');
@@ -83,11 +85,12 @@ test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one wo
 test('Node: abort mid-generation with 2 workers, then generate again; a killed shard worker is a typed fatal error and the model loads again (both exchanges)', { skip: skipNode, timeout: 120000 }, async () => {
   const { ClefEngine } = await import(dist);
   const path = join(fixturesDir, 'A-F32.gguf');
-  for (const exchange of ['shared', 'message']) await abortAndKill(ClefEngine, path, exchange);
+  // Shard 0 is the engine worker's own (a second wasm instance in its thread), shard 1 a worker.
+  for (const exchange of ['shared', 'message']) for (const kill of [0, 1]) await abortAndKill(ClefEngine, path, exchange, kill);
   await assert.rejects(ClefEngine.load(path, { workers: 2, exchange: 'both' }), (e) => e.code === 'bad_request' && /exchange/.test(e.message));
 });
 
-async function abortAndKill(ClefEngine, path, exchange) {
+async function abortAndKill(ClefEngine, path, exchange, kill) {
   const engine = await ClefEngine.load(path, { workers: 2, exchange });
   try {
     assert.equal(engine.info.exchange, exchange);
@@ -102,15 +105,15 @@ async function abortAndKill(ClefEngine, path, exchange) {
     );
     assert.deepEqual((await greedyChat(engine)).choices[0].token_ids, A.cases[0].greedy_ids, 'after an abort');
 
-    await engine.injectFault({ killShard: 1 });
-    await assert.rejects(greedyChat(engine), (e) => e.code === 'worker_crashed' && e.fatal && /shard worker 2 of 2/.test(e.message));
+    await engine.injectFault({ killShard: kill });
+    await assert.rejects(greedyChat(engine), (e) => e.code === 'worker_crashed' && e.fatal && new RegExp(`shard worker ${kill + 1} of 2`).test(e.message));
     await assert.rejects(greedyChat(engine), (e) => e.code === 'worker_crashed' || e.code === 'not_loaded');
   } finally {
     await engine.unload();
   }
   const again = await ClefEngine.load(path, { workers: 2, exchange });
   try {
-    assert.deepEqual((await greedyChat(again)).choices[0].token_ids, A.cases[0].greedy_ids, `${exchange}: loaded again after the crash`);
+    assert.deepEqual((await greedyChat(again)).choices[0].token_ids, A.cases[0].greedy_ids, `${exchange}: loaded again after shard ${kill} crashed`);
   } finally {
     await again.unload();
   }
@@ -214,11 +217,12 @@ test('Chromium, cross-origin isolated (COOP + COEP): stages through shared memor
     const r = await b.page.evaluate(async ({ hub, text }) => {
       const ask = (engine, signal, n = 16) => engine.chat.completions.create({ messages: [{ role: 'user', content: text }], max_tokens: n, temperature: 0, return_token_ids: true, signal });
       const out = {};
-      for (const exchange of ['auto', 'message']) {
-        const engine = await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl: hub, workers: 2, exchange });
+      // 'apart': shared memory, every shard in a worker of its own (engineShard false).
+      for (const [key, exchange, engineShard] of [['auto', 'auto', true], ['message', 'message', true], ['apart', 'auto', false]]) {
+        const engine = await ClefEngine.load('test-org/clef-flash-GGUF:F32', { hubUrl: hub, workers: 2, exchange, engineShard });
         const t = performance.now();
         const a = await ask(engine);
-        out[exchange] = { info: engine.info, ids: a.choices[0].token_ids, ms: performance.now() - t, split: a.usage.split };
+        out[key] = { info: engine.info, ids: a.choices[0].token_ids, ms: performance.now() - t, split: a.usage.split };
         if (exchange === 'auto') {
           // Abort mid-generation (the shards are serving), then a full answer.
           const ac = new AbortController();
@@ -243,13 +247,16 @@ test('Chromium, cross-origin isolated (COOP + COEP): stages through shared memor
     }, { hub: hub.url, text: PROMPT_TEXT });
     assert.equal(r.auto.info.exchange, 'shared');
     assert.equal(r.message.info.exchange, 'message');
+    assert.equal(r.apart.info.exchange, 'shared');
+    assert.deepEqual([r.auto.info.engineShard, r.message.info.engineShard, r.apart.info.engineShard], [true, true, false]);
     assert.deepEqual(r.auto.ids, A.cases[0].greedy_ids);
     assert.deepEqual(r.message.ids, A.cases[0].greedy_ids);
+    assert.deepEqual(r.apart.ids, A.cases[0].greedy_ids);
     assert.equal(r.abortCode, 'aborted');
     assert.deepEqual(r.afterAbort, A.cases[0].greedy_ids);
     assert.deepEqual(r.crash, { code: 'worker_crashed', fatal: true });
     const perStage = (x) => ((x.split.completion.wait_ms - x.split.completion.shard_ms) / x.split.completion.stages) * 1000;
-    report(`Chromium, F32 fixture, 2 workers, isolated page: exchange + imbalance per decode stage ${perStage(r.auto).toFixed(0)} µs shared, ${perStage(r.message).toFixed(0)} µs postMessage`);
+    report(`Chromium, F32 fixture, 2 workers, isolated page: exchange + imbalance per decode stage ${perStage(r.auto).toFixed(0)} µs shared, ${perStage(r.message).toFixed(0)} µs postMessage (shard 0 in the engine worker), ${perStage(r.apart).toFixed(0)} µs shared with every shard in a worker of its own`);
   } finally {
     await b.close();
     await hub.close();

@@ -13,20 +13,20 @@ import { bundleTs } from './bundle.mjs';
 const file = await bundleTs('www/src/exchange.ts');
 const X = await import(pathToFileURL(file).href);
 
-/** A shard worker serving `buf` as shard 0: each stage's output is [kind, layer, pos, Σx, run count]. */
-function startShard(buf) {
+/** A shard worker serving `buf` as shard `index`: each stage's output is [kind, layer, pos, Σx, run count]. */
+function startShard(buf, index = 0) {
   const src = `
     import { workerData, parentPort } from 'node:worker_threads';
     const { serve } = await import(${JSON.stringify(pathToFileURL(file).href)});
     let runs = 0;
-    serve(workerData.buf, 0, 0, (kind, layer, pos, x) => {
+    serve(workerData.buf, workerData.index, 0, (kind, layer, pos, x) => {
       runs++;
       const out = new Float32Array([kind, layer, pos, x.reduce((a, b) => a + b, 0), runs]);
       return { out, ms: 0 };
     }, (e) => parentPort.postMessage(String(e)));
     parentPort.postMessage('stopped');
   `;
-  return new Worker(new URL(`data:text/javascript,${encodeURIComponent(src)}`), { workerData: { buf } });
+  return new Worker(new URL(`data:text/javascript,${encodeURIComponent(src)}`), { workerData: { buf, index } });
 }
 
 test('shared exchange: every stage runs once, in order; a wake-up without a new command runs nothing', async () => {
@@ -48,5 +48,33 @@ test('shared exchange: every stage runs once, in order; a wake-up without a new 
     assert.equal(await stopped, 'stopped');
   } finally {
     await shard.terminate();
+  }
+});
+
+test('shared exchange with a local shard 0: the coordinator computes it between waking the others and waiting; outputs in shard order, spinning or not', async () => {
+  for (const spinMs of [0, X.SPIN_MS]) {
+    const buf = X.exchangeBuffer(3, 16, 16, spinMs);
+    let localRuns = 0;
+    const ex = new X.SharedExchange(buf, (kind, layer, pos, x) => ({ out: new Float32Array([-kind, -layer, -pos, x.length, ++localRuns]), ms: 0 }));
+    const shards = [startShard(buf, 1), startShard(buf, 2)];
+    const stopped = shards.map((w) => new Promise((r) => w.once('message', r)));
+    try {
+      for (let s = 1; s <= 50; s++) {
+        const outs = await ex.run(s % 3, s, 10 * s, new Float32Array([s, 1, 2]), () => null);
+        assert.equal(outs.length, 3);
+        assert.deepEqual([...outs[0].out], [-(s % 3), -s, -10 * s, 3, s], `stage ${s}, local shard`);
+        for (const o of outs.slice(1)) assert.deepEqual([...o.out], [s % 3, s, 10 * s, s + 3, s], `stage ${s}, spin ${spinMs}`);
+      }
+      // A failing local stage: the others finish theirs first, the error comes out, the exchange still works.
+      const failing = new X.SharedExchange(buf, () => {
+        throw new Error('local stage failed');
+      });
+      await assert.rejects(failing.run(1, 1, 1, new Float32Array([1]), () => null), /local stage failed/);
+      assert.equal((await ex.run(0, 0, 0, new Float32Array([4]), () => null))[2].out[4], 52, 'both workers ran it');
+      await ex.stop(() => null);
+      assert.deepEqual(await Promise.all(stopped), ['stopped', 'stopped']);
+    } finally {
+      await Promise.all(shards.map((w) => w.terminate()));
+    }
   }
 });

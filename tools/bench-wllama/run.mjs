@@ -44,11 +44,12 @@ for (let a = process.argv.slice(2); a.length; ) {
   else files.push(resolve(k));
 }
 if (opt.fixtures) files.unshift(...['Q2_K', 'IQ2_M', 'Q1_0', 'IQ1_S'].map((q) => join(fixtures, `A-${q}.gguf`)));
-// `ours` = ours1 (the whole model in the engine worker); `oursN` splits it across N shard workers.
+// `ours` = ours1 (the whole model in the engine worker); `oursN` splits it across N workers (the
+// engine worker computing one shard: engineShard), `apartN` across N shard workers besides it.
 const runs = opt.engines.split(',').map((k) => {
-  const m = /^(ours|wl)(\d*)$/.exec(k);
-  if (!m) throw new Error(`--engines: unknown engine '${k}' (ours, oursN, wl1, wl2)`);
-  return [k, m[1] === 'ours' ? 'ours' : 'wllama', Number(m[2] || 1)];
+  const m = /^(ours|apart|wl)(\d*)$/.exec(k);
+  if (!m) throw new Error(`--engines: unknown engine '${k}' (ours, oursN, apartN, wl1, wl2)`);
+  return [k, m[1] === 'wl' ? 'wllama' : 'ours', Number(m[2] || 1), m[1] !== 'apart'];
 });
 for (const f of [...files, join(repo, 'www/dist/clef.js'), join(wllamaDir, 'index.js')]) {
   if (!existsSync(f)) throw new Error(`missing ${f} (./build.sh; npm ci in tools/bench-wllama)`);
@@ -187,10 +188,10 @@ for (const [i, file] of files.entries()) {
   const repeats = statSync(file).size < 64 << 20 ? Math.max(opt.repeats, 5) : opt.repeats;
   const o = { verbose: opt.verbose, prompt, promptTokens: opt.promptTokens, genTokens: opt.genTokens, nCtx: opt.ctx, repeats, logitBias };
   const row = { file: basename(file), bytes: statSync(file).size, nVocab, banned: Object.keys(logitBias).length };
-  for (const [key, fn, threads] of runs) {
+  for (const [key, fn, threads, engineShard] of runs) {
     const t0 = Date.now();
     try {
-      const r = await page.evaluate(([fn, url, o]) => window.bench[fn](url, o), [fn, url, { ...o, threads }]);
+      const r = await page.evaluate(([fn, url, o]) => window.bench[fn](url, o), [fn, url, { ...o, threads, engineShard }]);
       const mid = [...r.runs].sort((a, b) => a.tg - b.tg)[Math.floor((r.runs.length - 1) / 2)];
       row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, simd: r.simd, text: r.runs[0].text, split: mid.split };
       console.error(`${row.file} ${key}: pp ${row[key].pp.toFixed(2)} t/s, tg ${row[key].tg.toFixed(2)} t/s, load ${r.loadS.toFixed(1)} s (threads ${r.threads}${r.simd ? `, ${r.simd}` : ''}) [${((Date.now() - t0) / 1000).toFixed(0)} s]`);
@@ -222,9 +223,9 @@ const size = (b) => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 
 console.log(`\nclef-web vs wllama ${wllamaVersion} (llama.cpp ${env.libllama}), ${env.ua.match(/Chrome\/\S+/)?.[0]}, ` +
   `prompt ${opt.promptTokens} tokens, decode ${opt.genTokens} tokens greedy (EOS ignored), median of ${opt.repeats} runs (≥ 5 for files < 64 MiB); tokens/s; ` +
   `load average ${load0.toFixed(1)} at start, ${loadavg()[0].toFixed(1)} at end\n`);
-const split = runs.filter(([k]) => /^ours\d+$/.test(k) && k !== 'ours1').map(([k]) => k);
+const split = runs.filter(([k]) => /^(ours|apart)\d+$/.test(k) && k !== 'ours1').map(([k]) => k);
 console.log('| file | size | prefill ours | prefill wllama 1t | **ours/wllama** | decode ours | decode wllama 1t | **ours/wllama** | wllama 2t prefill / decode | ' +
-  split.map((k) => `ours ${k.slice(4)} workers prefill / decode | `).join('') + 'same greedy text |');
+  split.map((k) => `${k.startsWith('apart') ? `ours ${k.slice(5)} shard workers + engine` : `ours ${k.slice(4)} workers`} prefill / decode | `).join('') + 'same greedy text |');
 console.log('|---|---|---|---|---|---|---|---|---|' + '---|'.repeat(split.length) + '---|');
 for (const r of results) {
   const o = r.ours ?? r.ours1;

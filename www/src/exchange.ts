@@ -15,6 +15,10 @@
 // before (`ops`), and a failure is flagged in `ctrl` (and posted as an error). The coordinator
 // waits for DONE with Atomics.wait in slices, yielding between them so that a shard that died is
 // noticed (its worker's error event).
+//
+// Shard 0 may be local (computed by the engine worker itself, shards.ts `localShard`): it does not
+// serve; the coordinator runs its stage between waking the others and waiting for them, so N
+// shards keep N threads busy, not N + 1.
 
 import type { ExchangeBuffer } from './protocol.js';
 
@@ -39,6 +43,16 @@ const CTRL_BYTES = CTRL_INTS * 4;
 /** How long one blocking wait lasts before the coordinator yields to its event loop (ms). */
 const WAIT_SLICE_MS = 100;
 
+/**
+ * How long a waiting thread first spins on the control word before it blocks (ms), when shard 0
+ * is local. Blocking and being woken costs tens to hundreds of µs (on a virtual machine a halted
+ * core waits for an interrupt) and the next command usually comes sooner: the shards finish a
+ * stage within a few hundred µs of each other, and the coordinator's work between stages is ~70 µs.
+ * With a local shard N shards are N threads, so a spinning one holds no core another needs; with
+ * every shard in a worker of its own (N + 1 threads) nothing spins.
+ */
+export const SPIN_MS = 0.5;
+
 /** Whether this runtime can use the shared exchange (SharedArrayBuffer and a blocking Atomics.wait). */
 export function sharedExchangeAvailable(): boolean {
   const g = globalThis as { crossOriginIsolated?: boolean; process?: { versions?: { node?: string } } };
@@ -46,9 +60,19 @@ export function sharedExchangeAvailable(): boolean {
 }
 
 /** A SharedArrayBuffer laid out for `shards` shards, an input of `cap` floats and outputs of `outCap` floats. */
-export function exchangeBuffer(shards: number, cap: number, outCap: number): ExchangeBuffer {
+export function exchangeBuffer(shards: number, cap: number, outCap: number, spinMs = 0): ExchangeBuffer {
   if (shards > MAX_SHARDS) throw new Error(`the shared exchange serves at most ${MAX_SHARDS} shards`);
-  return { sab: new SharedArrayBuffer(CTRL_BYTES + 4 * (cap + shards * outCap)), shards, cap, outCap };
+  return { sab: new SharedArrayBuffer(CTRL_BYTES + 4 * (cap + shards * outCap)), shards, cap, outCap, spinMs };
+}
+
+/** Spins until `ctrl[at]` is no longer `value` or `ms` have passed; whether it moved. */
+function spin(ctrl: Int32Array, at: number, value: number, ms: number): boolean {
+  if (ms <= 0) return false;
+  const until = performance.now() + ms;
+  do {
+    if (Atomics.load(ctrl, at) !== value) return true;
+  } while (performance.now() < until);
+  return false;
 }
 
 /** One stage's result from one shard (a view into the shared buffer: valid until the next stage). */
@@ -57,14 +81,24 @@ export interface StageOutput {
   ms: number;
 }
 
+/** A stage computed in the coordinator's thread (a local shard 0). */
+export type LocalStage = (kind: number, layer: number, pos: number, x: Float32Array) => StageOutput;
+
 /** The coordinator's side. */
 export class SharedExchange {
   private ctrl: Int32Array;
   private data: Float32Array;
+  /** Shards that serve (all but a local shard 0). */
+  private serving: number;
 
-  constructor(readonly buf: ExchangeBuffer) {
+  constructor(
+    readonly buf: ExchangeBuffer,
+    /** Shard 0's stage when it is computed here (it then does not serve). */
+    private local: LocalStage | null = null,
+  ) {
     this.ctrl = new Int32Array(buf.sab, 0, CTRL_INTS);
     this.data = new Float32Array(buf.sab, CTRL_BYTES);
+    this.serving = buf.shards - (local ? 1 : 0);
   }
 
   /** Whether a stage with `xLen` input floats and outputs of up to `outLen` floats fits. */
@@ -88,9 +122,20 @@ export class SharedExchange {
     ctrl[LAYER] = layer;
     ctrl[POS] = pos;
     ctrl[XLEN] = x.length;
-    await this.command(STAGE, dead);
+    this.issue(STAGE);
     const outs: StageOutput[] = [];
-    for (let i = 0; i < buf.shards; i++) {
+    if (this.local) {
+      // Shard 0's part while the others compute theirs; when it throws, they finish first (the
+      // exchange is not reused under them).
+      try {
+        outs.push(this.local(kind, layer, pos, x));
+      } catch (e) {
+        await this.wait(dead).catch(() => {});
+        throw e;
+      }
+    }
+    await this.wait(dead);
+    for (let i = outs.length; i < buf.shards; i++) {
       if (ctrl[OUT + 3 * i + 2]) {
         // The shard posted its error as it gave up: let it arrive (it fails the pool), then throw it.
         for (let k = 0; k < 100 && !dead(); k++) await new Promise((r) => setTimeout(r, 1));
@@ -107,15 +152,27 @@ export class SharedExchange {
     return this.command(STOP, dead);
   }
 
-  private async command(cmd: number, dead: () => Error | null): Promise<void> {
-    const { ctrl, buf } = this;
+  private command(cmd: number, dead: () => Error | null): Promise<void> {
+    this.issue(cmd);
+    return this.wait(dead);
+  }
+
+  /** Wakes the serving shards with command `cmd`. */
+  private issue(cmd: number): void {
+    const { ctrl } = this;
     Atomics.store(ctrl, DONE, 0);
     ctrl[CMD] = cmd;
     Atomics.add(ctrl, SEQ, 1);
     Atomics.notify(ctrl, SEQ);
+  }
+
+  /** Until every serving shard is done with the last command. */
+  private async wait(dead: () => Error | null): Promise<void> {
+    const { ctrl } = this;
     for (;;) {
       const done = Atomics.load(ctrl, DONE);
-      if (done >= buf.shards) return;
+      if (done >= this.serving) return;
+      if (spin(ctrl, DONE, done, this.buf.spinMs)) continue;
       if (Atomics.wait(ctrl, DONE, done, WAIT_SLICE_MS) === 'timed-out') {
         // Let the event loop run: a shard worker's death arrives as an event.
         await new Promise((r) => setTimeout(r, 0));
@@ -142,6 +199,7 @@ export function serve(
     // descheduled in between, its notify can arrive after this shard has already seen the new SEQ,
     // run that command and come back to wait — and running it again would count it twice in DONE
     // (the coordinator would then read a shard's output before it is written).
+    spin(ctrl, SEQ, seq, buf.spinMs);
     while (Atomics.load(ctrl, SEQ) === seq) Atomics.wait(ctrl, SEQ, seq);
     seq = Atomics.load(ctrl, SEQ);
     if (ctrl[CMD] === STOP) {

@@ -105,6 +105,12 @@ export interface LoadParams {
    * shared where available).
    */
   exchange?: Exchange;
+  /**
+   * Whether the engine worker computes shard 0 itself, in a second wasm instance (default true):
+   * N workers are then N threads, the engine worker and N − 1 shard workers. false: N shard
+   * workers and an engine worker that only coordinates (for comparisons).
+   */
+  engineShard?: boolean;
   /** KV cache values: 'f32' (default, exact) or 'f16' (half the memory per token: longer contexts). */
   kvCache?: 'f32' | 'f16';
   /** Expected sha256 of the whole file (else: the Hub's LFS oid when it gives one). */
@@ -232,6 +238,8 @@ export interface ModelInfo {
   workers: number;
   /** How stages reach the shard workers ('' with one worker): see LoadParams.exchange. */
   exchange: 'shared' | 'message' | '';
+  /** Whether the engine worker computes shard 0 itself (LoadParams.engineShard; false with one worker). */
+  engineShard: boolean;
   /** Why that many ("requested", or how the default was chosen). */
   workersReason: string;
   stats: LoadStats;
@@ -577,6 +585,8 @@ export interface ExchangeBuffer {
   shards: number;
   cap: number;
   outCap: number;
+  /** How long a waiting thread spins before it blocks, ms (exchange.ts SPIN_MS; 0: never). */
+  spinMs: number;
 }
 
 export type ShardResponse =

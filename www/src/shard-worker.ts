@@ -3,6 +3,10 @@
 // In the browser a module Web Worker started by the engine worker; in Node a worker_threads
 // Worker. Messages: protocol.ts ShardRequest / ShardResponse. The wasm module arrives compiled
 // (`init`): the engine worker compiles it once for all.
+//
+// The engine worker also computes shard 0 itself (shards.ts `localShard`): it imports this bundle —
+// its own copy of the wasm-bindgen glue, so a second instance with its own memory — and drives
+// the same host by direct calls instead of messages.
 
 import { initSync, ModelLoader, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
 import { openReadOnly } from './cache.js';
@@ -16,7 +20,7 @@ const importNode = (m: string): Promise<any> => import(/* @vite-ignore */ m); //
 
 type Post = (msg: ShardResponse, transfer?: Transferable[]) => void;
 
-function errorInfo(e: unknown): ErrorInfo {
+export function errorInfo(e: unknown): ErrorInfo {
   if (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) {
     return { code: 'worker_crashed', fatal: true, message: `a shard worker crashed (${e.message}); it may have run out of memory` };
   }
@@ -26,7 +30,15 @@ function errorInfo(e: unknown): ErrorInfo {
   return { code: typeof code === 'string' && known.includes(code) ? (code as ErrorInfo['code']) : 'internal', message };
 }
 
-export function createShardHost(post: Post) {
+/** What a shard worker does: handles requests; `runStage` is one stage computed now (shared exchange, local shard). */
+export interface ShardHost {
+  handle(req: ShardRequest): void;
+  runStage(kind: number, layer: number, pos: number, x: Float32Array): { out: Float32Array; ms: number };
+  /** Frees the shard and any load in progress (a local shard being dropped). */
+  dispose(): void;
+}
+
+export function createShardHost(post: Post): ShardHost {
   let loader: ModelLoader | null = null;
   let shard: WasmShard | null = null;
   /** This worker's shard index (from `alloc`). */
@@ -41,6 +53,13 @@ export function createShardHost(post: Post) {
   };
   const ok = <K extends keyof ShardResults>(id: number, _op: K, result: ShardResults[K], transfer?: Transferable[]) =>
     post({ type: 'result', id, result }, transfer);
+
+  function runStage(kind: number, layer: number, pos: number, x: Float32Array): { out: Float32Array; ms: number } {
+    if (!shard) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
+    const t = performance.now();
+    const out = shard.run(kind, layer, pos, x);
+    return { out, ms: performance.now() - t };
+  }
 
   function handle(req: ShardRequest): void {
     try {
@@ -93,10 +112,8 @@ export function createShardHost(post: Post) {
           shard.apply(req.ops);
           return;
         case 'run': {
-          if (!shard) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
-          const t = performance.now();
-          const out = shard.run(req.kind, req.layer, req.pos, req.x);
-          ok(req.id, 'run', { out, ms: performance.now() - t }, [out.buffer]);
+          const r = runStage(req.kind, req.layer, req.pos, req.x);
+          ok(req.id, 'run', r, [r.out.buffer]);
           return;
         }
         case 'sync':
@@ -115,16 +132,10 @@ export function createShardHost(post: Post) {
           void pull(req, l).catch((e) => ok(req.id, 'pull', { bad: [], bytes: 0, failed: errorInfo(e).message }));
           return;
         }
-        case 'serve': {
-          const s = shard;
-          if (!s) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
-          serve(req.exchange, req.index, req.seq, (kind, layer, pos, x) => {
-            const t = performance.now();
-            const out = s.run(kind, layer, pos, x);
-            return { out, ms: performance.now() - t };
-          }, (e) => post({ type: 'error', id: req.id, error: errorInfo(e) }));
+        case 'serve':
+          if (!shard) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
+          serve(req.exchange, req.index, req.seq, runStage, (e) => post({ type: 'error', id: req.id, error: errorInfo(e) }));
           return;
-        }
       }
     } catch (e) {
       post({ type: 'error', id: req.id, error: errorInfo(e) });
@@ -150,7 +161,14 @@ export function createShardHost(post: Post) {
     ok(req.id, 'pull', r);
   }
 
-  return { handle };
+  function dispose(): void {
+    shard?.free();
+    shard = null;
+    loader?.free();
+    loader = null;
+  }
+
+  return { handle, runStage, dispose };
 }
 
 const PULL_REPORT_BYTES = 64 << 20;
@@ -175,11 +193,14 @@ async function openPullSource(from: PullFrom): Promise<{ read(fileOffset: number
 
 declare const WorkerGlobalScope: { new (): unknown } | undefined;
 
-if (typeof WorkerGlobalScope !== 'undefined' && typeof self !== 'undefined' && self instanceof (WorkerGlobalScope as unknown as typeof Object)) {
+// Only in a shard worker (named so by shards.ts browserShard): the engine worker imports this
+// bundle too, for its local shard, and must keep its own message handler.
+const inWorker = typeof WorkerGlobalScope !== 'undefined' && typeof self !== 'undefined' && self instanceof (WorkerGlobalScope as unknown as typeof Object);
+if (inWorker && String((self as { name?: string }).name).startsWith('clef-shard')) {
   const scope = self as unknown as { postMessage(m: unknown, t?: Transferable[]): void; addEventListener(t: 'message', f: (e: MessageEvent) => void): void };
   const host = createShardHost((msg, transfer) => scope.postMessage(msg, transfer ?? []));
   scope.addEventListener('message', (e) => host.handle(e.data as ShardRequest));
-} else if ((globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node) {
+} else if (!inWorker && (globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node) {
   const wt = await importNode('node:worker_threads');
   const port = wt.parentPort as { postMessage(m: unknown, t?: unknown[]): void; on(ev: 'message', f: (m: unknown) => void): void } | null;
   if (port && wt.workerData?.clefShard) {

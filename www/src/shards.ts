@@ -3,7 +3,10 @@
 //
 //   ShardPool    starts N shard workers (dist/clef-shard.js: browser Workers, or worker_threads
 //                in Node), hands each the compiled wasm module, allocates each one's shard, takes
-//                its bytes during the load (load/placement.ts SplitPlacement), builds its engine
+//                its bytes during the load (load/placement.ts SplitPlacement), builds its engine.
+//                Shard 0 is normally local (`localShard`): the engine worker computes it itself in
+//                a second wasm instance, so N shards keep N threads busy — no thread sits idle
+//                waiting while the others compute, and one wake-up per stage is saved
 //   SplitDriver  runs the coordinator's passes: for every stage, the stage input goes to every
 //                shard, their partial sums / logit slices come back and are added in shard order;
 //                the engine moves on. The exchange: through shared memory where SharedArrayBuffer
@@ -15,7 +18,8 @@
 // reports it as fatal, and loading the model again starts a new pool.
 
 import type { WasmEngine } from '../pkg/clef_web.js';
-import { SharedExchange, exchangeBuffer, type StageOutput } from './exchange.js';
+import { SPIN_MS, SharedExchange, exchangeBuffer, type LocalStage, type StageOutput } from './exchange.js';
+import type { ShardHost } from './shard-worker.js';
 import type { CopyOp, ErrorInfo, GemmProfile, LmRowsPart, ShardRequest, ShardResponse, ShardResults, SplitStats } from './protocol.js';
 import type { Destination } from './load/placement.js';
 
@@ -29,6 +33,8 @@ export interface ShardPort {
   /** The worker died or could not start. */
   onfail: (message: string) => void;
   terminate(): void;
+  /** A shard in this thread (`localShard`): one stage computed now. */
+  runStage?: LocalStage;
 }
 
 /** A typed failure of the pool (code from protocol.ts). */
@@ -94,6 +100,11 @@ export class ShardPool {
 
   get size(): number {
     return this.ports.length;
+  }
+
+  /** Whether shard 0 is computed in the engine worker (localShard). */
+  get local(): boolean {
+    return !!this.ports[0]?.runStage;
   }
 
   private receive(msg: ShardResponse) {
@@ -217,10 +228,11 @@ export class ShardPool {
     await this.endServe();
     if (!this.exchange?.fits(xLen, outLen)) {
       const old = this.exchange?.buf;
-      this.exchange = new SharedExchange(exchangeBuffer(this.size, Math.max(xLen, old?.cap ?? 0), Math.max(outLen, old?.outCap ?? 0)));
+      const local = this.localStage();
+      this.exchange = new SharedExchange(exchangeBuffer(this.size, Math.max(xLen, old?.cap ?? 0), Math.max(outLen, old?.outCap ?? 0), local ? SPIN_MS : 0), local);
     }
     const x = this.exchange;
-    this.ports.forEach((_, i) => this.send(i, 'serve', { exchange: x.buf, index: i, seq: x.seq }));
+    this.ports.forEach((p, i) => p.runStage || this.send(i, 'serve', { exchange: x.buf, index: i, seq: x.seq }));
     this.serving = true;
   }
 
@@ -229,6 +241,21 @@ export class ShardPool {
     if (!this.serving) return;
     this.serving = false;
     await this.exchange!.stop(() => this.failure);
+  }
+
+  /** Shard 0's stage when it is local; its failure fails the pool, as a shard worker's does. */
+  private localStage(): LocalStage | null {
+    const run = this.ports[0].runStage;
+    if (!run) return null;
+    return (kind, layer, pos, x) => {
+      this.check();
+      try {
+        return run(kind, layer, pos, x);
+      } catch (e) {
+        this.fail(e instanceof ShardError ? e.info : { code: 'internal', fatal: true, message: String((e as Error)?.message ?? e) });
+        throw this.failure;
+      }
+    };
   }
 
   /** Runs one stage on every shard; their results (and compute times) in shard order. */
@@ -406,6 +433,63 @@ export function browserShard(i: number, scriptUrl: URL): ShardPort {
     port.onfail(e.message || 'it could not start (is clef-shard.js served beside clef-worker.js?)');
   };
   w.onmessageerror = () => port.onfail('a message could not be read');
+  return port;
+}
+
+/** dist/clef-shard.js as this engine worker imported it for its local shard. */
+interface LocalModule {
+  createShardHost(post: (m: ShardResponse) => void): ShardHost;
+  errorInfo(e: unknown): ErrorInfo;
+}
+
+/** The local shard's module, imported once (null after a crash: its instance is not reused). */
+let local: { url: string; mod: Promise<LocalModule> } | null = null;
+let localImports = 0;
+
+/**
+ * Shard 0 in this thread: dist/clef-shard.js imported here — a bundle with its own copy of the
+ * wasm glue, so its own instance of the module and its own memory — driven by direct calls.
+ * Requests and answers go through microtasks (never re-entrant, in order), as messages would; in
+ * the shared exchange its stages run by `runStage` between waking the shard workers and waiting.
+ */
+export async function localShard(scriptUrl: URL): Promise<ShardPort> {
+  if (local?.url !== scriptUrl.href) {
+    // After a crash, a fresh instance: a query makes it another module.
+    const u = new URL(scriptUrl);
+    if (localImports++) u.searchParams.set('instance', String(localImports));
+    local = { url: scriptUrl.href, mod: import(/* @vite-ignore */ u.href) as Promise<LocalModule> };
+  }
+  const entry = local;
+  const mod = await entry.mod;
+  // A trap leaves the instance in an unknown state: the next load imports a fresh one.
+  const crashed = (info: ErrorInfo): ErrorInfo => {
+    if (info.code === 'worker_crashed' && local === entry) local = null;
+    return info;
+  };
+  let open = true;
+  const host = mod.createShardHost((m) => {
+    if (m.type === 'error') crashed(m.error);
+    queueMicrotask(() => open && port.onmessage(m));
+  });
+  const port: ShardPort = {
+    post: (m) => {
+      if (open) queueMicrotask(() => open && host.handle(m));
+    },
+    onmessage: () => {},
+    onfail: () => {},
+    terminate: () => {
+      if (!open) return;
+      open = false;
+      host.dispose();
+    },
+    runStage: (kind, layer, pos, x) => {
+      try {
+        return host.runStage(kind, layer, pos, x);
+      } catch (e) {
+        throw new ShardError(crashed(mod.errorInfo(e)));
+      }
+    },
+  };
   return port;
 }
 

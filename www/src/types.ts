@@ -285,6 +285,12 @@ export interface LoadOptions {
    * shared where available). The choice is in `engine.info.exchange`.
    */
   exchange?: 'auto' | 'shared' | 'message';
+  /**
+   * With several workers, whether the engine worker computes one shard itself (default true: N
+   * workers are N busy threads, the engine worker and N − 1 more). false: N shard workers besides
+   * an engine worker that only coordinates. In `engine.info.engineShard`.
+   */
+  engineShard?: boolean;
   /** KV cache values: 'f32' (default, exact) or 'f16' (llama.cpp's default: half the memory per token, longer contexts). */
   kvCache?: 'f32' | 'f16';
   /**

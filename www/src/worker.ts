@@ -24,7 +24,7 @@ import { BlobSource, HttpSource, LoadError, SyncFileSource, loadModel, macrotask
 import { errCode } from './load/errors.js';
 import { CacheError, deleteCached } from './cache.js';
 import { type CachingEvents, openCaching } from './load/caching.js';
-import { ShardError, ShardPool, SplitDriver, browserShard, nodeShard, type ShardPort } from './shards.js';
+import { ShardError, ShardPool, SplitDriver, browserShard, localShard, nodeShard, type ShardPort } from './shards.js';
 import { sharedExchangeAvailable } from './exchange.js';
 
 export interface CoreEnv {
@@ -38,6 +38,8 @@ export interface CoreEnv {
   gemmProfile: GemmProfile;
   /** Starts shard worker `i` (dist/clef-shard.js; absent: models are never split). */
   spawnShard?(i: number): Promise<ShardPort>;
+  /** Shard 0 in this thread (shards.ts localShard). */
+  localShard?(): Promise<ShardPort>;
   /** Node: opens a local file as a byte source. */
   openPath?(path: string): Promise<{ source: ByteSource; close(): void }>;
 }
@@ -164,7 +166,11 @@ export function createCore(post: Post, env: CoreEnv) {
         throw new LoadError('bad_request', "exchange: 'shared' needs SharedArrayBuffer: Node, or a cross-origin isolated page (COOP + COEP headers)");
       }
       const shared = want === 'shared' || (want === 'auto' && sharedExchangeAvailable());
-      const startShards = spawn ? (n: number) => ShardPool.start(n, module, spawn, shared, env.gemmProfile) : undefined;
+      // Shard 0 computed here (a second wasm instance) unless asked otherwise: N shards, N busy threads.
+      const here = params.engineShard ?? true ? env.localShard : undefined;
+      const startShards = spawn
+        ? (n: number) => ShardPool.start(n, module, (i) => (i === 0 && here ? here() : spawn(i)), shared, env.gemmProfile)
+        : undefined;
       for (let attempt = 0; ; attempt++) {
         let closeSource: (() => void) | undefined;
         let source: ByteSource;
@@ -241,6 +247,7 @@ export function createCore(post: Post, env: CoreEnv) {
             source: out.source, cache: caching.status(), sha256: out.sha256, verified: out.verified, etag: out.etag, hasChatTemplate: !!h.chatTemplate,
             decisions: eng.decisionInfo() as DecisionInfo,
             workers: out.workers, workersReason: out.workersReason, exchange: out.pool ? (out.pool.shared ? 'shared' : 'message') : '',
+            engineShard: !!out.pool?.local,
             stats: { ...out.stats, wasmMemoryBytes: memory, simd: simdLevel() },
           };
           return info;
@@ -564,6 +571,7 @@ if (typeof WorkerGlobalScope !== 'undefined' && typeof self !== 'undefined' && s
       return module;
     },
     spawnShard: async (i) => browserShard(i, new URL('./clef-shard.js', import.meta.url)),
+    localShard: () => localShard(new URL('./clef-shard.js', import.meta.url)),
   });
   scope.addEventListener('message', (e: MessageEvent) => core.handle(e.data as Request));
 }
@@ -577,6 +585,7 @@ export function createNodeCore(post: Post) {
   return createCore(post, {
     gemmProfile: 'narrow',
     spawnShard: (i) => nodeShard(i, new URL('./clef-shard.js', import.meta.url)),
+    localShard: () => localShard(new URL('./clef-shard.js', import.meta.url)),
     initWasm: (wasmUrl) =>
       (nodeWasm ??= (async () => {
         const fs = await importNode('node:fs');

@@ -24,7 +24,9 @@ export function waitForRetry(ms: number, signal: AbortSignal, tick: (msLeft: num
     let timer: ReturnType<typeof setTimeout>;
     const step = () => {
       const left = end - performance.now();
-      if (left <= 0) {
+      // Timers run on a millisecond clock and can fire up to 1 ms before performance.now() says
+      // (a 30 ms wait then "ticked" with 0.1 ms left): under 1 ms left is done.
+      if (left < 1) {
         signal.removeEventListener('abort', onAbort);
         return resolve();
       }
