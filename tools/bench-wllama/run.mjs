@@ -3,11 +3,12 @@
 //
 //   cd tools/bench-wllama && npm ci && node run.mjs [FILE.gguf …] [--no-fixtures] [--prompt-tokens 64]
 //       [--gen-tokens 32] [--repeats 2] [--ctx 512] [--engines ours,ours2,wl1,wl2] [--json OUT.json] [--verbose]
+//       [--not-isolated]   (the page without COOP/COEP, as on a plain static host)
 //
 // Files: the tiny fixtures (A-Q2_K, A-IQ2_M, A-Q1_0, A-IQ1_S from ../shared) unless --no-fixtures,
 // then every FILE given. Needs ./build.sh (www/dist) and /usr/bin/chromium.
 // For each file: ours (1 thread: the engine is one worker), wllama with 1 thread, and wllama with 2
-// threads (--engines picks among ours, oursN = ours split across N shard workers, wl1, wl2); each loads the file, does a short warm-up request, then --repeats
+// threads (--engines picks among ours, oursN = ours split across N workers, apartN, wl1, wl2); each loads the file, does a short warm-up request, then --repeats
 // measured requests: the same prompt of ~--prompt-tokens tokens (prefill tokens/s), then --gen-tokens
 // greedy tokens with EOS ignored (decode tokens/s), as each engine reports them (≥ 5 runs for files
 // under 64 MiB). The median run is printed as a Markdown table with the ratios ours/wllama.
@@ -32,11 +33,12 @@ const fixtures = resolve(repo, '../shared/fixtures/qwen35-tiny');
 const wllamaDir = join(here, 'node_modules/@wllama/wllama/esm');
 
 // ---- arguments ---------------------------------------------------------------------------------
-const opt = { verbose: false, promptTokens: 64, genTokens: 32, repeats: 2, ctx: 512, engines: 'ours,wl1,wl2', fixtures: true, json: null };
+const opt = { verbose: false, promptTokens: 64, genTokens: 32, repeats: 2, ctx: 512, engines: 'ours,wl1,wl2', fixtures: true, json: null, isolated: true };
 const files = [];
 for (let a = process.argv.slice(2); a.length; ) {
   const k = a.shift();
   if (k === '--no-fixtures') opt.fixtures = false;
+  else if (k === '--not-isolated') opt.isolated = false;
   else if (k === '--engines') opt.engines = a.shift();
   else if (k === '--verbose') opt.verbose = true;
   else if (k === '--json') opt.json = a.shift();
@@ -135,7 +137,8 @@ function route(url) {
 const server = createServer((req, res) => {
   const path = route(decodeURIComponent(new URL(req.url, 'http://x').pathname));
   const headers = {
-    'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp',
+    // --not-isolated: a plain static host (no SharedArrayBuffer: wllama runs one thread, ours exchanges by postMessage).
+    ...(opt.isolated ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } : {}),
     'Cross-Origin-Resource-Policy': 'same-origin', 'Cache-Control': 'no-store', 'Accept-Ranges': 'bytes',
     'Content-Type': MIME[extname(path ?? '')] ?? 'application/octet-stream',
   };
@@ -193,8 +196,8 @@ for (const [i, file] of files.entries()) {
     try {
       const r = await page.evaluate(([fn, url, o]) => window.bench[fn](url, o), [fn, url, { ...o, threads, engineShard }]);
       const mid = [...r.runs].sort((a, b) => a.tg - b.tg)[Math.floor((r.runs.length - 1) / 2)];
-      row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, simd: r.simd, text: r.runs[0].text, split: mid.split };
-      console.error(`${row.file} ${key}: pp ${row[key].pp.toFixed(2)} t/s, tg ${row[key].tg.toFixed(2)} t/s, load ${r.loadS.toFixed(1)} s (threads ${r.threads}${r.simd ? `, ${r.simd}` : ''}) [${((Date.now() - t0) / 1000).toFixed(0)} s]`);
+      row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, simd: r.simd, exchange: r.exchange, text: r.runs[0].text, split: mid.split };
+      console.error(`${row.file} ${key}: pp ${row[key].pp.toFixed(2)} t/s, tg ${row[key].tg.toFixed(2)} t/s, load ${r.loadS.toFixed(1)} s (threads ${r.threads}${r.simd ? `, ${r.simd}` : ''}${r.exchange ? `, ${r.exchange} exchange` : ''}) [${((Date.now() - t0) / 1000).toFixed(0)} s]`);
     } catch (e) {
       row[key] = { error: String(e.message ?? e).split('\n')[0].slice(0, 200) };
       console.error(`${row.file} ${key}: FAILED ${row[key].error}`);
