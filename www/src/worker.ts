@@ -565,8 +565,11 @@ if (typeof WorkerGlobalScope !== 'undefined' && typeof self !== 'undefined' && s
       const url = wasmUrl ?? new URL(`./${wasmFile(detectSimd())}`, import.meta.url);
       const res = await fetch(url);
       if (!res.ok) throw new LoadError('internal', `could not load the engine's wasm (${url}): HTTP ${res.status}`);
-      // Compiled once: the same module is instantiated here and in every shard worker.
-      const module = await WebAssembly.compile(await res.arrayBuffer());
+      // Compiled once: the same module is instantiated here and in every shard worker. Streamed
+      // where the host labels it application/wasm (compiled as it arrives; Chromium also keeps
+      // the optimized code in its code cache for the next visit), else from the bytes.
+      const wasmType = res.headers.get('content-type')?.split(';')[0].trim() === 'application/wasm';
+      const module = await (wasmType ? WebAssembly.compileStreaming(res) : WebAssembly.compile(await res.arrayBuffer()));
       await init({ module_or_path: module });
       return module;
     },
