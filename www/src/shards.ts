@@ -73,6 +73,8 @@ export class ShardPool {
     private ports: ShardPort[],
     /** Stages through shared memory (exchange.ts); else by postMessage. */
     readonly shared: boolean,
+    /** The machine's cores: waiting threads spin only when every shard has one (exchange.ts SPIN_MS). */
+    private cores: number,
   ) {
     ports.forEach((p, i) => {
       p.onmessage = (msg) => this.receive(msg);
@@ -87,8 +89,9 @@ export class ShardPool {
     spawn: (i: number) => Promise<ShardPort>,
     shared = false,
     gemmProfile: GemmProfile = 'narrow',
+    cores = 1,
   ): Promise<ShardPool> {
-    const pool = new ShardPool(await Promise.all(Array.from({ length: n }, (_, i) => spawn(i))), shared);
+    const pool = new ShardPool(await Promise.all(Array.from({ length: n }, (_, i) => spawn(i))), shared, cores);
     try {
       await Promise.all(pool.ports.map((_, i) => pool.request(i, 'init', { module, gemmProfile })));
     } catch (e) {
@@ -229,7 +232,11 @@ export class ShardPool {
     if (!this.exchange?.fits(xLen, outLen)) {
       const old = this.exchange?.buf;
       const local = this.localStage();
-      this.exchange = new SharedExchange(exchangeBuffer(this.size, Math.max(xLen, old?.cap ?? 0), Math.max(outLen, old?.outCap ?? 0), local ? SPIN_MS : 0), local);
+      // Spinning pays only when no thread needs the core a spinning one holds: N shards in N
+      // threads (the engine's shard), on at least N cores. More workers than cores (a model that
+      // needs them to fit) block at once.
+      const spin = local && this.size <= this.cores ? SPIN_MS : 0;
+      this.exchange = new SharedExchange(exchangeBuffer(this.size, Math.max(xLen, old?.cap ?? 0), Math.max(outLen, old?.outCap ?? 0), spin), local);
     }
     const x = this.exchange;
     this.ports.forEach((p, i) => p.runStage || this.send(i, 'serve', { exchange: x.buf, index: i, seq: x.seq }));

@@ -26,6 +26,7 @@ import { CacheError, deleteCached } from './cache.js';
 import { type CachingEvents, openCaching } from './load/caching.js';
 import { ShardError, ShardPool, SplitDriver, browserShard, localShard, nodeShard, type ShardPort } from './shards.js';
 import { sharedExchangeAvailable } from './exchange.js';
+import { coreCount } from './load/workers.js';
 
 export interface CoreEnv {
   /** Compiles and instantiates the wasm module (once); the compiled module goes to shard workers too. */
@@ -40,6 +41,8 @@ export interface CoreEnv {
   spawnShard?(i: number): Promise<ShardPort>;
   /** Shard 0 in this thread (shards.ts localShard). */
   localShard?(): Promise<ShardPort>;
+  /** The machine's cores (default navigator.hardwareConcurrency; Node 20 has no navigator). */
+  cores?(): Promise<number>;
   /** Node: opens a local file as a byte source. */
   openPath?(path: string): Promise<{ source: ByteSource; close(): void }>;
 }
@@ -168,8 +171,9 @@ export function createCore(post: Post, env: CoreEnv) {
       const shared = want === 'shared' || (want === 'auto' && sharedExchangeAvailable());
       // Shard 0 computed here (a second wasm instance) unless asked otherwise: N shards, N busy threads.
       const here = params.engineShard ?? true ? env.localShard : undefined;
+      const cores = (await env.cores?.()) ?? coreCount();
       const startShards = spawn
-        ? (n: number) => ShardPool.start(n, module, (i) => (i === 0 && here ? here() : spawn(i)), shared, env.gemmProfile)
+        ? (n: number) => ShardPool.start(n, module, (i) => (i === 0 && here ? here() : spawn(i)), shared, env.gemmProfile, cores)
         : undefined;
       for (let attempt = 0; ; attempt++) {
         let closeSource: (() => void) | undefined;
@@ -589,6 +593,7 @@ export function createNodeCore(post: Post) {
     gemmProfile: 'narrow',
     spawnShard: (i) => nodeShard(i, new URL('./clef-shard.js', import.meta.url)),
     localShard: () => localShard(new URL('./clef-shard.js', import.meta.url)),
+    cores: async () => (await importNode('node:os')).availableParallelism(),
     initWasm: (wasmUrl) =>
       (nodeWasm ??= (async () => {
         const fs = await importNode('node:fs');
