@@ -82,6 +82,8 @@ export interface LoadContext {
   local: boolean;
   /** Starts n shard workers (absent: the model is never split). */
   startShards?: (n: number) => Promise<ShardPool>;
+  /** The machine's cores (default: navigator.hardwareConcurrency). */
+  cores?: number;
 }
 
 /** wasm memory of a freshly started shard worker's instance (its glue, stack and heap start). */
@@ -173,7 +175,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     (n === 1 ? [info] : (splitInfo(headerBytes, size, n) as MemoryShape[])).map((p) => ({ ...p, nVocab: info.nVocab, kvBytesPerToken: p.kvBytesPerToken * kvScale }));
   const smallest = Math.min(params.contextLength ?? MIN_AUTO_CONTEXT, info.contextLength || MIN_AUTO_CONTEXT);
   const choice = ctx.startShards
-    ? chooseWorkers({ requested: params.workers, cores: coreCount(), weightBytes: info.weightBytes, fits: (n) => partsFit(shapes(n), smallest, available, deviceRam()) })
+    ? chooseWorkers({ requested: params.workers, cores: ctx.cores ?? coreCount(), weightBytes: info.weightBytes, fits: (n) => partsFit(shapes(n), smallest, available, deviceRam()) })
     : { workers: 1, reason: 'one worker (this host cannot start shard workers)' };
   const workers = choice.workers;
   const parts = shapes(workers);

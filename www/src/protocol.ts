@@ -96,7 +96,7 @@ export interface LoadParams {
   /**
    * Shard workers the weights are split across (tensor parallelism, one wasm memory each; see
    * ARCHITECTURE.md "Several workers"). 1: the whole model in the engine worker. Default: chosen
-   * from the cores (navigator.hardwareConcurrency) and the model's size — see load/workers.ts.
+   * from the cores (navigator.hardwareConcurrency; Node: os.availableParallelism()) and the model's size — see load/workers.ts.
    */
   workers?: number;
   /**

@@ -41,7 +41,8 @@ export interface CoreEnv {
   spawnShard?(i: number): Promise<ShardPort>;
   /** Shard 0 in this thread (shards.ts localShard). */
   localShard?(): Promise<ShardPort>;
-  /** The machine's cores (default navigator.hardwareConcurrency; Node 20 has no navigator). */
+  /** The machine's cores, for the default worker count and spinning (default
+   *  navigator.hardwareConcurrency; Node 20 has no navigator). */
   cores?(): Promise<number>;
   /** Node: opens a local file as a byte source. */
   openPath?(path: string): Promise<{ source: ByteSource; close(): void }>;
@@ -206,7 +207,7 @@ export function createCore(post: Post, env: CoreEnv) {
         const cache = caching.cache;
         try {
           const out = await loadModel({
-            source, cache, cacheKey, url, name, params, signal: ac.signal, local, repo, startShards,
+            source, cache, cacheKey, url, name, params, signal: ac.signal, local, repo, startShards, cores,
             onProgress: (progress) => {
               post({ type: 'progress', id, progress });
               caching.announce(progress);
