@@ -48,8 +48,9 @@ const WAIT_SLICE_MS = 100;
  * is local. Blocking and being woken costs tens to hundreds of µs (on a virtual machine a halted
  * core waits for an interrupt) and the next command usually comes sooner: the shards finish a
  * stage within a few hundred µs of each other, and the coordinator's work between stages is ~70 µs.
- * With a local shard N shards are N threads, so a spinning one holds no core another needs; with
- * every shard in a worker of its own (N + 1 threads) nothing spins.
+ * With a local shard N shards are N threads, so on at least N cores a spinning one holds no core
+ * another needs; with every shard in a worker of its own (N + 1 threads), or more shards than
+ * cores, nothing spins (shards.ts `serve` decides).
  */
 export const SPIN_MS = 0.5;
 

@@ -171,7 +171,7 @@ export function createCore(post: Post, env: CoreEnv) {
       }
       const shared = want === 'shared' || (want === 'auto' && sharedExchangeAvailable());
       // Shard 0 computed here (a second wasm instance) unless asked otherwise: N shards, N busy threads.
-      const here = params.engineShard ?? true ? env.localShard : undefined;
+      const here = (params.engineShard ?? true) ? env.localShard : undefined;
       const cores = (await env.cores?.()) ?? coreCount();
       const startShards = spawn
         ? (n: number) => ShardPool.start(n, module, (i) => (i === 0 && here ? here() : spawn(i)), shared, env.gemmProfile, cores)
