@@ -5,6 +5,7 @@
 #   ours, Chromium ClefEngine.load(url, {workers: N}) in headless Chromium  (tools/bench-wllama/run.mjs)
 #   wllama 3.13    1 and 2 threads, same page, same file                    (tools/bench-wllama/run.mjs)
 #   native         llama.cpp's llama-bench, N threads                       (tools/build-llama.sh)
+#   native128      the same with AVX2 off: its integer kernels at 128 bits, wasm's width (--isa avx)
 # then a Markdown report (tools/bench_tp_report.py): tokens/s, ratios (ours/native, ours/wllama,
 # N workers vs 1), the coordinator's share of a decoded token (its serial work vs waiting for the
 # shards) and a projection for 8 and 16 workers (Amdahl, from the measured serial time and
@@ -12,7 +13,7 @@
 #
 #   bash tools/bench-tp.sh [--quick] [--synth DIR] [--files "F …"] [--prompt 512] [--gen 128]
 #                          [--workers 1,2,…] [--wllama-threads 1,2] [--wllama-files 8L|all|none]
-#                          [--engines node,chromium,wllama,native] [--out DIR]
+#                          [--engines node,chromium,wllama,native,native128] [--out DIR]
 #
 # Defaults: prompt 512 tokens, 128 decoded tokens (greedy, EOS ignored), workers / native threads
 # 1, 2 and then 4, 8, 16 up to the machine's cores, wllama only on the 8-layer files (its heap is
@@ -47,7 +48,7 @@ while [[ $# -gt 0 ]]; do
     --wllama-files) wl_files=$2; shift 2 ;;
     --engines) engines=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "bench-tp: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
 done
@@ -64,7 +65,7 @@ if [[ -z $workers ]]; then
 fi
 [[ $wl_files =~ ^(8L|all|none)$ ]] || { echo "bench-tp: --wllama-files is 8L, all or none" >&2; exit 2; }
 for e in ${engines//,/ }; do
-  [[ $e =~ ^(node|chromium|wllama|native)$ ]] || { echo "bench-tp: unknown engine $e" >&2; exit 2; }
+  [[ $e =~ ^(node|chromium|wllama|native|native128)$ ]] || { echo "bench-tp: unknown engine $e" >&2; exit 2; }
 done
 has() { [[ ",$engines," == *",$1,"* ]]; }
 out=${out:-/tmp/bench-tp-$(date +%Y%m%d-%H%M%S)}
@@ -92,8 +93,9 @@ fi
 if has chromium || has wllama; then
   [[ -d tools/bench-wllama/node_modules/@wllama ]] || (cd tools/bench-wllama && npm ci --no-audit --no-fund >&2)
 fi
-llama_bench=""
+llama_bench="" llama_bench128=""
 if has native; then llama_bench=$(bash tools/build-llama.sh); fi
+if has native128; then llama_bench128=$(bash tools/build-llama.sh --isa avx); fi
 
 ctx=$((prompt + gen + 64))
 ids=$(python3 -c "print(','.join(str(1000 + 37 * i % 150000) for i in range($prompt)))")
@@ -102,32 +104,38 @@ record "$(python3 -c 'import json,os,sys,platform
 cpu=next((l.split(":",1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 print(json.dumps({"engine":"machine","cores":os.cpu_count(),"cpu":cpu,"node":sys.argv[1],"chromium":sys.argv[2],"load_start":os.getloadavg()[0],
   "prompt":int(sys.argv[3]),"gen":int(sys.argv[4]),"quick":sys.argv[5]=="1","llama_bench":sys.argv[6]}))' \
-  "$(node --version)" "$chromium_version" "$prompt" "$gen" "$quick" "${llama_bench:+llama-cpp-python 0.3.36 vendor/llama.cpp, AVX2}")"
+  "$(node --version)" "$chromium_version" "$prompt" "$gen" "$quick" "llama-cpp-python 0.3.36 vendor/llama.cpp${llama_bench:+, AVX2}${llama_bench128:+, 128-bit: AVX2 off (AVX, FMA, F16C)}")"
 log "$(uptime)"
 log "files: $files; prompt $prompt, decode $gen; workers/threads $workers; wllama threads $wl_threads on ${wl_files} files; results in $out"
 
-# ---- measurements ----------------------------------------------------------------------------------
-for f in $files; do
+# native ENGINE LLAMA_BENCH FILE: one llama-bench run (every thread count), one record per count.
+native() {
+  local engine=$1 bin=$2 f=$3 name
   name=$(basename "$f")
-  if has native; then
-    log "$name: llama-bench -t $workers"
-    if "$llama_bench" -m "$f" -p "$prompt" -n "$gen" -t "$workers" -r 1 -o json > "$out/native-$name.json" 2> "$out/native-$name.log"; then
-      python3 - "$out/native-$name.json" "$name" >> "$results" <<'PY'
+  log "$name: $engine: llama-bench -t $workers"
+  if "$bin" -m "$f" -p "$prompt" -n "$gen" -t "$workers" -r 1 -o json > "$out/$engine-$name.json" 2> "$out/$engine-$name.log"; then
+    python3 - "$out/$engine-$name.json" "$name" "$engine" >> "$results" <<'PY'
 import json, sys
 by = {}
 try:
     for t in json.load(open(sys.argv[1])):
-        d = by.setdefault(t["n_threads"], {"engine": "native", "file": sys.argv[2], "n": t["n_threads"], "build": t.get("build_commit", "")})
+        d = by.setdefault(t["n_threads"], {"engine": sys.argv[3], "file": sys.argv[2], "n": t["n_threads"], "build": t.get("build_commit", "")})
         d["pp" if t["n_prompt"] > 0 else "tg"] = t["avg_ts"]
 except Exception as e:  # noqa: BLE001 — recorded, the run goes on
-    by = {0: {"engine": "native", "file": sys.argv[2], "n": 0, "error": f"unreadable llama-bench output: {e!r}"}}
+    by = {0: {"engine": sys.argv[3], "file": sys.argv[2], "n": 0, "error": f"unreadable llama-bench output: {e!r}"}}
 for d in by.values():
     print(json.dumps(d))
 PY
-    else
-      record "$(err native "$name" 0 "$(tail -3 "$out/native-$name.log")")"
-    fi
+  else
+    record "$(err "$engine" "$name" 0 "$(tail -3 "$out/$engine-$name.log")")"
   fi
+}
+
+# ---- measurements ----------------------------------------------------------------------------------
+for f in $files; do
+  name=$(basename "$f")
+  if has native; then native native "$llama_bench" "$f"; fi
+  if has native128; then native native128 "$llama_bench128" "$f"; fi
   if has node; then
     for n in ${workers//,/ }; do
       log "$name: ours, Node, $n worker(s)"

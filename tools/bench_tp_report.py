@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Markdown report of tools/bench-tp.sh, from its results.jsonl (one JSON record per measurement:
-engine node|chromium|wllama|native, file, n = workers or threads, pp/tg tokens/s, and for split runs
+engine node|chromium|wllama|native|native128, file, n = workers or threads, pp/tg tokens/s, and for split runs
 `split` = {prompt, decode}: the engine's usage.split counters {stages, wait_ms, shard_ms, coordinator_ms}).
 
     python3 tools/bench_tp_report.py OUT/results.jsonl
@@ -23,8 +23,9 @@ Definitions:
 import json, sys
 from collections import defaultdict
 
-ENGINES = ("node", "chromium", "native", "wllama")
-LABEL = {"node": "ours, Node", "chromium": "ours, Chromium", "native": "native llama.cpp", "wllama": "wllama 3.13"}
+ENGINES = ("node", "chromium", "native", "native128", "wllama")
+LABEL = {"node": "ours, Node", "chromium": "ours, Chromium", "native": "native llama.cpp", "native128": "native, 128-bit (AVX2 off)",
+         "wllama": "wllama 3.13"}
 PROJECT = (8, 16)
 
 
@@ -91,14 +92,15 @@ def main():
     # ---- tokens/s
     p("### Tokens/s (prompt / decode)")
     p("")
-    p("| file | workers / threads | " + " | ".join(LABEL[e] for e in ENGINES) + " |")
-    p("|---|---|" + "---|" * len(ENGINES))
+    engines = [e for e in ENGINES if any(k[0] == e for runs in rows.values() for k in runs)]
+    p("| file | workers / threads | " + " | ".join(LABEL[e] for e in engines) + " |")
+    p("|---|---|" + "---|" * len(engines))
     for f, runs in rows.items():
         for n in counts:
             if not any((e, n) in runs for e in ENGINES):
                 continue
             cells = []
-            for e in ENGINES:
+            for e in engines:
                 r = runs.get((e, n))
                 cells.append("—" if r is None else f"failed: {r['error'][:80]}" if "error" in r else f"{fmt(r.get('pp'))} / {fmt(r.get('tg'))}")
             p(f"| {f} | {n} | " + " | ".join(cells) + " |")
@@ -106,14 +108,17 @@ def main():
     # ---- ratios
     p("### Ratios (prompt / decode)")
     p("")
-    p("| file | N | Node / native N threads | Chromium / native | Chromium / wllama N threads | Node N / Node 1 | Chromium N / Chromium 1 |")
-    p("|---|---|---|---|---|---|---|")
+    p("| file | N | Node / native N threads | Chromium / native | Node / native 128-bit | Chromium / native 128-bit | "
+      "Chromium / wllama N threads | Node N / Node 1 | Chromium N / Chromium 1 |")
+    p("|---|---|---|---|---|---|---|---|---|")
     for f, runs in rows.items():
         for n in counts:
             g = lambda e, m, k: get(runs.get((e, m)), k)  # noqa: E731
             cells = [
                 f"{ratio(g('node', n, 'pp'), g('native', n, 'pp'))} / {ratio(g('node', n, 'tg'), g('native', n, 'tg'))}",
                 f"{ratio(g('chromium', n, 'pp'), g('native', n, 'pp'))} / {ratio(g('chromium', n, 'tg'), g('native', n, 'tg'))}",
+                f"{ratio(g('node', n, 'pp'), g('native128', n, 'pp'))} / {ratio(g('node', n, 'tg'), g('native128', n, 'tg'))}",
+                f"{ratio(g('chromium', n, 'pp'), g('native128', n, 'pp'))} / {ratio(g('chromium', n, 'tg'), g('native128', n, 'tg'))}",
                 f"{ratio(g('chromium', n, 'pp'), g('wllama', n, 'pp'))} / {ratio(g('chromium', n, 'tg'), g('wllama', n, 'tg'))}",
                 f"{ratio(g('node', n, 'pp'), g('node', 1, 'pp'))} / {ratio(g('node', n, 'tg'), g('node', 1, 'tg'))}" if n > 1 else "—",
                 f"{ratio(g('chromium', n, 'pp'), g('chromium', 1, 'pp'))} / {ratio(g('chromium', n, 'tg'), g('chromium', 1, 'tg'))}" if n > 1 else "—",
