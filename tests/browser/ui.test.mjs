@@ -405,6 +405,7 @@ test('chat view: streamed Markdown rendered safely, reasoning in a collapsible <
         '| quant | size |\n|---|---:|\n| IQ2_M | 3.36 GB |\n',
       ];
       window.bodies = [];
+      window.thinkingSeen = new Promise((resolve) => { window.seeThinking = resolve; });
       const engine = {
         chat: {
           completions: {
@@ -417,6 +418,9 @@ test('chat view: streamed Markdown rendered safely, reasoning in a collapsible <
                     await sleep(30);
                     yield { choices: [{ delta: { reasoning_content: r }, finish_reason: null }] };
                   }
+                  // Still thinking until the test has seen it (on a loaded machine the 30 ms
+                  // before the first answer chunk passed before the check looked).
+                  await window.thinkingSeen;
                 }
                 for (const c of content) {
                   await sleep(30);
@@ -444,6 +448,7 @@ test('chat view: streamed Markdown rendered safely, reasoning in a collapsible <
     await input.press('Enter');
     const a = page.locator('.clef-assistant').last();
     await a.locator('.clef-think summary').getByText('Thinking…').waitFor();
+    await page.evaluate(() => window.seeThinking());
     await a.locator('.clef-meta:not([hidden])').waitFor();
     // The request: history with the system prompt, sampling settings, thinking on.
     const body = await page.evaluate(() => window.bodies[0]);
