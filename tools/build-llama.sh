@@ -34,7 +34,7 @@ force=0 isa=avx2
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --force) force=1; shift ;;
-    --isa) isa=${2:-}; shift 2 ;;
+    --isa) isa=${2:-}; shift $(( $# > 1 ? 2 : 1 )) ;;
     *) echo "usage: bash tools/build-llama.sh [--force] [--isa avx2|avx]" >&2; exit 2 ;;
   esac
 done
