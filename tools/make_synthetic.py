@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Synthetic Clef-Flash GGUFs: the real 9B shapes and per-tensor quant mix of a clef-flash file
 (spec qwen35.md §6.2 and Appendix A: all 30 file types), the real 248k vocabulary (copied from the
-vocab-only fixture), and random weights (valid blocks: every fp16 scale finite and small). The real
+vocab-only fixture), and random weights (valid blocks: every fp16 scale finite, weights of RMS ~0.02
+as in a real checkpoint, see `scale_factor`). The real
 files cannot be downloaded here; these stand in for memory, loading and speed measurements. Their
 output is noise.
 
@@ -232,6 +233,81 @@ def random_bf16(n, rng, chunk=1 << 24):
     return out
 
 
+# RMS of the weights of a real checkpoint (N(0, 0.02) at initialisation; trained ones stay close).
+WEIGHT_RMS = 0.02
+
+
+def random_blocks(ty, n_blocks, rng):
+    """Random blocks of `ty`; its fp16 scales ±[1, 8) (exponent field 15..17, random mantissa and
+    sign), to be brought to size by `rescale`."""
+    _, be, bb, f16s = TYPES[ty]
+    blocks = rng.integers(0, 256, size=(n_blocks, bb), dtype=np.uint8)
+    for off in f16s:
+        old = blocks[:, off].astype(np.uint16) | (blocks[:, off + 1].astype(np.uint16) << 8)
+        new = (old & 0x83FF) | ((15 + (old >> 10) % 3) << 10)
+        blocks[:, off] = new & 0xFF
+        blocks[:, off + 1] = new >> 8
+    if ty == "IQ1_M":  # super-scale in the top nibbles of the 4 u16 scales
+        u = (15 << 10) | rng.integers(0, 0x3FF, size=n_blocks, dtype=np.uint16)
+        for k in range(4):
+            blocks[:, 49 + 2 * k] = (blocks[:, 49 + 2 * k] & 0x0F) | (((u >> (4 * k)) & 15) << 4).astype(np.uint8)
+    return blocks
+
+
+def rescale(ty, blocks, factor):
+    """Multiplies every fp16 scale of `blocks` by `factor` (so every weight: dequantisation is
+    linear in them), rounding to fp16 — subnormal where small, as in real files."""
+    def scaled(h):
+        return (h.view("<f2").astype(np.float32) * np.float32(factor)).astype("<f2").view("<u2")
+    for off in TYPES[ty][3]:
+        h = scaled(blocks[:, off:off + 2].copy().view("<u2")[:, 0])
+        blocks[:, off] = h & 0xFF
+        blocks[:, off + 1] = h >> 8
+    if ty == "IQ1_M":
+        u = np.zeros(len(blocks), dtype=np.uint16)
+        for k in range(4):
+            u |= ((blocks[:, 49 + 2 * k] >> 4).astype(np.uint16) << (4 * k))
+        u = scaled(u)
+        for k in range(4):
+            blocks[:, 49 + 2 * k] = (blocks[:, 49 + 2 * k] & 0x0F) | (((u >> (4 * k)) & 15) << 4).astype(np.uint8)
+    return blocks
+
+
+_FACTOR = {}
+
+
+def scale_factor(ty):
+    """What `ty`'s random blocks' scales are multiplied by for weights of RMS ~WEIGHT_RMS.
+
+    Random codes under scales picked without regard to each type's layout gave weights of RMS 0.1
+    to 50 depending on the type; a model built of them grows activations far beyond a trained
+    model's (DeltaNet state values up to ~900) and leaves some of that state subnormal: slow on x86
+    for every engine, by different amounts and depending on the tokens fed (native llama.cpp lost
+    half its decode to it; BENCHMARKS.md "Where a prompt's time goes").
+    Calibrated by dequantising sample blocks with gguf-py (types it does not know, Q1_0 / Q2_0:
+    weights are small multiples of the scale, taken as RMS ≈ the scale's)."""
+    if ty not in _FACTOR:
+        sample = random_blocks(ty, 512, np.random.default_rng(1))
+        try:
+            from gguf import GGMLQuantizationType, quants
+            w = quants.dequantize(sample, GGMLQuantizationType[ty]).astype(np.float64)
+            rms = float(np.sqrt(np.mean(w * w)))
+        except (ImportError, KeyError, NotImplementedError):
+            off = TYPES[ty][3][0]
+            d = sample[:, off:off + 2].copy().view("<f2").astype(np.float64)
+            rms = float(np.sqrt(np.mean(d * d)))
+        _FACTOR[ty] = WEIGHT_RMS / rms
+    return _FACTOR[ty]
+
+
+def weight_rms(ty, n_blocks=512):
+    """The RMS of `ty`'s random weights as written (for checking `scale_factor`)."""
+    from gguf import GGMLQuantizationType, quants
+    b = rescale(ty, random_blocks(ty, n_blocks, np.random.default_rng(2)), scale_factor(ty))
+    w = quants.dequantize(b, GGMLQuantizationType[ty]).astype(np.float64)
+    return float(np.sqrt(np.mean(w * w)))
+
+
 def random_data(name, ty, shape, rng):
     """The tensor's bytes (bytes or a numpy array: anything with the buffer protocol)."""
     n = int(np.prod(shape))
@@ -239,19 +315,7 @@ def random_data(name, ty, shape, rng):
         return random_f32(name, n, rng)
     if ty == "BF16":
         return random_bf16(n, rng)
-    _, be, bb, f16s = TYPES[ty]
-    blocks = rng.integers(0, 256, size=(n // be, bb), dtype=np.uint8)
-    # finite fp16 scales around 2^-7..2^-5 (exponent field 8..10)
-    for off in f16s:
-        old = blocks[:, off].astype(np.uint16) | (blocks[:, off + 1].astype(np.uint16) << 8)
-        new = (old & 0x83FF) | ((8 + (old >> 10) % 3) << 10)
-        blocks[:, off] = new & 0xFF
-        blocks[:, off + 1] = new >> 8
-    if ty == "IQ1_M":  # super-scale in the top nibbles of the 4 u16 scales
-        u = 0x2000 | rng.integers(0, 0x3FF, size=len(blocks), dtype=np.uint16)
-        for k in range(4):
-            blocks[:, 49 + 2 * k] = (blocks[:, 49 + 2 * k] & 0x0F) | (((u >> (4 * k)) & 15) << 4).astype(np.uint8)
-    return blocks
+    return rescale(ty, random_blocks(ty, n // TYPES[ty][1], rng), scale_factor(ty))
 
 
 def metadata(quant, n_layer):

@@ -10,6 +10,9 @@
    header parses, the per-type byte counts computed from the runtime's own block table equal the
    generator's, and `clef logits --tokens 1,2`: every weight loads, a forward pass runs and all
    248320 logits are finite — a non-finite fp16 scale or a malformed block would show as null).
+4. weight scale: every quantized type's random weights, dequantized by gguf-py (an independent
+   implementation), have an RMS within 25 % of a real checkpoint's 0.02 — larger ones blow a model's
+   activations up into subnormal floats, which distorts every speed measurement made with the files.
 
 Usage: python3 tools/test_make_synthetic.py [--mix Q4_K_M ...] [--sizes-only] [--dir DIR] [--clef PATH]
 
@@ -116,6 +119,23 @@ def check_sizes(mixes, vocab):
     return failures
 
 
+def check_weight_scale(mixes):
+    """The RMS of each quantized type's weights (types gguf-py can dequantize) near ms.WEIGHT_RMS."""
+    types = sorted({ty for q in mixes for _, ty, _ in ms.tensors(q, ms.REAL_LAYERS)} - {"F32", "BF16"})
+    failures = []
+    for ty in types:
+        try:
+            rms = ms.weight_rms(ty)
+        except (KeyError, NotImplementedError):
+            print(f"weight scale: {ty}: gguf-py cannot dequantize it, not checked")
+            continue
+        ok = abs(rms / ms.WEIGHT_RMS - 1) <= 0.25
+        print(f"weight scale: {ty}: RMS {rms:.4f} {'ok' if ok else 'FAILED'}")
+        if not ok:
+            failures.append(f"{ty}: weight RMS {rms:.4f}, want {ms.WEIGHT_RMS} ± 25 %")
+    return failures
+
+
 def clef(binary, *args):
     r = subprocess.run([binary, *args], capture_output=True, text=True)
     if r.returncode != 0:
@@ -161,7 +181,7 @@ def check_load(q, binary, workdir, vocab_gguf, vocab):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mix", nargs="*", default=list(ms.MIX), help="file types to check (default: all)")
-    ap.add_argument("--sizes-only", action="store_true", help="only the 32-layer types and sizes against the spec and card (seconds)")
+    ap.add_argument("--sizes-only", action="store_true", help="only the 32-layer types, sizes and weight scales against the spec, card and gguf-py (seconds)")
     ap.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None, help="where the 2-layer files go (deleted after each)")
     ap.add_argument("--clef", help="native clef binary (default: cargo build --release --bin clef)")
     ap.add_argument("--vocab-gguf", default=ms.default_vocab_gguf())
@@ -170,7 +190,7 @@ def main():
     if unknown:
         ap.error(f"unknown mix {unknown}; known: {' '.join(ms.MIX)}")
     vocab = ms.read_kv_section(a.vocab_gguf)
-    failures = check_types(a.mix) + check_sizes(a.mix, vocab)
+    failures = check_types(a.mix) + check_sizes(a.mix, vocab) + check_weight_scale(a.mix)
     if not a.sizes_only:
         binary = a.clef
         if binary is None:
