@@ -761,21 +761,14 @@ pub(super) mod relaxed {
         v128_or(i, i8x16_relaxed_swizzle(k.parity, x))
     }
 
-    /// `d_w · d_a` as an f32x4 splat: the fp16 at `p` (branch-free, as `kquants`' `f16_lanes`:
-    /// the magnitude bits moved to the f32 position and scaled by 2^112, an all-ones exponent —
-    /// the only one scaling to ≥ 2^16 — made 255; exact for every non-NaN fp16) times the f32 at
+    /// `d_w · d_a` as an f32x4 splat: the fp16 at `p` (`quant::simd::f16_lanes`) times the f32 at
     /// `da`.
     ///
     /// # Safety
     /// `p..p+2` and `da..da+4` readable.
     #[inline(always)]
     pub(in crate::quant) unsafe fn d_splat(p: *const u8, da: *const f32) -> v128 {
-        let h = v128_load16_splat(p as *const u16);
-        let mag = u32x4_shr(i32x4_shl(h, 17), 4);
-        let v = f32x4_mul(mag, f32x4_splat(f32::from_bits(0x7780_0000)));
-        let special = f32x4_ge(v, f32x4_splat(65536.0));
-        let v = v128_bitselect(v128_or(mag, i32x4_splat(0x7f80_0000)), v, special);
-        let d = v128_or(v, v128_and(i32x4_shl(h, 16), i32x4_splat(i32::MIN)));
+        let d = crate::quant::simd::f16_lanes(v128_load16_splat(p as *const u16));
         f32x4_mul(d, v128_load32_splat(da as *const u32))
     }
 

@@ -79,16 +79,18 @@ pub static KERNELS: &[QuantKernels] = &[
 // ---------------------------------------------------------------------------------------------
 // Shared helpers.
 
-/// fp16 bits → f32, exactly (every finite value, ±inf and NaN), branch-free: the 15 magnitude
-/// bits shifted into an f32 and multiplied by 2^112 give the value of normal and subnormal halves
-/// alike (the f32 product is exact and wasm has no flush-to-zero); for exponent 31 the product's
-/// exponent is forced to all-ones, which keeps inf as inf and NaN as NaN.
+/// fp16 bits → f32, exactly (every finite value, ±inf and NaN), branch-free and without a float
+/// operation on a subnormal operand (slow on x86; real files have many subnormal fp16 scales):
+/// the method of the SIMD `quant::simd::f16_lanes`, one lane.
 #[inline(always)]
 pub(super) fn f16_bits_to_f32(h: u16) -> f32 {
     let h = h as u32;
-    let v = (f32::from_bits((h & 0x7fff) << 13) * f32::from_bits(0x7780_0000)).to_bits(); // × 2^112
-    let special = ((h & 0x7c00 == 0x7c00) as u32).wrapping_neg() & 0x7f80_0000;
-    f32::from_bits(v | special | (h & 0x8000) << 16)
+    let m13 = (h & 0x7fff) << 13; // magnitude bits at bits 13..27
+    let normal = m13 + 0x3800_0000; // exponent rebiased by 112
+    let small = ((f32::from_bits(0x3f80_0000 | m13) - 1.0) * f32::from_bits(0x3880_0000)).to_bits(); // m·2⁻²⁴
+    let is_small = ((m13 < 0x0080_0000) as u32).wrapping_neg();
+    let special = ((m13 >= 0x0f80_0000) as u32).wrapping_neg() & 0x7f80_0000;
+    f32::from_bits((small & is_small) | (normal & !is_small) | special | (h & 0x8000) << 16)
 }
 
 /// Types whose only fp16 field is `d` at offset 0.
@@ -435,20 +437,8 @@ pub(super) mod simd {
     use super::{f16_bits_to_f32, GgmlType, Q8, QK};
     use core::arch::wasm32::*;
 
-    /// Four fp16 values (the low 16 bits of each u32 lane) → f32x4, exactly; see
-    /// [`f16_bits_to_f32`] for the method.
-    #[inline(always)]
-    pub fn f16x4_to_f32x4(h: v128) -> v128 {
-        let v = f32x4_mul(
-            i32x4_shl(v128_and(h, i32x4_splat(0x7fff)), 13),
-            f32x4_splat(f32::from_bits(0x7780_0000)),
-        );
-        let special = v128_and(
-            i32x4_eq(v128_and(h, i32x4_splat(0x7c00)), i32x4_splat(0x7c00)),
-            i32x4_splat(0x7f80_0000),
-        );
-        v128_or(v128_or(v, special), i32x4_shl(v128_and(h, i32x4_splat(0x8000)), 16))
-    }
+    /// Four fp16 values (the low 16 bits of each u32 lane) → f32x4, exactly.
+    pub use crate::quant::simd::f16_lanes as f16x4_to_f32x4;
 
     /// `[Σa, Σb, Σc, Σd]`: the horizontal sums of four i32x4 vectors in one vector.
     #[inline(always)]

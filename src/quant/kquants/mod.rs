@@ -417,18 +417,7 @@ mod simd {
         (x, a, bs, v128_load32_splat(act.d.as_ptr().add(8 * b) as *const u32))
     }
 
-    /// f32 of the fp16 in the low 16 bits of every i32 lane of `h` (the upper bits are ignored).
-    /// Exact for every non-NaN input (normal, subnormal, ±0, ±inf; NaN stays NaN): the magnitude bits are moved to
-    /// the f32 position and scaled by 2^112; an all-ones exponent (the only case that scales to
-    /// ≥ 2^16, as the largest finite fp16 is 65504) becomes 255.
-    #[inline(always)]
-    pub fn f16_lanes(h: v128) -> v128 {
-        let mag = u32x4_shr(i32x4_shl(h, 17), 4);
-        let v = f32x4_mul(mag, f32x4_splat(f32::from_bits(0x7780_0000)));
-        let special = f32x4_ge(v, f32x4_splat(65536.0));
-        let v = v128_bitselect(v128_or(mag, i32x4_splat(0x7f80_0000)), v, special);
-        v128_or(v, v128_and(i32x4_shl(h, 16), i32x4_splat(i32::MIN)))
-    }
+    pub use crate::quant::simd::f16_lanes;
 
     /// The fp16 at `p` as an f32x4 splat.
     ///
