@@ -5,6 +5,7 @@
 //! An f16 row is converted to f32 into a small buffer before use (`row`), with a branch-free
 //! conversion LLVM vectorises; values are rounded to nearest-even when appended.
 
+use crate::quant::f16_bits_to_f32;
 use half::f16;
 
 /// How K and V values are stored.
@@ -100,33 +101,12 @@ impl KvCache {
             KvCache::F16(v) => {
                 let out = &mut tmp[..n];
                 for (o, &h) in out.iter_mut().zip(&v[start..start + n]) {
-                    *o = f16_to_f32(h);
+                    *o = f16_bits_to_f32(h);
                 }
                 out
             }
         }
     }
-}
-
-/// f16 bits → f32, exact for every value (normals, subnormals, ±0, ±inf, NaN), without branches:
-/// the exponent is re-biased by an add; subnormals are renormalised by a float subtraction;
-/// inf/NaN get the rest of the bias. (The classic "half to float" bit method.)
-#[inline]
-pub fn f16_to_f32(h: u16) -> f32 {
-    let h = h as u32;
-    let o = (h & 0x7fff) << 13; // exponent + mantissa in f32 position
-    let exp = o & 0x0f80_0000;
-    let normal = f32::from_bits(o + 0x3800_0000); // (127 − 15) << 23
-    let sub = f32::from_bits(o + 0x3880_0000) - f32::from_bits(0x3880_0000);
-    let inf = f32::from_bits(o + 0x7000_0000);
-    let v = if exp == 0x0f80_0000 {
-        inf
-    } else if exp == 0 {
-        sub
-    } else {
-        normal
-    };
-    f32::from_bits(v.to_bits() | ((h & 0x8000) << 16))
 }
 
 #[cfg(test)]
@@ -140,7 +120,7 @@ mod tests {
     fn f16_conversion_is_exact_for_every_value() {
         for h in 0..=u16::MAX {
             let want = f16::from_bits(h).to_f32();
-            let got = f16_to_f32(h);
+            let got = f16_bits_to_f32(h);
             assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{h:#06x}: {got} vs {want}");
         }
     }

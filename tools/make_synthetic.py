@@ -237,37 +237,21 @@ def random_bf16(n, rng, chunk=1 << 24):
 WEIGHT_RMS = 0.02
 
 
-def random_blocks(ty, n_blocks, rng):
-    """Random blocks of `ty`; its fp16 scales ±[1, 8) (exponent field 15..17, random mantissa and
-    sign), to be brought to size by `rescale`."""
+def random_blocks(ty, n_blocks, rng, factor=1.0):
+    """Random blocks of `ty` whose fp16 scales are ±[1, 8) (exponent field 15..17, random mantissa
+    and sign) times `factor` (so is every weight: dequantisation is linear in the scales), rounded
+    to fp16 — subnormal where small, as in real files."""
+    def scales(bits):
+        return (bits.view("<f2").astype(np.float32) * np.float32(factor)).astype("<f2").view("<u2")
     _, be, bb, f16s = TYPES[ty]
     blocks = rng.integers(0, 256, size=(n_blocks, bb), dtype=np.uint8)
     for off in f16s:
         old = blocks[:, off].astype(np.uint16) | (blocks[:, off + 1].astype(np.uint16) << 8)
-        new = (old & 0x83FF) | ((15 + (old >> 10) % 3) << 10)
+        new = scales((old & 0x83FF) | ((15 + (old >> 10) % 3) << 10))
         blocks[:, off] = new & 0xFF
         blocks[:, off + 1] = new >> 8
     if ty == "IQ1_M":  # super-scale in the top nibbles of the 4 u16 scales
-        u = (15 << 10) | rng.integers(0, 0x3FF, size=n_blocks, dtype=np.uint16)
-        for k in range(4):
-            blocks[:, 49 + 2 * k] = (blocks[:, 49 + 2 * k] & 0x0F) | (((u >> (4 * k)) & 15) << 4).astype(np.uint8)
-    return blocks
-
-
-def rescale(ty, blocks, factor):
-    """Multiplies every fp16 scale of `blocks` by `factor` (so every weight: dequantisation is
-    linear in them), rounding to fp16 — subnormal where small, as in real files."""
-    def scaled(h):
-        return (h.view("<f2").astype(np.float32) * np.float32(factor)).astype("<f2").view("<u2")
-    for off in TYPES[ty][3]:
-        h = scaled(blocks[:, off:off + 2].copy().view("<u2")[:, 0])
-        blocks[:, off] = h & 0xFF
-        blocks[:, off + 1] = h >> 8
-    if ty == "IQ1_M":
-        u = np.zeros(len(blocks), dtype=np.uint16)
-        for k in range(4):
-            u |= ((blocks[:, 49 + 2 * k] >> 4).astype(np.uint16) << (4 * k))
-        u = scaled(u)
+        u = scales((15 << 10) | rng.integers(0, 0x3FF, size=n_blocks, dtype=np.uint16))
         for k in range(4):
             blocks[:, 49 + 2 * k] = (blocks[:, 49 + 2 * k] & 0x0F) | (((u >> (4 * k)) & 15) << 4).astype(np.uint8)
     return blocks
@@ -303,7 +287,7 @@ def scale_factor(ty):
 def weight_rms(ty, n_blocks=512):
     """The RMS of `ty`'s random weights as written (for checking `scale_factor`)."""
     from gguf import GGMLQuantizationType, quants
-    b = rescale(ty, random_blocks(ty, n_blocks, np.random.default_rng(2)), scale_factor(ty))
+    b = random_blocks(ty, n_blocks, np.random.default_rng(2), scale_factor(ty))
     w = quants.dequantize(b, GGMLQuantizationType[ty]).astype(np.float64)
     return float(np.sqrt(np.mean(w * w)))
 
@@ -315,7 +299,7 @@ def random_data(name, ty, shape, rng):
         return random_f32(name, n, rng)
     if ty == "BF16":
         return random_bf16(n, rng)
-    return rescale(ty, random_blocks(ty, n // TYPES[ty][1], rng), scale_factor(ty))
+    return random_blocks(ty, n // TYPES[ty][1], rng, scale_factor(ty))
 
 
 def metadata(quant, n_layer):

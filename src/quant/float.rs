@@ -91,7 +91,7 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
     use super::GgmlType;
-    use crate::quant::legacy::simd::f16x4_to_f32x4;
+    use crate::quant::simd::f16_lanes;
     use crate::quant::simd::hsum_f32;
     use core::arch::wasm32::*;
 
@@ -164,7 +164,7 @@ mod simd {
                 dot_f32_raw(row.as_ptr() as *const f32, x, n)
             }
             GgmlType::BF16 => dot_half(row, x, |v| i32x4_shl(v, 16), |b| f32::from_bits((b as u32) << 16)),
-            GgmlType::F16 => dot_half(row, x, f16x4_to_f32x4, |b| half::f16::from_bits(b).to_f32()),
+            GgmlType::F16 => dot_half(row, x, f16_lanes, |b| half::f16::from_bits(b).to_f32()),
             _ => super::dot_ref(ty, row, x),
         }
     }

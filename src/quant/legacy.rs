@@ -12,8 +12,7 @@
 //! `extend`, see `simd`), reduce four blocks' sums into one i32x4 and scale that with four weight
 //! scales (fp16 → f32 converted four at a time) and four activation scales.
 //!
-//! This file also holds small helpers that `lowbit.rs` shares: [`f16_bits_to_f32`] and, on wasm,
-//! `simd::{f16x4_to_f32x4, hsum4_i32x4, fence}`.
+//! This file also holds small helpers that `lowbit.rs` shares: on wasm, `simd::{hsum4_i32x4, fence}`.
 
 use super::tables::KVALUES_IQ4NL;
 use super::gemm::Decoded;
@@ -78,20 +77,6 @@ pub static KERNELS: &[QuantKernels] = &[
 
 // ---------------------------------------------------------------------------------------------
 // Shared helpers.
-
-/// fp16 bits → f32, exactly (every finite value, ±inf and NaN), branch-free and without a float
-/// operation on a subnormal operand (slow on x86; real files have many subnormal fp16 scales):
-/// the method of the SIMD `quant::simd::f16_lanes`, one lane.
-#[inline(always)]
-pub(super) fn f16_bits_to_f32(h: u16) -> f32 {
-    let h = h as u32;
-    let m13 = (h & 0x7fff) << 13; // magnitude bits at bits 13..27
-    let normal = m13 + 0x3800_0000; // exponent rebiased by 112
-    let small = ((f32::from_bits(0x3f80_0000 | m13) - 1.0) * f32::from_bits(0x3880_0000)).to_bits(); // m·2⁻²⁴
-    let is_small = ((m13 < 0x0080_0000) as u32).wrapping_neg();
-    let special = ((m13 >= 0x0f80_0000) as u32).wrapping_neg() & 0x7f80_0000;
-    f32::from_bits((small & is_small) | (normal & !is_small) | special | (h & 0x8000) << 16)
-}
 
 /// Types whose only fp16 field is `d` at offset 0.
 fn sanitize_d(block: &mut [u8]) {
@@ -434,11 +419,10 @@ pub(super) mod simd {
     use super::super::gemm::Decoded;
     use super::super::simd::{hsum_f32, hsum_i32, store_i8x16};
     use super::super::tables::KVALUES_IQ4NL;
-    use super::{f16_bits_to_f32, GgmlType, Q8, QK};
+    use super::{GgmlType, Q8, QK};
+    use crate::quant::f16_bits_to_f32;
+    use crate::quant::simd::f16_lanes;
     use core::arch::wasm32::*;
-
-    /// Four fp16 values (the low 16 bits of each u32 lane) → f32x4, exactly.
-    pub use crate::quant::simd::f16_lanes as f16x4_to_f32x4;
 
     /// `[Σa, Σb, Σc, Σd]`: the horizontal sums of four i32x4 vectors in one vector.
     #[inline(always)]
@@ -602,7 +586,7 @@ pub(super) mod simd {
         let (w, a) = (row.as_ptr(), act.qs.as_ptr());
         // fp16 fields at offset `off` of blocks i..i+4 as f32x4.
         let f16x4 = |p: *const u8, off: usize| {
-            f16x4_to_f32x4(i32x4(
+            f16_lanes(i32x4(
                 u16_at(p.add(off)),
                 u16_at(p.add(BYTES + off)),
                 u16_at(p.add(2 * BYTES + off)),
@@ -918,7 +902,7 @@ pub(super) mod simd {
 
 #[cfg(test)]
 mod tests {
-    use super::f16_bits_to_f32;
+    use crate::quant::f16_bits_to_f32;
     use crate::quant::{kernels, quantize_q8, GgmlType, QAct};
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;

@@ -30,7 +30,7 @@
 //! Natively `vec_dot` is a scalar version of the same integer identities.
 
 use super::gemm::Decoded;
-use super::legacy::f16_bits_to_f32;
+use super::f16_bits_to_f32;
 use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8};
 
 pub static KERNELS: &[QuantKernels] = &[
@@ -268,7 +268,8 @@ mod simd {
     //! from `eq 0` (sums over *clear* bits); and V8 schedules every load of a loop iteration first,
     //! spilling what does not fit in 16 registers, so `fence` (a volatile store) splits the work
     //! into chunks whose loads stay in registers (measured +8 % for Q1_0 and Q2_0, +40 % for Q8_0).
-    use super::super::legacy::simd::{f16x4_to_f32x4, fence, hsum4_i32x4};
+    use super::super::legacy::simd::{fence, hsum4_i32x4};
+    use crate::quant::simd::f16_lanes;
     use super::super::simd::{hsum_f32, store_i8x16};
     use super::{Decoded, Q1_0_BYTES, Q1_0_ELEMS, Q2_0_BYTES, Q2_0_ELEMS, Q8};
     use core::arch::wasm32::*;
@@ -424,7 +425,7 @@ mod simd {
             let c1 = q1_block(blk.add(Q1_0_BYTES), a.add(Q1_0_ELEMS), zero);
             let h0 = u16::from_le_bytes([*blk, *blk.add(1)]) as i32;
             let h1 = u16::from_le_bytes([*blk.add(Q1_0_BYTES), *blk.add(Q1_0_BYTES + 1)]) as i32;
-            let d = f16x4_to_f32x4(i32x4(h0, h1, h0, h1));
+            let d = f16_lanes(i32x4(h0, h1, h0, h1));
             acc = update(acc, i, c0, i32x4_shuffle::<0, 0, 0, 0>(d, d));
             acc = update(acc, i + 1, c1, i32x4_shuffle::<1, 1, 1, 1>(d, d));
             i += 2;
@@ -472,7 +473,7 @@ mod simd {
             let s2 = fence(q1_block(blk.add(2 * Q1_0_BYTES), a.add(2 * Q1_0_ELEMS)));
             let s3 = q1_block(blk.add(3 * Q1_0_BYTES), a.add(3 * Q1_0_ELEMS));
             let h = |k: usize| d_bits(blk.add(k * Q1_0_BYTES));
-            let d = f16x4_to_f32x4(i32x4(h(0), h(1), h(2), h(3)));
+            let d = f16_lanes(i32x4(h(0), h(1), h(2), h(3)));
             acc = update(acc, i, s0, i32x4_shuffle::<0, 0, 0, 0>(d, d));
             acc = update(acc, i + 1, s1, i32x4_shuffle::<1, 1, 1, 1>(d, d));
             acc = update(acc, i + 2, s2, i32x4_shuffle::<2, 2, 2, 2>(d, d));
@@ -675,7 +676,7 @@ mod simd {
             let da = v128_load(act.d.as_ptr().add(2 * i) as *const v128);
             let h0 = u16::from_le_bytes([*blk, *blk.add(1)]) as i32;
             let h1 = u16::from_le_bytes([*blk.add(Q2_0_BYTES), *blk.add(Q2_0_BYTES + 1)]) as i32;
-            let dw = f16x4_to_f32x4(i32x4(h0, h0, h1, h1));
+            let dw = f16_lanes(i32x4(h0, h0, h1, h1));
             acc = f32x4_add(acc, f32x4_mul(dw, f32x4_mul(da, f32x4_convert_i32x4(isum))));
             i += 2;
         }
@@ -730,7 +731,7 @@ mod simd {
             let a = act.qs.as_ptr().add(Q2_0_ELEMS * i);
             let qa = [fence(q2_pair(blk, a)), q2_pair(blk.add(2 * Q2_0_BYTES), a.add(2 * Q2_0_ELEMS))];
             let h = |k: usize| d_bits(blk.add(k * Q2_0_BYTES));
-            let d = f16x4_to_f32x4(i32x4(h(0), h(1), h(2), h(3)));
+            let d = f16_lanes(i32x4(h(0), h(1), h(2), h(3)));
             // [d0, d0, d1, d1] and [d2, d2, d3, d3], one per activation block.
             let dw = [i32x4_shuffle::<0, 4, 1, 5>(d, d), i32x4_shuffle::<2, 6, 3, 7>(d, d)];
             for (p, (qa, dw)) in qa.into_iter().zip(dw).enumerate() {

@@ -316,6 +316,25 @@ pub fn f16_at(b: &[u8], off: usize) -> f32 {
     half::f16::from_bits(u16::from_le_bytes([b[off], b[off + 1]])).to_f32()
 }
 
+/// fp16 bits → f32, exact for every value (normals, subnormals, ±0, ±inf, NaN), branch-free, and
+/// without a float operation on a subnormal operand (x86 handles those in microcode, far slower
+/// than an ordinary one, and wasm cannot turn that off; real files' fp16 scales are often
+/// subnormal: a Q6_K block's `d` is about max|w| / 4064, ~2·10⁻⁵ for weights of RMS 0.02, below
+/// fp16's smallest normal 6.1·10⁻⁵). The classic "half to float" bit method, also for the SIMD
+/// [`simd::f16_lanes`]: the 15 magnitude bits moved to the f32 position and the exponent re-biased
+/// by an add (+112); a subnormal's value m·2⁻²⁴ is that pattern re-biased one step further (2⁻¹⁴ +
+/// m·2⁻²⁴, a normal f32) minus 2⁻¹⁴; exponent 31 (inf, NaN) gets an all-ones exponent.
+#[inline(always)]
+pub fn f16_bits_to_f32(h: u16) -> f32 {
+    let h = h as u32;
+    let o = (h & 0x7fff) << 13; // exponent + mantissa in f32 position
+    let normal = o + 0x3800_0000; // (127 − 15) << 23
+    let sub = (f32::from_bits(o + 0x3880_0000) - f32::from_bits(0x3880_0000)).to_bits();
+    let is_sub = ((o < 0x0080_0000) as u32).wrapping_neg();
+    let special = ((o >= 0x0f80_0000) as u32).wrapping_neg() & 0x7f80_0000;
+    f32::from_bits((sub & is_sub) | (normal & !is_sub) | special | (h & 0x8000) << 16)
+}
+
 /// Writes a finite fp16 of magnitude in [2^-12, 2^-4) with a random sign taken from the old bits.
 /// Used by the `sanitize` functions so random test blocks have realistic scales.
 pub fn sanitize_f16(b: &mut [u8], off: usize) {
@@ -358,22 +377,16 @@ pub mod simd {
     }
 
     /// f32 of the fp16 in the low 16 bits of every i32 lane of `h` (the upper bits are ignored):
-    /// every block scale of every type goes through here. Exact for every input (normal,
-    /// subnormal, ±0, ±inf; NaN stays NaN), branch-free, and **no float operation sees a subnormal
-    /// operand**: x86 handles those in microcode (~100× an ordinary multiply) and wasm cannot turn
-    /// that off, while real files are full of subnormal fp16 scales (a Q6_K block's `d` is about
-    /// max|w| / 4064, ~2·10⁻⁵ for weights of RMS 0.02: below fp16's smallest normal, 6.1·10⁻⁵).
-    /// - normal fp16: the 15 magnitude bits moved to the f32 position, exponent rebiased (+112);
-    /// - subnormal (and zero) m·2⁻²⁴: 1 + m·2⁻¹⁰ built from the bits, minus 1, times 2⁻¹⁴ (exact);
-    /// - exponent 31 (inf, NaN): the f32 exponent made all ones, the mantissa kept.
+    /// every block scale of every type goes through here. [`super::f16_bits_to_f32`] in four
+    /// lanes: exact for every input, and no float operation sees a subnormal operand.
     #[inline(always)]
     pub fn f16_lanes(h: v128) -> v128 {
-        let m13 = u32x4_shr(i32x4_shl(h, 17), 4); // magnitude bits at bits 13..27
-        let normal = i32x4_add(m13, i32x4_splat(0x3800_0000));
-        let one_plus = v128_or(m13, i32x4_splat(0x3f80_0000)); // 1 + m·2⁻¹⁰ where m13 < 2²³
-        let small = f32x4_mul(f32x4_sub(one_plus, f32x4_splat(1.0)), f32x4_splat(f32::from_bits(0x3880_0000))); // × 2⁻¹⁴
-        let v = v128_bitselect(small, normal, i32x4_lt(m13, i32x4_splat(0x0080_0000)));
-        let special = v128_and(i32x4_ge(m13, i32x4_splat(0x0f80_0000)), i32x4_splat(0x7f80_0000));
+        let o = u32x4_shr(i32x4_shl(h, 17), 4); // exponent + mantissa in f32 position
+        let normal = i32x4_add(o, i32x4_splat(0x3800_0000));
+        let two_m14 = f32x4_splat(f32::from_bits(0x3880_0000)); // 2⁻¹⁴
+        let sub = f32x4_sub(i32x4_add(o, i32x4_splat(0x3880_0000)), two_m14);
+        let v = v128_bitselect(sub, normal, i32x4_lt(o, i32x4_splat(0x0080_0000)));
+        let special = v128_and(i32x4_ge(o, i32x4_splat(0x0f80_0000)), i32x4_splat(0x7f80_0000));
         v128_or(v128_or(v, special), v128_and(i32x4_shl(h, 16), i32x4_splat(i32::MIN)))
     }
 
