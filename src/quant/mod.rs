@@ -437,3 +437,37 @@ pub mod simd {
         v128_store(out.add(8) as *mut v128, i16x8_extend_high_i8x16(q));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// `half`'s conversion of an fp16 bit pattern, and whether `got` is the same f32 (NaN ⇔ NaN:
+    /// `half` sets the quiet bit of signalling NaNs, which does not matter here).
+    fn same_as_half(h: u16, got: f32) -> bool {
+        let want = half::f16::from_bits(h).to_f32();
+        got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan())
+    }
+
+    /// The scalar conversion is exact for all 65,536 fp16 values (subnormals, ±0, ±inf, NaN).
+    #[test]
+    fn f16_bits_to_f32_is_exact() {
+        for h in 0..=u16::MAX {
+            let got = super::f16_bits_to_f32(h);
+            assert!(same_as_half(h, got), "fp16 {h:#06x}: {got}");
+        }
+    }
+
+    /// So is the four-lane one, which ignores the upper half of each lane.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[test]
+    fn f16_lanes_is_exact() {
+        use core::arch::wasm32::*;
+        for h in 0..=u16::MAX {
+            let v = super::simd::f16_lanes(u32x4_splat(h as u32 | 0xabcd_0000));
+            let got = f32x4_extract_lane::<3>(v);
+            assert!(same_as_half(h, got), "fp16 {h:#06x}: {got}");
+        }
+    }
+}
