@@ -40,6 +40,9 @@ pub struct KernelBench {
     /// The same matvec with the rows four by four interleaved ([`crate::quant::r4`]), where the
     /// type has that form.
     pub r4_gbps: Option<f64>,
+    /// The same matvec touching each next row before multiplying the current one
+    /// ([`crate::ops::rows_outer`]; quantized types).
+    pub touch_gbps: Option<f64>,
 }
 
 /// A deterministic `rows × n` weight matrix of `ty` with valid blocks.
@@ -114,9 +117,11 @@ fn time_vec_dot4(k4: &quant::r4::R4Kernels, packed: &[u8], rb: usize, a: Q8<'_>,
     time_best(min_ms, || packed.chunks_exact(4 * rb).map(|g| dot4(g, a).iter().sum::<f32>()).sum())
 }
 
-/// Benchmarks one type: a full 4096×4096 matvec through `vec_dot` and through `vec_dot_ref`.
-pub fn bench_type(ty: GgmlType, min_ms: f64) -> Option<KernelBench> {
-    let (rows, n) = (4096, 4096);
+/// Benchmarks one type: a full `rows`×4096 matvec through `vec_dot` and through `vec_dot_ref`
+/// (4096 rows fit the caches of most machines; a model's matrices, 248,320 rows for the LM head,
+/// come from memory).
+pub fn bench_type(ty: GgmlType, rows: usize, min_ms: f64) -> Option<KernelBench> {
+    let n = 4096;
     let k = kernels(ty);
     if k.is_none() && !ty.is_float() {
         return None;
@@ -124,33 +129,41 @@ pub fn bench_type(ty: GgmlType, min_ms: f64) -> Option<KernelBench> {
     let w = random_matrix(ty, rows, n, 0x5eed ^ ty as u64);
     let rb = ty.row_bytes(n);
     let x: Vec<f32> = (0..n).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
-    let (simd, scalar, r4) = match k {
+    let (simd, scalar, r4, touch) = match k {
         Some(k) => {
             let mut act = QAct::default();
             quantize_q8(ty.act_kind(), &x, n, &mut act);
             let a = act.row(0);
-            let fast = time_best(min_ms, || w.chunks_exact(rb).map(|r| (k.vec_dot)(r, a)).sum());
+            // The engine's decode loop (`ops::rows_outer`), plain and touching the next row ahead.
+            let mut y = vec![0.0f32; rows];
+            let mut matvec = |ahead: bool| {
+                time_best(min_ms, || {
+                    crate::ops::rows_outer(k, &w, rb, 0..rows, &act, &mut y, rows, ahead);
+                    y.iter().sum()
+                })
+            };
+            let (fast, touch) = (matvec(false), matvec(true));
             let slow = time_it(min_ms / 2.0, || w.chunks_exact(rb).map(|r| (k.vec_dot_ref)(r, a)).sum());
             let r4 = quant::r4::r4_kernels(ty).map(|k4| w.len() as f64 / 1e9 / time_vec_dot4(k4, &interleaved(k4, &w, rb), rb, a, min_ms));
-            (fast, slow, r4)
+            (fast, slow, r4, Some(touch))
         }
         None => {
             let fast = time_it(min_ms, || w.chunks_exact(rb).map(|r| quant::float::dot(ty, r, &x)).sum());
             let slow = time_it(min_ms / 2.0, || w.chunks_exact(rb).map(|r| quant::float::dot_ref(ty, r, &x)).sum());
-            (fast, slow, None)
+            (fast, slow, None, None)
         }
     };
     let gb = w.len() as f64 / 1e9;
-    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4 })
+    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4, touch_gbps: touch.map(|t| gb / t) })
 }
 
-/// Benchmarks every supported type (or only `only`, when given).
-pub fn bench_all(only: Option<GgmlType>, min_ms: f64) -> Vec<KernelBench> {
+/// Benchmarks every supported type (or only `only`, when given) on `rows`×4096 matrices.
+pub fn bench_all(only: Option<GgmlType>, rows: usize, min_ms: f64) -> Vec<KernelBench> {
     GgmlType::ALL
         .iter()
         .copied()
         .filter(|t| only.is_none_or(|o| o == *t))
-        .filter_map(|t| bench_type(t, min_ms))
+        .filter_map(|t| bench_type(t, rows, min_ms))
         .collect()
 }
 
@@ -237,3 +250,4 @@ pub fn bench_prefill(only: Option<GgmlType>, tokens: usize, min_ms: f64) -> Vec<
         .filter_map(|t| bench_prefill_type(t, tokens, min_ms))
         .collect()
 }
+

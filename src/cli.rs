@@ -6,11 +6,11 @@
 //! clef logits   --model F --tokens 1,2,3 [--all] [--precision fast|exact]
 //! clef generate --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
 //!               [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
-//!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain]
+//!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead on|off]
 //! clef tokenize --model F --text TEXT [--special]
 //! clef decide   --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
 //! clef bench-decide --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
-//! clef bench-kernels [--json] [--type T] [--ms MS] [--prefill T] [--gemm narrow|wide]
+//! clef bench-kernels [--json] [--type T] [--ms MS] [--rows R] [--prefill T] [--gemm narrow|wide]
 //! clef bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
 //! ```
 
@@ -41,13 +41,13 @@ pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench
   logits        --model F --tokens 1,2,3 [--all] [--precision fast|exact]
   generate      --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
                 [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
-                [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain]
+                [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead on|off]
   tokenize      --model F --text TEXT [--special]
   decide        --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
                 [--precision fast|exact]   (SystemOne request JSON in, response JSON out)
   bench-decide  --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
                 (a decision of about N prompt tokens vs the plain prompt of the same tokens; JSON)
-  bench-kernels [--json] [--type T] [--ms MS] [--prefill TOKENS] [--gemm narrow|wide]
+  bench-kernels [--json] [--type T] [--ms MS] [--rows R] [--prefill TOKENS] [--gemm narrow|wide]
   bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
                 (constrained decoding over F's vocabulary: build, compile and per-token mask times; JSON)
   self-test     [--rows N]   (fast kernels vs scalar references in this build; JSON, exit 1 on a mismatch)";
@@ -512,13 +512,18 @@ pub fn chat_prompt(h: &Header, user: &str, no_think: bool) -> Result<String, Str
 fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     a.check_known(&[
         "model", "tokens", "prompt", "chat", "no-think", "max-tokens", "temperature", "seed", "top-k", "top-p",
-        "min-p", "repeat-penalty", "ignore-eos", "json", "ctx", "precision", "layout",
+        "min-p", "repeat-penalty", "ignore-eos", "json", "ctx", "precision", "layout", "touch-ahead",
     ])?;
     let prec = a.precision()?;
     match a.get("layout") {
         None | Some("auto") => crate::quant::r4::set_enabled(true),
         Some("plain") => crate::quant::r4::set_enabled(false),
         Some(other) => return Err(format!("--layout must be auto or plain, not {other}")),
+    }
+    match a.get("touch-ahead") {
+        None | Some("on") => crate::ops::set_touch_ahead(true),
+        Some("off") => crate::ops::set_touch_ahead(false),
+        Some(other) => return Err(format!("--touch-ahead must be on or off, not {other}")),
     }
     let max_tokens: usize = a.num("max-tokens", 64)?;
     let defaults = SamplerParams::default();
@@ -631,7 +636,7 @@ fn bench_prefill(only: Option<GgmlType>, tokens: usize, ms: f64, json_out: bool,
 }
 
 fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
-    a.check_known(&["json", "type", "ms", "prefill", "gemm"])?;
+    a.check_known(&["json", "type", "ms", "prefill", "gemm", "rows"])?;
     use crate::quant::gemm8::{set_profile, Profile};
     match a.get("gemm") {
         None | Some("narrow") => set_profile(Profile::Narrow),
@@ -643,6 +648,13 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         None => None,
     };
     let ms: f64 = a.num("ms", 400.0)?;
+    let matrix_rows: usize = a.num("rows", 4096)?;
+    if matrix_rows == 0 || matrix_rows % 4 != 0 {
+        return Err("--rows must be a positive multiple of 4".into());
+    }
+    if a.get("prefill").is_some() && a.get("rows").is_some() {
+        return Err("--rows applies to the matvec benchmark, not --prefill".into());
+    }
     if a.get("prefill").is_some() {
         let tokens: usize = a.num("prefill", 32)?;
         if tokens == 0 {
@@ -650,7 +662,15 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         }
         return bench_prefill(only, tokens, ms, a.flag("json"), host);
     }
-    let rows = crate::bench::bench_all(only, ms);
+    // A wasm32 allocation holds at most 2 GiB; keep each test matrix within 1 GiB.
+    let types = GgmlType::ALL.iter().filter(|t| only.is_none_or(|o| o == **t));
+    if let Some(big) = types.max_by_key(|t| t.row_bytes(4096)).filter(|t| matrix_rows * t.row_bytes(4096) > 1 << 30) {
+        return Err(format!(
+            "--rows {matrix_rows}: a {big} matrix would take {:.1} GiB (at most 1 GiB); use fewer rows or --type",
+            (matrix_rows * big.row_bytes(4096)) as f64 / (1u64 << 30) as f64
+        ));
+    }
+    let rows = crate::bench::bench_all(only, matrix_rows, ms);
     if a.flag("json") {
         let items = rows.iter().map(|b| {
             json::object([
@@ -658,16 +678,25 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
                 ("simd_gbps", format!("{:.3}", b.simd_gbps)),
                 ("scalar_gbps", format!("{:.3}", b.scalar_gbps)),
                 ("r4_gbps", b.r4_gbps.map_or("null".into(), |v| format!("{v:.3}"))),
+                ("touch_gbps", b.touch_gbps.map_or("null".into(), |v| format!("{v:.3}"))),
             ])
         });
         host.out(&json::object([("simd", json::string(crate::quant::SIMD_LEVEL)), ("kernels", json::array(items))]));
         host.out("\n");
     } else {
-        host.out(&format!("kernels: {} (GB/s of weight bytes, one thread, 4096×4096 matvec)\n", crate::quant::SIMD_LEVEL));
-        host.out("type      simd GB/s  scalar GB/s  speed-up  4 rows interleaved GB/s\n");
+        host.out(&format!("kernels: {} (GB/s of weight bytes, one thread, {matrix_rows}×4096 matvec)\n", crate::quant::SIMD_LEVEL));
+        host.out("type      simd GB/s  scalar GB/s  speed-up  next row touched GB/s  4 rows interleaved GB/s\n");
         for b in rows {
-            let r4 = b.r4_gbps.map_or(String::new(), |v| format!("{v:12.2} ({:.2}x)", v / b.simd_gbps));
-            host.out(&format!("{:8} {:10.2} {:12.2} {:8.1}x  {r4}\n", b.ty.name(), b.simd_gbps, b.scalar_gbps, b.simd_gbps / b.scalar_gbps));
+            let vs = |v: Option<f64>| v.map_or(format!("{:21}", ""), |v| format!("{v:12.2} ({:.2}x)", v / b.simd_gbps));
+            let (touch, r4) = (vs(b.touch_gbps), vs(b.r4_gbps));
+            host.out(&format!(
+                "{:8} {:10.2} {:12.2} {:8.1}x  {touch}  {}\n",
+                b.ty.name(),
+                b.simd_gbps,
+                b.scalar_gbps,
+                b.simd_gbps / b.scalar_gbps,
+                r4.trim_end()
+            ));
         }
     }
     Ok(())

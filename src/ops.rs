@@ -189,17 +189,75 @@ pub fn matmul_rows(
         return;
     }
     if !w.r4 && t_count < gemm_min_tokens(ty) {
-        // Rows outer: a weight row is read from memory once and stays in L1 for every token.
-        for r in rows {
-            let wr = row(r);
-            for t in 0..t_count {
-                y[t * n_out + r] = (k.vec_dot)(wr, s.act.row(t));
-            }
-        }
+        rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, touches_ahead(ty));
         return;
     }
     // Panels of rows, each decoded once and multiplied with every token.
     gemm::prompt_rows(k, rows4, rows, &s.act, &mut s.prompt, y, n_out);
+}
+
+/// `y[t·n_out + r]` = row `r` of `data` (rows of `row_bytes`) · token `t` of `act`, for `r` in
+/// `rows`, rows outer: a weight row is read from memory once and stays in L1 for every token.
+/// With `ahead`, the next row is touched first ([`touch_lines`]). The decode matvec.
+#[allow(clippy::too_many_arguments)]
+pub fn rows_outer(
+    k: &quant::QuantKernels,
+    data: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    act: &QAct,
+    y: &mut [f32],
+    n_out: usize,
+    ahead: bool,
+) {
+    let row = |r: usize| &data[r * row_bytes..(r + 1) * row_bytes];
+    let end = rows.end;
+    let mut seen = 0u8;
+    for r in rows {
+        if ahead && r + 1 < end {
+            seen |= touch_lines(row(r + 1));
+        }
+        let wr = row(r);
+        for t in 0..act.rows {
+            y[t * n_out + r] = (k.vec_dot)(wr, act.row(t));
+        }
+    }
+    core::hint::black_box(seen);
+}
+
+/// Whether the row-by-row matvec of `ty` weights touches the next row ahead ([`touch_lines`]):
+/// every quantized type but the four whose kernels measured slower that way (BENCHMARKS.md
+/// "Touching the next row": `bench-kernels --rows 131072`, relaxed build, Node 20 and Chromium 156).
+/// On matrices larger than the caches most kernels wait on each new cache line of their row —
+/// Q5_0 1.7 GB/s plain, 4.8 touching; Q5_K in Chromium 4.1 → 6.1 — while Q6_K, IQ4_XS, Q3_K and
+/// IQ3_S keep enough loads in flight on their own and lost 7–26 %.
+pub fn touches_ahead(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    TOUCH_AHEAD.load(core::sync::atomic::Ordering::Relaxed) && !ty.is_float() && !matches!(ty, Q6_K | IQ4_XS | Q3_K | IQ3_S)
+}
+
+static TOUCH_AHEAD: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
+
+/// Turns touching ahead off (or on again), for side-by-side measurements
+/// (`clef generate --touch-ahead off`). The products are the same either way.
+pub fn set_touch_ahead(on: bool) {
+    TOUCH_AHEAD.store(on, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Reads one byte of every 64 (a cache line) of `bytes` and returns their OR: the CPU starts
+/// fetching the whole row at once, while the kernel works on the row before it. Wasm has no
+/// prefetch instruction; a load whose value is kept alive (`black_box` of the OR) is the portable
+/// form of one.
+#[inline(always)]
+fn touch_lines(bytes: &[u8]) -> u8 {
+    let mut acc = 0u8;
+    let mut i = 0;
+    while i < bytes.len() {
+        // SAFETY: i < bytes.len(); a volatile read so that the compiler keeps every load.
+        acc |= unsafe { core::ptr::read_volatile(bytes.as_ptr().add(i)) };
+        i += 64;
+    }
+    acc
 }
 
 /// Row `r` of an embedding table, dequantized.

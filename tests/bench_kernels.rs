@@ -10,7 +10,7 @@ use std::println as say;
 #[test]
 #[ignore]
 fn bench_kernels() {
-    for b in clef_web::bench::bench_all(None, 300.0) {
+    for b in clef_web::bench::bench_all(None, 4096, 300.0) {
         say!("{:8} simd {:6.2} GB/s  scalar {:6.2} GB/s  ({:.1}x)", b.ty.name(), b.simd_gbps, b.scalar_gbps, b.simd_gbps / b.scalar_gbps);
     }
 }

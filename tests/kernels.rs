@@ -462,3 +462,40 @@ fn four_row_tiles_equal_one_token_at_a_time() {
     }
     assert!(checked >= 2, "no R4 type checked");
 }
+
+/// The decode matvec (`ops::rows_outer`) writes `vec_dot` of each asked row and token, bit for bit,
+/// whether or not it touches the next row ahead, for every quantized type; rows outside the range
+/// (which starts past the first row and ends at the last one: no touch past the matrix) stay as
+/// they were.
+#[test]
+fn rows_outer_equals_vec_dot_with_and_without_touching() {
+    let mut rng = Rng(0x0dd5_70c4_a11e_ad00);
+    for ty in GgmlType::ALL {
+        let Some(k) = kernels(ty) else { continue };
+        let (n_out, n) = (7, ty.block_elems().max(32) * 3);
+        let rb = ty.row_bytes(n);
+        let mut data = vec![0u8; n_out * rb];
+        rng.bytes(&mut data);
+        for blk in data.chunks_exact_mut(ty.block_bytes()) {
+            (k.sanitize)(blk);
+        }
+        let tokens = 2;
+        let mut act = QAct::default();
+        quantize_q8(ty.act_kind(), &rng.act(tokens * n), n, &mut act);
+        for ahead in [false, true] {
+            let mut y = vec![f32::NAN; tokens * n_out];
+            clef_web::ops::rows_outer(k, &data, rb, 2..n_out, &act, &mut y, n_out, ahead);
+            for t in 0..tokens {
+                for r in 0..n_out {
+                    let got = y[t * n_out + r];
+                    if r < 2 {
+                        assert!(got.is_nan(), "{ty}: row {r} outside the range written");
+                    } else {
+                        let want = (k.vec_dot)(&data[r * rb..(r + 1) * rb], act.row(t));
+                        assert_eq!(got.to_bits(), want.to_bits(), "{ty}: touch {ahead}, token {t} row {r}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -107,7 +107,15 @@ test('bench-kernels --json lists every quantized type with SIMD and scalar figur
   for (const t of ['F32', 'Q1_0', 'Q2_0', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'IQ1_S', 'IQ1_M', 'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_S']) {
     assert.ok(types.includes(t), `${t} missing from ${types}`);
   }
-  for (const k of out.kernels) assert.ok(k.simd_gbps > 0 && k.scalar_gbps > 0, JSON.stringify(k));
+  for (const k of out.kernels) {
+    assert.ok(k.simd_gbps > 0 && k.scalar_gbps > 0, JSON.stringify(k));
+    // The decode loop touching each next row: quantized types only.
+    assert.equal(k.touch_gbps === null, k.type === 'F32' || k.type === 'F16' || k.type === 'BF16', JSON.stringify(k));
+  }
+  // Matrices larger than a wasm32 allocation can hold: a clear error, not a crash.
+  const big = spawnSync('node', [...process.execArgv, join(root, 'www/cli.mjs'), 'bench-kernels', '--rows', '131072', '--ms', '1'], { encoding: 'utf8' });
+  assert.equal(big.status, 1);
+  assert.match(big.stderr, /^error: --rows 131072: a F32 matrix would take 2\.0 GiB/);
 });
 
 test('self-test: every fast kernel of this build equals its scalar reference, decoders bit-exact', () => {

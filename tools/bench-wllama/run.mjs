@@ -5,6 +5,9 @@
 //       [--gen-tokens 32] [--repeats 2] [--ctx 512] [--engines ours,ours2,wl1,wl2] [--json OUT.json] [--verbose]
 //       [--not-isolated]   (the page without COOP/COEP, as on a plain static host)
 //
+// CLEF_CHROMIUM_ARGS: more Chromium flags, space-separated (e.g. `--js-flags=--perf-prof
+// --perf-prof-path=/tmp/jd` to profile the engine's wasm with Linux perf, BENCHMARKS.md).
+//
 // Files: the tiny fixtures (A-Q2_K, A-IQ2_M, A-Q1_0, A-IQ1_S from ../shared) unless --no-fixtures,
 // then every FILE given. Needs ./build.sh (www/dist) and /usr/bin/chromium.
 // For each file: ours (1 thread: the engine is one worker), wllama with 1 thread, and wllama with 2
@@ -169,7 +172,7 @@ const ctx = await chromium.launchPersistentContext(profile, {
   executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
   headless: true,
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
+    '--disable-component-update', '--disable-sync', ...(process.env.CLEF_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)],
 });
 const page = ctx.pages()[0] ?? (await ctx.newPage());
 page.on('pageerror', (e) => console.error(`  page error: ${e.message}`));
