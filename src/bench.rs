@@ -250,4 +250,3 @@ pub fn bench_prefill(only: Option<GgmlType>, tokens: usize, min_ms: f64) -> Vec<
         .filter_map(|t| bench_prefill_type(t, tokens, min_ms))
         .collect()
 }
-
