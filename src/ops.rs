@@ -226,14 +226,16 @@ pub fn rows_outer(
 }
 
 /// Whether the row-by-row matvec of `ty` weights touches the next row ahead ([`touch_lines`]):
-/// every quantized type but the four whose kernels measured slower that way (BENCHMARKS.md
-/// "Touching the next row": `bench-kernels --rows 131072`, relaxed build, Node 20 and Chromium 156).
+/// every quantized type but those whose kernels measured slower that way (BENCHMARKS.md
+/// "Touching the next row": `bench-kernels --rows 131072` in V8, SpiderMonkey and JavaScriptCore).
 /// On matrices larger than the caches most kernels wait on each new cache line of their row —
 /// Q5_0 1.7 GB/s plain, 4.8 touching; Q5_K in Chromium 4.1 → 6.1 — while Q6_K, IQ4_XS, Q3_K and
-/// IQ3_S keep enough loads in flight on their own and lost 7–26 %.
+/// IQ3_S keep enough loads in flight on their own and lost 7–26 %. The SIMD128 build's Q5_K
+/// kernel too: 0.87–0.94× in all four engines (Node, Chromium, Firefox, WebKit's jsc).
 pub fn touches_ahead(ty: GgmlType) -> bool {
     use GgmlType::*;
-    TOUCH_AHEAD.load(core::sync::atomic::Ordering::Relaxed) && !ty.is_float() && !matches!(ty, Q6_K | IQ4_XS | Q3_K | IQ3_S)
+    let loses = matches!(ty, Q6_K | IQ4_XS | Q3_K | IQ3_S) || (ty == Q5_K && !cfg!(target_feature = "relaxed-simd"));
+    TOUCH_AHEAD.load(core::sync::atomic::Ordering::Relaxed) && !ty.is_float() && !loses
 }
 
 static TOUCH_AHEAD: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);

@@ -1,8 +1,9 @@
 // Which of the two wasm builds to run (build.sh makes both from the same crate):
 //   clef_web_relaxed_bg.wasm  SIMD128 + relaxed SIMD (i16x8.relaxed_dot_i8x16_i7x16_s: 16 int8
-//                             products per instruction): Chromium ≥ 114, Node with
-//                             --experimental-wasm-relaxed-simd
-//   clef_web_bg.wasm          SIMD128 only: every browser with wasm SIMD (Firefox, Safari, older Chromium)
+//                             products per instruction): Chromium ≥ 114, Firefox (153 ESR
+//                             measured), Node with --experimental-wasm-relaxed-simd
+//   clef_web_bg.wasm          SIMD128 only: every browser with wasm SIMD (Safari — WebKitGTK 2.50's
+//                             JavaScriptCore measured —, older Chromium and Firefox)
 // A module using a relaxed instruction fails validation as a whole where relaxed SIMD is missing,
 // so the choice is made up front by validating a 60-byte probe module (it is only validated, never
 // run, so its instruction need not be one the kernels use):
