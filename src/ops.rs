@@ -196,9 +196,21 @@ pub fn matmul_rows(
     gemm::prompt_rows(k, rows4, rows, &s.act, &mut s.prompt, y, n_out);
 }
 
+/// Elements per kernel call when the decode matvec touches ahead ([`rows_outer`]).
+pub const MATVEC_PIECE: usize = 1024;
+
 /// `y[t·n_out + r]` = row `r` of `data` (rows of `row_bytes`) · token `t` of `act`, for `r` in
 /// `rows`, rows outer: a weight row is read from memory once and stays in L1 for every token.
-/// With `ahead`, the next row is touched first ([`touch_lines`]). The decode matvec.
+/// The decode matvec.
+///
+/// With `ahead`, the next row's memory is requested while this one is multiplied
+/// ([`touch_lines`]). For one token and rows of 1024·C elements (C ≤ 16: every matrix of the
+/// model, whole or split in halves or quarters) the row goes to the kernel a [`MATVEC_PIECE`]
+/// at a time, the same piece of the next row touched before each, and the pieces' products are
+/// added in order; otherwise the whole next row is touched first. Spreading the touches over the
+/// row measured faster than bunching them at its start (BENCHMARKS.md "Touching the next row, a
+/// piece at a time"), and only with the piece loop unrolled (a const piece count per matrix
+/// width, [`rows_outer_pieces`]).
 #[allow(clippy::too_many_arguments)]
 pub fn rows_outer(
     k: &quant::QuantKernels,
@@ -210,6 +222,18 @@ pub fn rows_outer(
     n_out: usize,
     ahead: bool,
 ) {
+    let n = act.n;
+    if ahead && act.rows == 1 && n % MATVEC_PIECE == 0 {
+        macro_rules! pieces {
+            ($($c:literal)*) => {
+                match n / MATVEC_PIECE {
+                    $($c => return rows_outer_pieces::<$c>(k, data, row_bytes, rows, act, y),)*
+                    _ => {}
+                }
+            };
+        }
+        pieces!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+    }
     let row = |r: usize| &data[r * row_bytes..(r + 1) * row_bytes];
     let end = rows.end;
     let mut seen = 0u8;
@@ -225,23 +249,53 @@ pub fn rows_outer(
     core::hint::black_box(seen);
 }
 
-/// Whether the row-by-row matvec of `ty` weights touches the next row ahead ([`touch_lines`]):
-/// every quantized type but those whose kernels measured slower that way (BENCHMARKS.md
-/// "Touching the next row": `bench-kernels --rows 131072` in V8, SpiderMonkey and JavaScriptCore).
-/// On matrices larger than the caches most kernels wait on each new cache line of their row —
-/// Q5_0 1.7 GB/s plain, 4.8 touching; Q5_K in Chromium 4.1 → 6.1 — while Q6_K, IQ4_XS, Q3_K and
-/// IQ3_S keep enough loads in flight on their own and lost 7–26 %. The SIMD128 build's Q5_K
-/// kernel too: 0.87–0.94× in all four engines (Node, Chromium, Firefox, WebKit's jsc).
+/// [`rows_outer`] for one token, touching ahead, rows of `C` pieces: `y[r]` = the in-order sum
+/// of the pieces' `vec_dot`s.
+#[inline(never)]
+fn rows_outer_pieces<const C: usize>(
+    k: &quant::QuantKernels,
+    data: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    act: &QAct,
+    y: &mut [f32],
+) {
+    let cb = row_bytes / C; // bytes of a piece: whole blocks (1024 elements)
+    let a = act.row(0);
+    let row = |r: usize| &data[r * row_bytes..(r + 1) * row_bytes];
+    let end = rows.end;
+    let mut seen = 0u8;
+    for r in rows {
+        let mut sum = 0.0f32;
+        for c in 0..C {
+            if r + 1 < end {
+                seen |= touch_lines(&row(r + 1)[c * cb..(c + 1) * cb]);
+            }
+            sum += (k.vec_dot)(&row(r)[c * cb..(c + 1) * cb], a.slice(c * MATVEC_PIECE, MATVEC_PIECE));
+        }
+        y[r] = sum;
+    }
+    core::hint::black_box(seen);
+}
+
+/// Whether the row-by-row matvec of `ty` weights touches the next row ahead ([`rows_outer`]),
+/// unless turned off for a measurement ([`set_touch_ahead`]). On matrices larger than the caches
+/// the kernels otherwise wait on each new cache line of their row. Touching a piece at a time
+/// (BENCHMARKS.md "Touching the next row, a piece at a time") gains on every type in the relaxed
+/// build, in V8 and SpiderMonkey: all are touched. The SIMD128 build is what Safari runs, and
+/// JavaScriptCore lost on IQ4_XS (0.72×), Q6_K (0.87×) and Q5_K (0.94×; whole rows touched
+/// 0.89×) while Node and Firefox gained: those three are not touched there.
 pub fn touches_ahead(ty: GgmlType) -> bool {
     use GgmlType::*;
-    let loses = matches!(ty, Q6_K | IQ4_XS | Q3_K | IQ3_S) || (ty == Q5_K && !cfg!(target_feature = "relaxed-simd"));
+    let loses = !cfg!(target_feature = "relaxed-simd") && matches!(ty, IQ4_XS | Q6_K | Q5_K);
     TOUCH_AHEAD.load(core::sync::atomic::Ordering::Relaxed) && !ty.is_float() && !loses
 }
 
 static TOUCH_AHEAD: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
 
 /// Turns touching ahead off (or on again), for side-by-side measurements
-/// (`clef generate --touch-ahead off`). The products are the same either way.
+/// (`clef generate --touch-ahead off`). Off, rows go to the kernel whole: the products differ
+/// from the pieces' sums by f32 rounding only.
 pub fn set_touch_ahead(on: bool) {
     TOUCH_AHEAD.store(on, core::sync::atomic::Ordering::Relaxed);
 }

@@ -463,39 +463,50 @@ fn four_row_tiles_equal_one_token_at_a_time() {
     assert!(checked >= 2, "no R4 type checked");
 }
 
-/// The decode matvec (`ops::rows_outer`) writes `vec_dot` of each asked row and token, bit for bit,
-/// whether or not it touches the next row ahead, for every quantized type; rows outside the range
-/// (which starts past the first row and ends at the last one: no touch past the matrix) stay as
-/// they were.
+/// The decode matvec (`ops::rows_outer`), for every quantized type: without touching ahead, or for
+/// several tokens, or rows that are not 1024·C elements, each asked row and token gets `vec_dot` of
+/// the whole row, bit for bit; touching ahead for one token, rows of 1024·C elements go to the
+/// kernel a piece of 1024 at a time and get the in-order sum of the pieces' `vec_dot`s. Rows
+/// outside the range (which starts past the first row and ends at the last one: no touch past the
+/// matrix) stay as they were.
 #[test]
-fn rows_outer_equals_vec_dot_with_and_without_touching() {
+fn rows_outer_is_vec_dot_of_the_row_or_of_its_pieces() {
+    use clef_web::ops::MATVEC_PIECE as P;
     let mut rng = Rng(0x0dd5_70c4_a11e_ad00);
     for ty in GgmlType::ALL {
         let Some(k) = kernels(ty) else { continue };
-        let (n_out, n) = (7, ty.block_elems().max(32) * 3);
-        let rb = ty.row_bytes(n);
-        let mut data = vec![0u8; n_out * rb];
-        rng.bytes(&mut data);
-        for blk in data.chunks_exact_mut(ty.block_bytes()) {
-            (k.sanitize)(blk);
-        }
-        let tokens = 2;
-        let mut act = QAct::default();
-        quantize_q8(ty.act_kind(), &rng.act(tokens * n), n, &mut act);
-        for ahead in [false, true] {
-            let mut y = vec![f32::NAN; tokens * n_out];
-            clef_web::ops::rows_outer(k, &data, rb, 2..n_out, &act, &mut y, n_out, ahead);
-            for t in 0..tokens {
-                for r in 0..n_out {
-                    let got = y[t * n_out + r];
-                    if r < 2 {
-                        assert!(got.is_nan(), "{ty}: row {r} outside the range written");
-                    } else {
-                        let want = (k.vec_dot)(&data[r * rb..(r + 1) * rb], act.row(t));
-                        assert_eq!(got.to_bits(), want.to_bits(), "{ty}: touch {ahead}, token {t} row {r}");
+        for (n, tokens) in [(ty.block_elems().max(32) * 3, 2), (3 * P, 2), (3 * P, 1)] {
+            let n_out = 7;
+            let rb = ty.row_bytes(n);
+            let mut data = vec![0u8; n_out * rb];
+            rng.bytes(&mut data);
+            for blk in data.chunks_exact_mut(ty.block_bytes()) {
+                (k.sanitize)(blk);
+            }
+            let mut act = QAct::default();
+            quantize_q8(ty.act_kind(), &rng.act(tokens * n), n, &mut act);
+            for ahead in [false, true] {
+                let mut y = vec![f32::NAN; tokens * n_out];
+                clef_web::ops::rows_outer(k, &data, rb, 2..n_out, &act, &mut y, n_out, ahead);
+                let by_pieces = ahead && tokens == 1 && n % P == 0;
+                for t in 0..tokens {
+                    for r in 0..n_out {
+                        let got = y[t * n_out + r];
+                        if r < 2 {
+                            assert!(got.is_nan(), "{ty}: row {r} outside the range written");
+                            continue;
+                        }
+                        let (row, a) = (&data[r * rb..(r + 1) * rb], act.row(t));
+                        let want = if by_pieces {
+                            (0..n / P).fold(0.0f32, |sum, c| sum + (k.vec_dot)(&row[rb * c * P / n..rb * (c + 1) * P / n], a.slice(c * P, P)))
+                        } else {
+                            (k.vec_dot)(row, a)
+                        };
+                        assert_eq!(got.to_bits(), want.to_bits(), "{ty}: n {n}, touch {ahead}, token {t} row {r}");
                     }
                 }
             }
         }
     }
 }
+
