@@ -281,13 +281,15 @@ fn rows_outer_pieces<const C: usize>(
 /// Whether the row-by-row matvec of `ty` weights touches the next row ahead ([`rows_outer`]),
 /// unless turned off for a measurement ([`set_touch_ahead`]). On matrices larger than the caches
 /// the kernels otherwise wait on each new cache line of their row. Touching a piece at a time
-/// (BENCHMARKS.md "Touching the next row, a piece at a time") gains on every type in the relaxed
-/// build, in V8 and SpiderMonkey: all are touched. The SIMD128 build is what Safari runs, and
-/// JavaScriptCore lost on IQ4_XS (0.72×), Q6_K (0.87×) and Q5_K (0.94×; whole rows touched
-/// 0.89×) while Node and Firefox gained: those three are not touched there.
+/// (BENCHMARKS.md "Touching the next row, a piece at a time") gains on every type's kernel in the
+/// relaxed build, in V8 and SpiderMonkey, but end to end a touched Q6_K LM head cost the 8-layer
+/// Q4_0 file 7–10 % in Node (3.90 against 4.20–4.36 tok/s): Q6_K is left untouched (as whole-row
+/// touching had measured, 0.74–0.85×). The SIMD128 build is what Safari runs, and JavaScriptCore
+/// lost on IQ4_XS (0.72×) and Q5_K (0.94×; whole rows 0.89×) while Node and Firefox gained: those
+/// are not touched there either.
 pub fn touches_ahead(ty: GgmlType) -> bool {
     use GgmlType::*;
-    let loses = !cfg!(target_feature = "relaxed-simd") && matches!(ty, IQ4_XS | Q6_K | Q5_K);
+    let loses = ty == Q6_K || (!cfg!(target_feature = "relaxed-simd") && matches!(ty, IQ4_XS | Q5_K));
     TOUCH_AHEAD.load(core::sync::atomic::Ordering::Relaxed) && !ty.is_float() && !loses
 }
 
