@@ -303,7 +303,8 @@ pub fn set_touch_ahead(on: bool) {
 }
 
 /// Reads one byte of every 64 (a cache line) of `bytes` and returns their OR: the CPU starts
-/// fetching the whole row at once, while the kernel works on the row before it. Wasm has no
+/// fetching those lines (a row, or a piece of one) at once, while the kernel works on the row
+/// before it. Wasm has no
 /// prefetch instruction; a load whose value is kept alive (`black_box` of the OR) is the portable
 /// form of one.
 #[inline(always)]

@@ -509,4 +509,3 @@ fn rows_outer_is_vec_dot_of_the_row_or_of_its_pieces() {
         }
     }
 }
-
