@@ -373,7 +373,7 @@ pub fn prompt_rows(
     y: &mut [f32],
     y_stride: usize,
 ) {
-    match gemm8::kernels8(k.ty).filter(|_| gemm8::enabled(k.ty)) {
+    match gemm8::kernels8(k.ty).filter(|_| gemm8::enabled(k.ty, act.rows)) {
         Some(k8) => {
             s.packed8.pack(act);
             gemm8::gemm_rows(k8, weights, rows, &s.packed8, &mut s.gemm8, y, y_stride);

@@ -15,22 +15,22 @@
 //! y[t][r] = Σ_b da[t][b]·( d[b]·Σ_{i∈b} sc[i/16]·u[i]·qs[t][i]  +  m[b]·Σ_{g∈b} mn[g]·bsum[t][g] )
 //! ```
 //!
-//! Signed codes are made unsigned with an offset (Q3_K `q + 4`, Q6_K `q + 32`); the offset comes
-//! back through the min term (`m = d`, `mn = −offset·sc`), as in the relaxed `vec_dot`s.
+//! Signed codes are made unsigned with an offset (Q3_K `q + 4`, Q6_K `q + 32`, IQ2_S `±mag + 43`);
+//! the offset comes back through the min term (`m = d`, `mn = −offset·sc`), as in the relaxed
+//! `vec_dot`s.
 //!
 //! **Pair order.** Every 128 elements (8 groups of 16) are stored as the 8×8 transpose of their
 //! element pairs ([`pair_pos`]): 16-byte vector k holds pair k of groups 0..7. Lane g of the
 //! relaxed dot's i16 result (one pair of products) then belongs to group g for every k, so the 8
 //! vectors of a half-block can be **summed in i16** before one `i32x4.dot_i16x8_s` against the
 //! half's 8 group scales widens them — the widening (a `pmaddwd` on x64, as costly as a multiply)
-//! is paid once per `ksum` vectors instead of once per vector. `ksum` (1, 2, 4 or 8) is the most
+//! is paid once per `ksum` vectors instead of once per vector. `ksum` (1, 4 or 8) is the most
 //! vectors whose pair sums fit i16: `ksum·2·128·umax < 2^15` ([`Kernels8::ksum`]): Q2_K, Q3_K,
-//! Q4_K 8, Q5_K 4, Q6_K 2. Types whose codes need 8 bits (Q8_0, IQ4_XS, IQ4_NL: signed bytes or
-//! codebook values up to ±127, no 7-bit form) or whose offset codes allow only `ksum = 1` (IQ2_*:
-//! grid values ±43, so codes up to 86) have no int8 form: with one widening per 16 products,
-//! int8 needs as many multiplies as the i16 GEMM (a `pmaddubsw` + a `pmaddwd` vs two `pmaddwd`).
-//! Q4_0 / Q4_1 / Q5_* (KB = 32) would fit (codes ≤ 31) but were not done: the K-quants below
-//! show what the form gains.
+//! Q4_K 8, Q5_K 4; Q6_K (2 would fit) and IQ2_S (codes up to 86) widen every vector, 1
+//! (**Widening every vector**, below). Types whose codes need 8 bits (Q8_0, IQ4_XS, IQ4_NL:
+//! signed bytes or codebook values up to ±127) have no int8 form; IQ2_XXS / IQ2_XS would fit as
+//! IQ2_S does but are not what Clef-Flash's files use. Q4_0 / Q4_1 / Q5_* (KB = 32) would fit
+//! (codes ≤ 31) but were not done: the K-quants below show what the form gains.
 //!
 //! The tile kernel: 2 rows × 2 tokens, or 2 rows × 4 tokens ([`Profile`]). Per 16 elements the
 //! narrow one loads 2 weight and 2 activation vectors and does 4 relaxed dots into 4 i16 accumulators
@@ -65,6 +65,19 @@
 //! tile width is a constant of each instance ([`gemm`] dispatches on it once): with a run-time
 //! width Node's 2-token tiles ran at half speed.
 //!
+//! **Widening every vector** (`ksum` 1, 2026-12-03): with nothing summed in i16 the tile's
+//! R·C i32 sums need no i16 partners and stay in registers ([`simd::tile`]'s `ks1_blocks`), where
+//! the i16 path keeps them in memory. Per 16 elements × (row, token) that is a relaxed dot, an
+//! `i32x4.dot_i16x8_s` and an add, against the i16 GEMM's two `i32x4.dot_i16x8_s`, two adds and
+//! twice the activation bytes. Chromium 156, wide tiles, 4096×4096 (`tools/bench-kernels-chromium.mjs
+//! --prefill T`, G MAC/s, i16 GEMM → int8 widening every vector): IQ2_S 35.5–36.0 → 37.8–38.4
+//! (T = 32), 37.9–38.8 → 42.0–43.0 (T = 128); Q6_K 34.4 → 39.8 and 37.2 → 43.8 (its `ksum` 2 with
+//! the i32 sums in memory had measured 32.3–33.8 and 33.8: slower than the i16 GEMM). Widening
+//! every vector loses where `ksum` is 8 (Q2_K 49.3 → 44.0, Q3_K 48.4 → 43.0, Q4_K 48.4 → 43.0 at
+//! T = 64) and ties at 4 (Q5_K 41.1 → 42.6). So it is what `ksum` 2 runs as, and IQ2_S and Q6_K
+//! use the int8 form in the browsers' profile. Node 20's V8 was not measured with it (narrow
+//! profile: the i16 GEMM for both).
+//!
 //! `i32x4.relaxed_dot_i8x16_i7x16_add_s` is never used (see `quant/mod.rs`): the i16 sums are
 //! added with `i16x8.add` and widened with `i32x4.dot_i16x8_s`.
 
@@ -89,7 +102,7 @@ pub const MAX_TILE: usize = 4;
 pub enum Profile {
     /// Tiles of 2 rows × 2 tokens, Q2_K only: what Node 20's V8 runs best (the default).
     Narrow,
-    /// Tiles of 2 rows × 4 tokens, Q2_K to Q5_K: what Chromium's V8 runs best (set by the browser
+    /// Tiles of 2 rows × 4 tokens, Q2_K to Q6_K and IQ2_S: what Chromium's V8 runs best (set by the browser
     /// runtime, `setGemmProfile`).
     Wide,
 }
@@ -187,6 +200,9 @@ pub struct Kernels8 {
     /// [`Profile::Wide`]: measured faster than the i16 GEMM for this type in the engine the
     /// profile is for (module docs), else the form exists for the tests only.
     pub faster: [bool; 2],
+    /// From how many tokens on the int8 form is used (where it is [`Kernels8::faster`]): below
+    /// it a type whose int8 decoding costs more than its i16 decoding loses (IQ2_S: 16).
+    pub min_tokens: usize,
     /// Scalar reference decoder (element by element from the type's block description).
     pub decode_ref: DecodeRow8,
     /// The fast decoder (SIMD128 on wasm32; the reference natively); equals `decode_ref`.
@@ -195,13 +211,20 @@ pub struct Kernels8 {
 
 impl Kernels8 {
     /// Vectors of 16 products summed in i16 before widening: the largest power of two ≤ 8 with
-    /// `ksum·2·128·umax < 2^15` (a pair of products is at most 2·128·umax in magnitude).
+    /// `ksum·2·128·umax < 2^15` (a pair of products is at most 2·128·umax in magnitude), except
+    /// that 2 runs as 1: summing in i16 puts the i32 sums in memory, and for only two vectors
+    /// that costs more than widening each one with the i32 sums kept in registers (module docs,
+    /// "Widening every vector").
     pub const fn ksum(&self) -> usize {
         let mut k = 8;
         while k > 1 && k * 2 * 128 * self.umax as usize >= 1 << 15 {
             k /= 2;
         }
-        k
+        if k == 2 {
+            1
+        } else {
+            k
+        }
     }
 }
 
@@ -211,11 +234,12 @@ pub fn kernels8(ty: GgmlType) -> Option<&'static Kernels8> {
     super::kquants::KERNELS8.iter().find(|k| k.ty == ty)
 }
 
-/// Whether the prompt GEMM of `ty` runs in int8 in this build: only with relaxed SIMD (without
-/// it a byte product costs as much as an i16 one), and only for the types of [`kernels8`].
-pub fn enabled(ty: GgmlType) -> bool {
+/// Whether the prompt GEMM of `ty` over `tokens` tokens runs in int8 in this build: only with
+/// relaxed SIMD (without it a byte product costs as much as an i16 one), only for the types of
+/// [`kernels8`] and where it measured faster ([`Kernels8::faster`], [`Kernels8::min_tokens`]).
+pub fn enabled(ty: GgmlType, tokens: usize) -> bool {
     cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd"))
-        && kernels8(ty).is_some_and(|k| k.faster[(profile() == Profile::Wide) as usize])
+        && kernels8(ty).is_some_and(|k| k.faster[(profile() == Profile::Wide) as usize] && tokens >= k.min_tokens)
 }
 
 /// The activations of one int8 GEMM call: tiles of `tile` tokens (the last holds the rest).
@@ -369,14 +393,13 @@ fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct
                 out
             }};
         }
+        // (Widening every vector is right for any `ksum`: 1 also stands for 2.)
         return match (w.len(), ksum) {
             (1, 8) => by_c!(1, 8),
             (1, 4) => by_c!(1, 4),
-            (1, 2) => by_c!(1, 2),
             (1, _) => by_c!(1, 1),
             (_, 8) => by_c!(2, 8),
             (_, 4) => by_c!(2, 4),
-            (_, 2) => by_c!(2, 2),
             (_, _) => by_c!(2, 1),
         };
     }
@@ -545,10 +568,102 @@ pub mod simd {
             wp[r] = w[r].u.as_ptr();
             sp[r] = w[r].sc.as_ptr();
         }
+        let mut facc = if KS == 1 {
+            ks1_blocks::<R, C>(w, nb, &mut wp, &mut sp, &mut ap, da)
+        } else {
+            i16_sum_blocks::<R, C, KS>(w, nb, &mut wp, &mut sp, &mut ap, da)
+        };
+        // The min / offset terms, as in the i16 GEMM's second pass (inside the block loop they
+        // made V8 spill in the hot loop: −25 %).
+        for b in 0..nb {
+            let dab = v128_load(da.add(4 * b) as *const v128);
+            let bsb = bs.add(b * QK_K / 32 * 8);
+            for r in 0..R {
+                let mn = w[r].mn.as_ptr().add(b * QK_K / 16) as *const u32;
+                let mut msum = i32x4_splat(0);
+                for p in 0..QK_K / 32 {
+                    let pair = v128_load32_splat(mn.add(p));
+                    msum = i32x4_add(msum, i32x4_dot_i16x8(pair, v128_load(bsb.add(8 * p) as *const v128)));
+                }
+                let m = f32x4_splat(*w[r].m.get_unchecked(b));
+                facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(f32x4_convert_i32x4(msum), m), dab));
+            }
+        }
+        facc
+    }
+
+    /// The blocks of [`tile`] with `KS` = 1: each relaxed dot is widened against its group
+    /// scales at once, so there are no i16 sums to keep and the R·C i32 sums stay in registers.
+    /// Returns `Σ_b d·da·(the block's integer sum)` per row.
+    ///
+    /// # Safety
+    /// As [`tile`]; the pointers are at the rows' codes / scales and the tile's activations.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
+    unsafe fn ks1_blocks<const R: usize, const C: usize>(
+        w: [&super::Decoded8; R],
+        nb: usize,
+        wp: &mut [*const u8; R],
+        sp: &mut [*const i16; R],
+        ap: &mut *const i8,
+        da: *const f32,
+    ) -> [v128; R] {
         let mut facc = [f32x4_splat(0.0); R];
-        // The i32 sums live in memory (volatile accesses): in registers next to the R·C i16
-        // sums they make V8 spill inside the hot loop; here they cost a load and a store per
-        // `KS` steps.
+        for b in 0..nb {
+            let mut iacc = [[i32x4_splat(0); C]; R];
+            for _half in 0..2 {
+                let mut s = [i32x4_splat(0); R];
+                for r in 0..R {
+                    s[r] = v128_load(sp[r] as *const v128);
+                    sp[r] = sp[r].add(8);
+                }
+                // 8 steps of 16 elements; an opaque trip count keeps this a loop.
+                for _ in 0..core::hint::black_box(8) {
+                    let mut wv = [i16x8_splat(0); R];
+                    for r in 0..R {
+                        wv[r] = v128_load(wp[r] as *const v128);
+                        wp[r] = wp[r].add(16);
+                    }
+                    for c in 0..C {
+                        let av = v128_load(ap.add(16 * c) as *const v128);
+                        for r in 0..R {
+                            let p = i16x8_relaxed_dot_i8x16_i7x16(av, wv[r]);
+                            iacc[r][c] = i32x4_add(iacc[r][c], i32x4_dot_i16x8(p, s[r]));
+                        }
+                    }
+                    *ap = ap.add(16 * C);
+                }
+            }
+            let dab = v128_load(da.add(4 * b) as *const v128);
+            for r in 0..R {
+                let isum = f32x4_convert_i32x4(hsum_i32_lanes(&iacc[r]));
+                let d = f32x4_splat(*w[r].d.get_unchecked(b));
+                facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(isum, d), dab));
+            }
+        }
+        facc
+    }
+
+    /// The blocks of [`tile`] with `KS` ≥ 2: `KS` relaxed dots summed in i16 per (row, token)
+    /// ([`rdot_steps`]), then widened. The i32 sums live in memory (volatile accesses): in
+    /// registers next to the R·C i16 sums they make V8 spill inside the hot loop; here they cost
+    /// a load and a store per `KS` steps.
+    ///
+    /// # Safety
+    /// As [`ks1_blocks`].
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
+    unsafe fn i16_sum_blocks<const R: usize, const C: usize, const KS: usize>(
+        w: [&super::Decoded8; R],
+        nb: usize,
+        wp: &mut [*const u8; R],
+        sp: &mut [*const i16; R],
+        ap: &mut *const i8,
+        da: *const f32,
+    ) -> [v128; R] {
+        let mut facc = [f32x4_splat(0.0); R];
         let mut iacc_mem = [[i32x4_splat(0); C]; R];
         let ia = iacc_mem.as_mut_ptr() as *mut v128;
         for b in 0..nb {
@@ -559,7 +674,7 @@ pub mod simd {
                 // 8 steps of 16 elements per half, KS per widening; an opaque trip count keeps
                 // this a loop.
                 for _ in 0..core::hint::black_box(8 / KS) {
-                    let p = rdot_steps::<R, C, KS>(&mut wp, &mut ap);
+                    let p = rdot_steps::<R, C, KS>(wp, ap);
                     for r in 0..R {
                         let s = v128_load(sp[r] as *const v128);
                         for c in 0..C {
@@ -583,22 +698,6 @@ pub mod simd {
                 let isum = f32x4_convert_i32x4(hsum_i32_lanes(&iacc[r]));
                 let d = f32x4_splat(*w[r].d.get_unchecked(b));
                 facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(isum, d), dab));
-            }
-        }
-        // The min / offset terms, as in the i16 GEMM's second pass (inside the block loop they
-        // made V8 spill in the hot loop: −25 %).
-        for b in 0..nb {
-            let dab = v128_load(da.add(4 * b) as *const v128);
-            let bsb = bs.add(b * QK_K / 32 * 8);
-            for r in 0..R {
-                let mn = w[r].mn.as_ptr().add(b * QK_K / 16) as *const u32;
-                let mut msum = i32x4_splat(0);
-                for p in 0..QK_K / 32 {
-                    let pair = v128_load32_splat(mn.add(p));
-                    msum = i32x4_add(msum, i32x4_dot_i16x8(pair, v128_load(bsb.add(8 * p) as *const v128)));
-                }
-                let m = f32x4_splat(*w[r].m.get_unchecked(b));
-                facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(f32x4_convert_i32x4(msum), m), dab));
             }
         }
         facc

@@ -63,13 +63,15 @@ pub static KERNELS: &[QuantKernels] = &[
 /// The types with a four-rows-interleaved form ([`crate::quant::r4`]).
 pub static R4: &[crate::quant::r4::R4Kernels] = &[q2_k::R4, q3_k::R4];
 
-/// The types with an int8 prompt GEMM form (`gemm8`): codes `u = q + offset` ≤ `umax`.
+/// The types with an int8 prompt GEMM form (`gemm8`): codes `u = q + offset` ≤ `umax` (IQ2_S's
+/// from `iq2.rs`).
 pub static KERNELS8: &[Kernels8] = &[
     q2_k::KERNELS8,
     q3_k::KERNELS8,
     q4_k::KERNELS8_Q4K,
     q4_k::KERNELS8_Q5K,
     q6_k::KERNELS8,
+    super::iq2::KERNELS8_IQ2S,
 ];
 
 /// Number of super-blocks in `row`; panics unless `row` holds whole blocks of `block_bytes` and
@@ -213,7 +215,7 @@ const fn kernels8<T: KBlock, const OFF: i32>(
     faster: [bool; 2],
     decode: fn(&[u8], &mut Decoded8),
 ) -> Kernels8 {
-    Kernels8 { ty, umax, faster, decode_ref: decode8_ref::<T, OFF>, decode }
+    Kernels8 { ty, umax, faster, min_tokens: 0, decode_ref: decode8_ref::<T, OFF>, decode }
 }
 
 /// The kernel entry of a block type: the generic scalar functions plus its `vec_dot`.
