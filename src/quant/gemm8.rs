@@ -75,8 +75,8 @@
 //! the i32 sums in memory had measured 32.3–33.8 and 33.8: slower than the i16 GEMM). Widening
 //! every vector loses where `ksum` is 8 (Q2_K 49.3 → 44.0, Q3_K 48.4 → 43.0, Q4_K 48.4 → 43.0 at
 //! T = 64) and ties at 4 (Q5_K 41.1 → 42.6). So it is what `ksum` 2 runs as, and IQ2_S and Q6_K
-//! use the int8 form in the browsers' profile. Node 20's V8 was not measured with it (narrow
-//! profile: the i16 GEMM for both).
+//! use the int8 form in the browsers' profile. Not in Node 20's (narrow tiles: IQ2_S 33.7 → 23.3,
+//! Q6_K 31.9 → 25.0 G MAC/s against the i16 GEMM at T = 32; 36.6 → 24.7 and 36.1 → 25.6 at 128).
 //!
 //! `i32x4.relaxed_dot_i8x16_i7x16_add_s` is never used (see `quant/mod.rs`): the i16 sums are
 //! added with `i16x8.add` and widened with `i32x4.dot_i16x8_s`.
