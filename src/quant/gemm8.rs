@@ -592,6 +592,27 @@ pub mod simd {
         facc
     }
 
+    /// `facc[r] += d_r·da·Σ(block b's integer sums of row r)`, one lane per token.
+    ///
+    /// # Safety
+    /// `da` holds the tile's scales of block `b`; every row has a `d` for it.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn add_block<const R: usize, const C: usize>(
+        facc: &mut [v128; R],
+        iacc: &[[v128; C]; R],
+        w: [&super::Decoded8; R],
+        b: usize,
+        da: *const f32,
+    ) {
+        let dab = v128_load(da.add(4 * b) as *const v128);
+        for r in 0..R {
+            let isum = f32x4_convert_i32x4(hsum_i32_lanes(&iacc[r]));
+            let d = f32x4_splat(*w[r].d.get_unchecked(b));
+            facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(isum, d), dab));
+        }
+    }
+
     /// The blocks of [`tile`] with `KS` = 1: each relaxed dot is widened against its group
     /// scales at once, so there are no i16 sums to keep and the R·C i32 sums stay in registers.
     /// Returns `Σ_b d·da·(the block's integer sum)` per row.
@@ -635,12 +656,7 @@ pub mod simd {
                     *ap = ap.add(16 * C);
                 }
             }
-            let dab = v128_load(da.add(4 * b) as *const v128);
-            for r in 0..R {
-                let isum = f32x4_convert_i32x4(hsum_i32_lanes(&iacc[r]));
-                let d = f32x4_splat(*w[r].d.get_unchecked(b));
-                facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(isum, d), dab));
-            }
+            add_block(&mut facc, &iacc, w, b, da);
         }
         facc
     }
@@ -693,12 +709,7 @@ pub mod simd {
                     iacc[r][c] = core::ptr::read_volatile(ia.add(r * C + c));
                 }
             }
-            let dab = v128_load(da.add(4 * b) as *const v128);
-            for r in 0..R {
-                let isum = f32x4_convert_i32x4(hsum_i32_lanes(&iacc[r]));
-                let d = f32x4_splat(*w[r].d.get_unchecked(b));
-                facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(isum, d), dab));
-            }
+            add_block(&mut facc, &iacc, w, b, da);
         }
         facc
     }
