@@ -36,8 +36,9 @@
 //! narrow one loads 2 weight and 2 activation vectors and does 4 relaxed dots into 4 i16 accumulators
 //! (12 instructions per 64 multiply-adds, the i16 GEMM needs 22 per 64); every `ksum` steps they
 //! are widened with the rows' scale vectors into 4 i32x4 sums, which live in memory (volatile
-//! accesses: next to the i16 sums in registers V8 spilled inside the hot loop); at the end of a
-//! block they are reduced to one lane per token and scaled by `d·da`. The min / offset terms run
+//! accesses: next to the i16 sums in registers Node 20's V8 spilled inside the hot loop; the wide
+//! tiles keep theirs in registers, which Chromium's V8 handles); at the end of a block they are
+//! reduced to one lane per token and scaled by `d·da`. The min / offset terms run
 //! as a second pass on the i16 GEMM's `bs` layout. Integer ranges: a ksum-sum of pairs < 2^15,
 //! times a scale ≤ 128; a block's sum ≤ 256·128·63·127 < 2^31.
 //!
@@ -571,7 +572,7 @@ pub mod simd {
         let mut facc = if KS == 1 {
             ks1_blocks::<R, C>(w, nb, &mut wp, &mut sp, &mut ap, da)
         } else {
-            i16_sum_blocks::<R, C, KS>(w, nb, &mut wp, &mut sp, &mut ap, da)
+            i16_sum_blocks::<R, C, KS, TILE>(w, nb, &mut wp, &mut sp, &mut ap, da)
         };
         // The min / offset terms, as in the i16 GEMM's second pass (inside the block loop they
         // made V8 spill in the hot loop: −25 %).
@@ -662,16 +663,19 @@ pub mod simd {
     }
 
     /// The blocks of [`tile`] with `KS` ≥ 2: `KS` relaxed dots summed in i16 per (row, token)
-    /// ([`rdot_steps`]), then widened. The i32 sums live in memory (volatile accesses): in
-    /// registers next to the R·C i16 sums they make V8 spill inside the hot loop; here they cost
-    /// a load and a store per `KS` steps.
+    /// ([`rdot_steps`]), then widened into i32 sums. Chromium's V8 keeps the wide tile's (2 × 4)
+    /// i32 sums in registers next to the i16 ones (Chromium 156, 32 tokens, against keeping them
+    /// in memory: Q2_K 45.1–45.5 → 48.4–49.3, Q4_K 43.7–46.3 → 47.5–48.4, Q5_K 38.9–39.5 →
+    /// 41.0–41.3 G MAC/s, Q3_K 45.1–45.5 either way); Node 20's, with the narrow tiles, spilled
+    /// inside the hot loop, so there they live in memory (volatile accesses: a load and a store
+    /// per `KS` steps; in registers Q2_K measured 0.92×).
     ///
     /// # Safety
     /// As [`ks1_blocks`].
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
-    unsafe fn i16_sum_blocks<const R: usize, const C: usize, const KS: usize>(
+    unsafe fn i16_sum_blocks<const R: usize, const C: usize, const KS: usize, const TILE: usize>(
         w: [&super::Decoded8; R],
         nb: usize,
         wp: &mut [*const u8; R],
@@ -680,11 +684,16 @@ pub mod simd {
         da: *const f32,
     ) -> [v128; R] {
         let mut facc = [f32x4_splat(0.0); R];
+        // Registers with the wide tiles, memory with the narrow ones (a constant: LLVM keeps one).
+        let in_registers = TILE == 4;
         let mut iacc_mem = [[i32x4_splat(0); C]; R];
         let ia = iacc_mem.as_mut_ptr() as *mut v128;
         for b in 0..nb {
-            for i in 0..R * C {
-                core::ptr::write_volatile(ia.add(i), i32x4_splat(0));
+            let mut iacc = [[i32x4_splat(0); C]; R];
+            if !in_registers {
+                for i in 0..R * C {
+                    core::ptr::write_volatile(ia.add(i), i32x4_splat(0));
+                }
             }
             for _half in 0..2 {
                 // 8 steps of 16 elements per half, KS per widening; an opaque trip count keeps
@@ -694,8 +703,13 @@ pub mod simd {
                     for r in 0..R {
                         let s = v128_load(sp[r] as *const v128);
                         for c in 0..C {
-                            let x = ia.add(r * C + c);
-                            core::ptr::write_volatile(x, i32x4_add(core::ptr::read_volatile(x), i32x4_dot_i16x8(p[r][c], s)));
+                            let wide = i32x4_dot_i16x8(p[r][c], s);
+                            if in_registers {
+                                iacc[r][c] = i32x4_add(iacc[r][c], wide);
+                            } else {
+                                let x = ia.add(r * C + c);
+                                core::ptr::write_volatile(x, i32x4_add(core::ptr::read_volatile(x), wide));
+                            }
                         }
                     }
                 }
@@ -703,10 +717,11 @@ pub mod simd {
                     sp[r] = sp[r].add(8);
                 }
             }
-            let mut iacc = [[i32x4_splat(0); C]; R];
-            for r in 0..R {
-                for c in 0..C {
-                    iacc[r][c] = core::ptr::read_volatile(ia.add(r * C + c));
+            if !in_registers {
+                for r in 0..R {
+                    for c in 0..C {
+                        iacc[r][c] = core::ptr::read_volatile(ia.add(r * C + c));
+                    }
                 }
             }
             add_block(&mut facc, &iacc, w, b, da);
