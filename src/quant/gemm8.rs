@@ -67,15 +67,15 @@
 //! width Node's 2-token tiles ran at half speed.
 //!
 //! **Widening every vector** (`ksum` 1, 2026-12-03): with nothing summed in i16 the tile's
-//! R·C i32 sums need no i16 partners and stay in registers ([`simd::tile`]'s `ks1_blocks`), where
-//! the i16 path keeps them in memory. Per 16 elements × (row, token) that is a relaxed dot, an
+//! R·C i32 sums are its only accumulators and stay in registers ([`simd::tile`]'s `ks1_blocks`;
+//! the i16-summing path kept them in memory then, and keeps them there in the narrow tiles). Per 16 elements × (row, token) that is a relaxed dot, an
 //! `i32x4.dot_i16x8_s` and an add, against the i16 GEMM's two `i32x4.dot_i16x8_s`, two adds and
 //! twice the activation bytes. Chromium 156, wide tiles, 4096×4096 (`tools/bench-kernels-chromium.mjs
 //! --prefill T`, G MAC/s, i16 GEMM → int8 widening every vector): IQ2_S 35.5–36.0 → 37.8–38.4
 //! (T = 32), 37.9–38.8 → 42.0–43.0 (T = 128); Q6_K 34.4 → 39.8 and 37.2 → 43.8 (its `ksum` 2 with
 //! the i32 sums in memory had measured 32.3–33.8 and 33.8: slower than the i16 GEMM). Widening
 //! every vector loses where `ksum` is 8 (Q2_K 49.3 → 44.0, Q3_K 48.4 → 43.0, Q4_K 48.4 → 43.0 at
-//! T = 64) and ties at 4 (Q5_K 41.1 → 42.6). So it is what `ksum` 2 runs as, and IQ2_S and Q6_K
+//! T = 64, against i16 sums with the i32 sums still in memory) and ties at 4 (Q5_K 41.1 → 42.6). So it is what `ksum` 2 runs as, and IQ2_S and Q6_K
 //! use the int8 form in the browsers' profile. Not in Node 20's (narrow tiles: IQ2_S 33.7 → 23.3,
 //! Q6_K 31.9 → 25.0 G MAC/s against the i16 GEMM at T = 32; 36.6 → 24.7 and 36.1 → 25.6 at 128).
 //!
