@@ -509,6 +509,20 @@ pub mod simd {
         i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(ab, cd), i32x4_shuffle::<2, 3, 6, 7>(ab, cd))
     }
 
+    /// The next 16 codes of each of the R rows; advances their pointers.
+    ///
+    /// # Safety
+    /// `wp[r]..+16` must be readable.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn next_codes<const R: usize>(wp: &mut [*const u8; R]) -> [v128; R] {
+        core::array::from_fn(|r| {
+            let v = v128_load(wp[r] as *const v128);
+            wp[r] = wp[r].add(16);
+            v
+        })
+    }
+
     /// `KS` steps of 16 elements of R rows (`wp`) × C tokens (`ap`, interleaved per 16 bytes):
     /// the relaxed dots summed in i16 per (row, token); advances both pointers. The trip count
     /// is opaque (`black_box`) so that V8 keeps it a loop (unrolled, its loads are hoisted and
@@ -525,11 +539,7 @@ pub mod simd {
     ) -> [[v128; C]; R] {
         let mut p = [[i16x8_splat(0); C]; R];
         for _ in 0..core::hint::black_box(KS) {
-            let mut wv = [i16x8_splat(0); R];
-            for r in 0..R {
-                wv[r] = v128_load(wp[r] as *const v128);
-                wp[r] = wp[r].add(16);
-            }
+            let wv = next_codes(wp);
             for c in 0..C {
                 let av = v128_load(ap.add(16 * c) as *const v128);
                 for r in 0..R {
@@ -642,11 +652,7 @@ pub mod simd {
                 }
                 // 8 steps of 16 elements; an opaque trip count keeps this a loop.
                 for _ in 0..core::hint::black_box(8) {
-                    let mut wv = [i16x8_splat(0); R];
-                    for r in 0..R {
-                        wv[r] = v128_load(wp[r] as *const v128);
-                        wp[r] = wp[r].add(16);
-                    }
+                    let wv = next_codes(wp);
                     for c in 0..C {
                         let av = v128_load(ap.add(16 * c) as *const v128);
                         for r in 0..R {
