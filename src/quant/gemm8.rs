@@ -15,7 +15,8 @@
 //! y[t][r] = Σ_b da[t][b]·( d[b]·Σ_{i∈b} sc[i/16]·u[i]·qs[t][i]  +  m[b]·Σ_{g∈b} mn[g]·bsum[t][g] )
 //! ```
 //!
-//! Signed codes are made unsigned with an offset (Q3_K `q + 4`, Q6_K `q + 32`, IQ2_S `±mag + 43`);
+//! Signed codes are made unsigned with an offset (Q3_K `q + 4`, Q6_K `q + 32`, the IQ2 types
+//! `±mag + 43`, IQ3_XXS `±mag + 62`, IQ3_S `±mag + 15`);
 //! the offset comes back through the min term (`m = d`, `mn = −offset·sc`), as in the relaxed
 //! `vec_dot`s.
 //!
@@ -26,11 +27,11 @@
 //! half's 8 group scales widens them — the widening (a `pmaddwd` on x64, as costly as a multiply)
 //! is paid once per `ksum` vectors instead of once per vector. `ksum` (1, 4 or 8) is the most
 //! vectors whose pair sums fit i16: `ksum·2·128·umax < 2^15` ([`Kernels8::ksum`]): Q2_K, Q3_K,
-//! Q4_K 8, Q5_K 4; Q6_K (2 would fit) and IQ2_S (codes up to 86) widen every vector, 1
-//! (**Widening every vector**, below). Types whose codes need 8 bits (Q8_0, IQ4_XS, IQ4_NL:
-//! signed bytes or codebook values up to ±127) have no int8 form; IQ2_XXS / IQ2_XS would fit as
-//! IQ2_S does but are not what Clef-Flash's files use. Q4_0 / Q4_1 / Q5_* (KB = 32) would fit
-//! (codes ≤ 31) but were not done: the K-quants below show what the form gains.
+//! Q4_K 8, Q5_K and IQ3_S 4; Q6_K (2 would fit), the IQ2 types (codes up to 86) and IQ3_XXS (up to
+//! 124) widen every vector, 1 (**Widening every vector**, below). Types whose codes need 8 bits
+//! (Q8_0, IQ4_XS, IQ4_NL: signed bytes or codebook values up to ±127) have no int8 form; IQ1_S /
+//! IQ1_M (codes up to 18) and Q4_0 / Q4_1 / Q5_* (KB = 32, codes
+//! ≤ 31) would fit, but were not done.
 //!
 //! The tile kernel: 2 rows × 2 tokens, or 2 rows × 4 tokens ([`Profile`]). Per 16 elements the
 //! narrow one loads 2 weight and 2 activation vectors and does 4 relaxed dots into 4 i16 accumulators
@@ -103,8 +104,8 @@ pub const MAX_TILE: usize = 4;
 pub enum Profile {
     /// Tiles of 2 rows × 2 tokens, Q2_K only: what Node 20's V8 runs best (the default).
     Narrow,
-    /// Tiles of 2 rows × 4 tokens, Q2_K to Q6_K and IQ2_S: what Chromium's V8 runs best (set by the browser
-    /// runtime, `setGemmProfile`).
+    /// Tiles of 2 rows × 4 tokens, every type of [`kernels8`]: what Chromium's V8 runs best (set
+    /// by the browser runtime, `setGemmProfile`).
     Wide,
 }
 

@@ -44,7 +44,7 @@
 
 use super::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
 use super::gemm::Decoded;
-use super::gemm8::{pair_pos, Decoded8, Kernels8};
+use super::gemm8::{pair_pos, DecodeRow8, Decoded8, Kernels8};
 use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8, QK_K};
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -201,28 +201,41 @@ fn decode8_ref<L: Iq2Layout>(row: &[u8], out: &mut Decoded8) {
     }
 }
 
-/// IQ2_S's int8 GEMM entry: codes up to 86 (`ksum` 1, every vector widened). In the browsers'
-/// profile, from 16 tokens: Chromium, 4096×4096, G MAC/s against the i16 GEMM, T = 2 / 4 / 8 /
-/// 32 / 128: 10.2 / 16.8 / 24.4 / 38.1 / 42.5 against 12.4 / 19.7 / 24.4 / 35.8 / 38.5 (its
-/// decoding costs more than the i16 one's, which the tile's gain pays back from ~8 tokens on).
-pub(super) const KERNELS8_IQ2S: Kernels8 = Kernels8 {
-    ty: GgmlType::IQ2_S,
-    umax: 86,
-    faster: [false, true],
-    min_tokens: 16,
-    decode_ref: decode8_ref::<Iq2S>,
-    decode: decode8_iq2_s,
-};
-
-fn decode8_iq2_s(row: &[u8], out: &mut Decoded8) {
-    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
-    {
-        // SAFETY: relaxed-simd is enabled for this build; lengths are checked inside.
-        return unsafe { relaxed::decode8_iq2_s_simd(row, out) };
-    }
-    #[allow(unreachable_code)]
-    decode8_ref::<Iq2S>(row, out)
+/// The int8 GEMM entries: codes up to 86 (`ksum` 1, every vector widened), in the browsers'
+/// profile from 16 tokens: their decoding costs more than the i16 one's, which the tile's gain
+/// pays back from ~8–16 tokens on. Chromium 156, 4096×4096, G MAC/s, i16 GEMM → int8:
+/// * IQ2_S, T = 2 / 4 / 8 / 32 / 128: 12.4 / 19.7 / 24.4 / 35.8 / 38.5 → 10.2 / 16.8 / 24.4 /
+///   38.1 / 42.5;
+/// * IQ2_XXS, T = 4 / 16 / 32 (two alternating rounds): 19.2 / 29.2–29.8 / 31.8–32.3 → 16.8 /
+///   29.5–31.2 / 34.0–36.0;
+/// * IQ2_XS: 17.7–18.1 / 27.7–29.8 / 31.4–31.8 → 16.4–18.1 / 29.2–31.2 / 33.8–35.3.
+const fn kernels8<L: Iq2Layout>(min_tokens: usize, decode: DecodeRow8) -> Kernels8 {
+    Kernels8 { ty: L::TY, umax: 86, faster: [false, true], min_tokens, decode_ref: decode8_ref::<L>, decode }
 }
+
+pub(super) const KERNELS8_IQ2XXS: Kernels8 = kernels8::<Iq2Xxs>(16, decode8_iq2_xxs);
+pub(super) const KERNELS8_IQ2XS: Kernels8 = kernels8::<Iq2Xs>(16, decode8_iq2_xs);
+pub(super) const KERNELS8_IQ2S: Kernels8 = kernels8::<Iq2S>(16, decode8_iq2_s);
+
+/// The fast int8 decoders: relaxed SIMD in the relaxed build, else the reference (the int8 GEMM
+/// runs only in the relaxed build; the others have these for the tests).
+macro_rules! fast_decode8 {
+    ($name:ident, $layout:ty, $simd:ident) => {
+        fn $name(row: &[u8], out: &mut Decoded8) {
+            #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+            {
+                // SAFETY: relaxed-simd is enabled for this build; lengths are checked inside.
+                return unsafe { relaxed::$simd(row, out) };
+            }
+            #[allow(unreachable_code)]
+            decode8_ref::<$layout>(row, out)
+        }
+    };
+}
+
+fast_decode8!(decode8_iq2_xxs, Iq2Xxs, decode8_iq2_xxs_simd);
+fast_decode8!(decode8_iq2_xs, Iq2Xs, decode8_iq2_xs_simd);
+fast_decode8!(decode8_iq2_s, Iq2S, decode8_iq2_s_simd);
 
 /// The fast row decoders: on wasm32 the generic SIMD driver with the type's table rows
 /// (`$rows(blk, b, l)` = grid row and ±1 sign row of group (b, l)), else the reference.
@@ -983,44 +996,120 @@ pub(super) mod relaxed {
         })
     }
 
-    /// IQ2_S row → int8 GEMM form ([`super::decode8_ref`]): per sub-block two v128 of grid
-    /// magnitudes, negated under the [`Signs`] masks, plus 43; the block's 16 vectors to pair
-    /// order.
+    /// A row → int8 GEMM form ([`super::decode8_ref`]), the three types' shared loop: per block
+    /// `block` gives its [`Signs`]; per sub-block `sub(blk, b)` the grid rows of groups 0, 1 and
+    /// 2, 3 and the scale nibbles of its two halves. The magnitudes are negated under the sign
+    /// masks, plus 43; the block's 16 vectors go to pair order.
     ///
     /// # Safety
-    /// simd128 + relaxed-simd.
-    #[target_feature(enable = "simd128,relaxed-simd")]
-    pub(super) unsafe fn decode8_iq2_s_simd(row: &[u8], out: &mut super::Decoded8) {
-        let nb = out.check(super::GgmlType::IQ2_S, row);
-        let k = Consts::new();
-        let grid = IQ2S_GRID.as_ptr();
+    /// simd128 + relaxed-simd; `block` and `sub` read only inside the block.
+    #[inline(always)]
+    unsafe fn decode8<L: Iq2Layout>(
+        row: &[u8],
+        out: &mut super::Decoded8,
+        k: &Consts,
+        block: impl Fn(*const u8) -> Signs,
+        sub: impl Fn(*const u8, usize) -> (v128, v128, i16, i16),
+    ) {
+        let nb = out.check(L::TY, row);
         let off = i8x16_splat(43);
         let mut v = [i8x16_splat(0); 16];
         for i in 0..nb {
-            // SAFETY: block i is row[82i..82i+82]; its outputs are u[256i..], sc/mn[16i..16i+16].
-            let blk = row.as_ptr().add(i * Iq2S::BYTES);
-            let mut sg = Signs { cur: v128_load(blk.add(34) as *const v128), next: v128_load(blk.add(50) as *const v128) };
+            // SAFETY: block i is row[BYTES·i..][..BYTES]; its outputs are u[256i..],
+            // sc/mn[16i..16i+16].
+            let blk = row.as_ptr().add(i * L::BYTES);
+            let mut sg = block(blk);
             for b in 0..8 {
-                let (m01, m23) = sg.masks(&k);
-                let qh = *blk.add(66 + b) as usize;
-                let q = blk.add(2 + 4 * b);
-                let ix = |l: usize| *q.add(l) as usize | ((qh >> (2 * l)) & 3) << 8;
-                let g01 = rows2(grid, ix(0), ix(1));
-                let g23 = rows2(grid, ix(2), ix(3));
+                let (m01, m23) = sg.masks(k);
+                let (g01, g23, nib0, nib1) = sub(blk, b);
                 v[2 * b] = i8x16_add(i8x16_relaxed_laneselect(i8x16_neg(g01), g01, m01), off);
                 v[2 * b + 1] = i8x16_add(i8x16_relaxed_laneselect(i8x16_neg(g23), g23, m23), off);
-                let sc = *blk.add(74 + b) as i16;
-                let (ls0, ls1) = (2 * (sc & 15) + 1, 2 * (sc >> 4) + 1);
+                let (ls0, ls1) = (2 * nib0 + 1, 2 * nib1 + 1);
                 *out.sc.get_unchecked_mut(16 * i + 2 * b) = ls0;
                 *out.sc.get_unchecked_mut(16 * i + 2 * b + 1) = ls1;
                 *out.mn.get_unchecked_mut(16 * i + 2 * b) = -43 * ls0;
                 *out.mn.get_unchecked_mut(16 * i + 2 * b + 1) = -43 * ls1;
             }
             crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
-            let d = crate::quant::f16_at(core::slice::from_raw_parts(blk, Iq2S::BYTES), 0) * 0.125;
+            let d = crate::quant::f16_at(core::slice::from_raw_parts(blk, L::BYTES), 0) * 0.125;
             out.d[i] = d;
             out.m[i] = d;
         }
+    }
+
+    /// IQ2_XXS row → int8 GEMM form: signs and grid rows as in [`vec_dot_iq2_xxs_simd`].
+    ///
+    /// # Safety
+    /// simd128 + relaxed-simd.
+    #[target_feature(enable = "simd128,relaxed-simd")]
+    pub(super) unsafe fn decode8_iq2_xxs_simd(row: &[u8], out: &mut super::Decoded8) {
+        let k = Consts::new();
+        let grid = IQ2XXS_GRID.as_ptr();
+        // SAFETY: reads stay inside the block; grid indices are bytes (256 rows).
+        let block = |blk: *const u8| {
+            let w = |h: usize| {
+                let v0 = v128_load(blk.add(2 + 32 * h) as *const v128);
+                let v1 = v128_load(blk.add(18 + 32 * h) as *const v128);
+                i32x4_shuffle::<1, 3, 5, 7>(v0, v1)
+            };
+            Signs { cur: ksigns_of_words(w(0), &k), next: ksigns_of_words(w(1), &k) }
+        };
+        decode8::<Iq2Xxs>(row, out, &k, block, |blk, b| {
+            let q = blk.add(2 + 8 * b);
+            let g01 = rows2(grid, *q as usize, *q.add(1) as usize);
+            let g23 = rows2(grid, *q.add(2) as usize, *q.add(3) as usize);
+            let nib = (*q.add(7) >> 4) as i16;
+            (g01, g23, nib, nib)
+        })
+    }
+
+    /// IQ2_XS row → int8 GEMM form: signs and grid rows as in [`vec_dot_iq2_xs_simd`].
+    ///
+    /// # Safety
+    /// simd128 + relaxed-simd.
+    #[target_feature(enable = "simd128,relaxed-simd")]
+    pub(super) unsafe fn decode8_iq2_xs_simd(row: &[u8], out: &mut super::Decoded8) {
+        let k = Consts::new();
+        let grid = IQ2XS_GRID.as_ptr();
+        // SAFETY: reads stay inside the block; grid indices have 9 bits (512 rows).
+        let block = |blk: *const u8| {
+            let signs = |h: usize| {
+                let w0 = v128_load(blk.add(2 + 32 * h) as *const v128);
+                let w1 = v128_load(blk.add(18 + 32 * h) as *const v128);
+                ksigns(u8x16_narrow_i16x8(u16x8_shr(w0, 9), u16x8_shr(w1, 9)), &k)
+            };
+            Signs { cur: signs(0), next: signs(1) }
+        };
+        decode8::<Iq2Xs>(row, out, &k, block, |blk, b| {
+            let q = blk.add(2 + 8 * b) as *const u32;
+            let (w01, w23) = (q.read_unaligned() as usize, q.add(1).read_unaligned() as usize);
+            let g01 = rows2(grid, w01 & 511, (w01 >> 16) & 511);
+            let g23 = rows2(grid, w23 & 511, (w23 >> 16) & 511);
+            let sc = *blk.add(66 + b) as i16;
+            (g01, g23, sc & 15, sc >> 4)
+        })
+    }
+
+    /// IQ2_S row → int8 GEMM form: the stored sign bytes; grid indices `qs | qh bits << 8` read
+    /// per group.
+    ///
+    /// # Safety
+    /// simd128 + relaxed-simd.
+    #[target_feature(enable = "simd128,relaxed-simd")]
+    pub(super) unsafe fn decode8_iq2_s_simd(row: &[u8], out: &mut super::Decoded8) {
+        let k = Consts::new();
+        let grid = IQ2S_GRID.as_ptr();
+        // SAFETY: reads stay inside the block; grid indices have 10 bits (1024 rows).
+        let block = |blk: *const u8| Signs { cur: v128_load(blk.add(34) as *const v128), next: v128_load(blk.add(50) as *const v128) };
+        decode8::<Iq2S>(row, out, &k, block, |blk, b| {
+            let qh = *blk.add(66 + b) as usize;
+            let q = blk.add(2 + 4 * b);
+            let ix = |l: usize| *q.add(l) as usize | ((qh >> (2 * l)) & 3) << 8;
+            let g01 = rows2(grid, ix(0), ix(1));
+            let g23 = rows2(grid, ix(2), ix(3));
+            let sc = *blk.add(74 + b) as i16;
+            (g01, g23, sc & 15, sc >> 4)
+        })
     }
 
     /// IQ2_S · Q8_K, relaxed SIMD. Signs: the stored sign bytes. Grid rows: the 10-bit indices

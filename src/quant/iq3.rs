@@ -17,6 +17,7 @@
 
 use super::tables::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use super::gemm::Decoded;
+use super::gemm8::{pair_pos, Decoded8, Kernels8};
 use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8, QK_K};
 
 pub static KERNELS: &[QuantKernels] = &[
@@ -194,6 +195,58 @@ pub mod iq3_xxs {
         }
         #[allow(unreachable_code)]
         decode_ref(row, out)
+    }
+
+    /// Offset that makes the signed magnitudes (±4..=±62) unsigned int8 codes.
+    const OFF8: i32 = 62;
+
+    /// Int8 GEMM form ([`crate::quant::gemm8`]): codes `u = ±mag + 62 ∈ 0..=124` in pair order,
+    /// `sc = 2s + 1` for both 16-element halves of a sub-block, the offset back through the min
+    /// term (`mn = −62·sc`, `m = d`), `d = d_w / 4`. Exact as [`decode_ref`]: `d·(sc·u)` and
+    /// `d·(−62·sc)` are exact products (an fp16 `d` times integers below 2^12) whose sum,
+    /// `d·sc·(±mag)`, is exactly representable.
+    pub fn decode8_ref(row: &[u8], out: &mut Decoded8) {
+        let nb = out.check(GgmlType::IQ3_XXS, row);
+        for (i, blk) in row.chunks_exact(BYTES).take(nb).enumerate() {
+            for b in 0..8 {
+                for l in 0..4 {
+                    for (j, q) in group(blk, b, l).into_iter().enumerate() {
+                        out.u[QK_K * i + pair_pos(32 * b + 8 * l + j)] = (q + OFF8) as u8;
+                    }
+                }
+                let ls = 2 * (u32_at(blk, 66 + 4 * b) >> 28) as i16 + 1;
+                for h in 0..2 {
+                    out.sc[16 * i + 2 * b + h] = ls;
+                    out.mn[16 * i + 2 * b + h] = -(OFF8 as i16) * ls;
+                }
+            }
+            let d = f16_at(blk, 0) * 0.25;
+            out.d[i] = d;
+            out.m[i] = d;
+        }
+    }
+
+    /// IQ3_XXS's int8 GEMM entry: codes up to 124 (`ksum` 1), from 16 tokens as the IQ2 types'
+    /// (`iq2::kernels8`). Chromium 156, 4096×4096, G MAC/s, i16 GEMM → int8, two alternating
+    /// rounds, T = 16 / 32 / 128: 26.6–28.0 / 30.9–32.7 / 35.2–35.3 → 30.2 / 35.1–36.3 /
+    /// 39.1–40.3.
+    pub const KERNELS8: Kernels8 = Kernels8 {
+        ty: GgmlType::IQ3_XXS,
+        umax: 124,
+        faster: [false, true],
+        min_tokens: 16,
+        decode_ref: decode8_ref,
+        decode: decode8,
+    };
+
+    fn decode8(row: &[u8], out: &mut Decoded8) {
+        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        {
+            // SAFETY: relaxed-simd is enabled for this build; lengths are checked inside.
+            return unsafe { super::relaxed::decode8_iq3_xxs(row, out) };
+        }
+        #[allow(unreachable_code)]
+        decode8_ref(row, out)
     }
 
     pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
@@ -403,6 +456,58 @@ pub mod iq3_s {
         decode_ref(row, out)
     }
 
+    /// Offset that makes the signed magnitudes (odd, ±1..=±15) unsigned int8 codes.
+    const OFF8: i32 = 15;
+
+    /// Int8 GEMM form ([`crate::quant::gemm8`]): codes `u = ±mag + 15 ∈ 0..=30` in pair order,
+    /// `sc = 1 + 2s` for both 16-element halves of a sub-block, the offset back through the min
+    /// term (`mn = −15·sc`, `m = d`), `d = d_w`. Exact as [`decode_ref`]: `d·(sc·u)` and
+    /// `d·(−15·sc)` are exact products (an fp16 `d` times integers below 2^10) whose sum,
+    /// `d·sc·(±mag)`, is exactly representable.
+    pub fn decode8_ref(row: &[u8], out: &mut Decoded8) {
+        let nb = out.check(GgmlType::IQ3_S, row);
+        for (i, blk) in row.chunks_exact(BYTES).take(nb).enumerate() {
+            for b in 0..8 {
+                for l in 0..4 {
+                    for (j, q) in group(blk, b, l).into_iter().enumerate() {
+                        out.u[QK_K * i + pair_pos(32 * b + 8 * l + j)] = (q + OFF8) as u8;
+                    }
+                }
+                let ls = scale(blk, b) as i16;
+                for h in 0..2 {
+                    out.sc[16 * i + 2 * b + h] = ls;
+                    out.mn[16 * i + 2 * b + h] = -(OFF8 as i16) * ls;
+                }
+            }
+            let d = f16_at(blk, 0);
+            out.d[i] = d;
+            out.m[i] = d;
+        }
+    }
+
+    /// IQ3_S's int8 GEMM entry: codes up to 30 (`ksum` 4), faster from the fewest tokens on.
+    /// Chromium 156, 4096×4096, G MAC/s, i16 GEMM → int8, two alternating rounds, T = 4 / 8 /
+    /// 16 / 32: 12.7–13.4 / 19.2–20.7 / 25.6–26.8 / 31.0–32.0 → 14.3 / 21.7–22.4 / 29.2–29.5 /
+    /// 33.6–34.9.
+    pub const KERNELS8: Kernels8 = Kernels8 {
+        ty: GgmlType::IQ3_S,
+        umax: 30,
+        faster: [false, true],
+        min_tokens: 0,
+        decode_ref: decode8_ref,
+        decode: decode8,
+    };
+
+    fn decode8(row: &[u8], out: &mut Decoded8) {
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        {
+            // SAFETY: simd128 is enabled for this build; lengths are checked inside.
+            return unsafe { simd::decode8(row, out) };
+        }
+        #[allow(unreachable_code)]
+        decode8_ref(row, out)
+    }
+
     pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
         #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
         {
@@ -432,6 +537,7 @@ pub mod iq3_s {
         };
         use super::BYTES;
         use crate::quant::gemm::Decoded;
+        use crate::quant::gemm8::Decoded8;
         use crate::quant::simd::store_scaled16;
         use crate::quant::tables::IQ3S_GRID;
         use crate::quant::{f16_at, GgmlType, QK_K};
@@ -536,6 +642,39 @@ pub mod iq3_s {
             }
         }
 
+        /// Row → int8 GEMM form ([`super::decode8_ref`]): each sub-block's signed magnitudes plus
+        /// 15, the block's 16 vectors to pair order.
+        ///
+        /// # Safety
+        /// Requires simd128.
+        #[target_feature(enable = "simd128")]
+        pub unsafe fn decode8(row: &[u8], out: &mut Decoded8) {
+            let nb = out.check(GgmlType::IQ3_S, row);
+            let k = Consts::new();
+            let off = i8x16_splat(super::OFF8 as i8);
+            let mut v = [i8x16_splat(0); 16];
+            for i in 0..nb {
+                // SAFETY: block i is row[110i..110i+110]; its outputs are u[256i..],
+                // sc/mn[16i..16i+16].
+                let p = row.as_ptr().add(i * BYTES);
+                let sc = (p.add(106) as *const u32).read_unaligned();
+                for b in 0..8 {
+                    let (w0, w1, _) = sub_block(p, sc, b, &k);
+                    v[2 * b] = i8x16_add(w0, off);
+                    v[2 * b + 1] = i8x16_add(w1, off);
+                    let ls = 1 + 2 * ((sc >> (4 * b)) & 15) as i16;
+                    for h in 0..2 {
+                        *out.sc.get_unchecked_mut(16 * i + 2 * b + h) = ls;
+                        *out.mn.get_unchecked_mut(16 * i + 2 * b + h) = -(super::OFF8 as i16) * ls;
+                    }
+                }
+                crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
+                let d = f16_at(core::slice::from_raw_parts(p, BYTES), 0);
+                out.d[i] = d;
+                out.m[i] = d;
+            }
+        }
+
         /// # Safety
         /// Requires simd128.
         #[cfg(not(target_feature = "relaxed-simd"))]
@@ -579,6 +718,7 @@ mod relaxed {
     //! `ls` splat.
     use super::{check_lengths, iq3_s, iq3_xxs};
     use crate::quant::iq2::relaxed::{d_splat, dot16, ksigns_of_words, ls16, Consts, Signs};
+    use crate::quant::gemm8::Decoded8;
     use crate::quant::simd::hsum_f32;
     use crate::quant::tables::{IQ3S_GRID, IQ3XXS_GRID};
     use crate::quant::{Q8, QK_K};
@@ -649,6 +789,48 @@ mod relaxed {
             acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), d_splat(blk, act.d.as_ptr().add(8 * i))));
         }
         0.25 * hsum_f32(acc)
+    }
+
+    /// IQ3_XXS row → int8 GEMM form ([`iq3_xxs::decode8_ref`]): signs and grid entries as in
+    /// [`vec_dot_iq3_xxs`]; the magnitudes negated under the sign masks, plus 62; the block's 16
+    /// vectors to pair order.
+    ///
+    /// # Safety
+    /// Requires simd128 and relaxed-simd.
+    #[target_feature(enable = "simd128,relaxed-simd")]
+    pub unsafe fn decode8_iq3_xxs(row: &[u8], out: &mut Decoded8) {
+        let nb = out.check(crate::quant::GgmlType::IQ3_XXS, row);
+        let k = Consts::new();
+        let grid = IQ3XXS_GRID.as_ptr() as *const u8;
+        let off = i8x16_splat(62);
+        let mut v = [i8x16_splat(0); 16];
+        for i in 0..nb {
+            // SAFETY: block i is row[98i..98i+98]; its outputs are u[256i..], sc/mn[16i..16i+16];
+            // grid indices are bytes (256 entries).
+            let blk = row.as_ptr().add(i * iq3_xxs::BYTES);
+            let sg = blk.add(66);
+            let mut signs = Signs {
+                cur: ksigns_of_words(v128_load(sg as *const v128), &k),
+                next: ksigns_of_words(v128_load(sg.add(16) as *const v128), &k),
+            };
+            for b in 0..8 {
+                let (m01, m23) = signs.masks(&k);
+                let q = blk.add(2 + 8 * b);
+                let g01 = grid4(grid, |j| 4 * *q.add(j) as usize);
+                let g23 = grid4(grid, |j| 4 * *q.add(4 + j) as usize);
+                v[2 * b] = i8x16_add(i8x16_relaxed_laneselect(i8x16_neg(g01), g01, m01), off);
+                v[2 * b + 1] = i8x16_add(i8x16_relaxed_laneselect(i8x16_neg(g23), g23, m23), off);
+                let ls = 2 * (*sg.add(4 * b + 3) >> 4) as i16 + 1;
+                for h in 0..2 {
+                    *out.sc.get_unchecked_mut(16 * i + 2 * b + h) = ls;
+                    *out.mn.get_unchecked_mut(16 * i + 2 * b + h) = -62 * ls;
+                }
+            }
+            crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
+            let d = crate::quant::f16_at(core::slice::from_raw_parts(blk, iq3_xxs::BYTES), 0) * 0.25;
+            out.d[i] = d;
+            out.m[i] = d;
+        }
     }
 
     /// IQ3_S · Q8_K, relaxed SIMD. Signs: the stored sign bytes. Per block, in SIMD: the grid

@@ -71,7 +71,11 @@ pub static KERNELS8: &[Kernels8] = &[
     q4_k::KERNELS8_Q4K,
     q4_k::KERNELS8_Q5K,
     q6_k::KERNELS8,
+    super::iq2::KERNELS8_IQ2XXS,
+    super::iq2::KERNELS8_IQ2XS,
     super::iq2::KERNELS8_IQ2S,
+    super::iq3::iq3_xxs::KERNELS8,
+    super::iq3::iq3_s::KERNELS8,
 ];
 
 /// Number of super-blocks in `row`; panics unless `row` holds whole blocks of `block_bytes` and
