@@ -16,7 +16,7 @@
 //! ```
 //!
 //! Signed codes are made unsigned with an offset (Q3_K `q + 4`, Q6_K `q + 32`, the IQ2 types
-//! `±mag + 43`, IQ3_XXS `±mag + 62`, IQ3_S `±mag + 15`);
+//! `±mag + 43`, IQ3_XXS `±mag + 62`, IQ3_S `±mag + 15`, IQ1_S / IQ1_M `8g ± 1 + 9`);
 //! the offset comes back through the min term (`m = d`, `mn = −offset·sc`), as in the relaxed
 //! `vec_dot`s.
 //!
@@ -27,11 +27,11 @@
 //! half's 8 group scales widens them — the widening (a `pmaddwd` on x64, as costly as a multiply)
 //! is paid once per `ksum` vectors instead of once per vector. `ksum` (1, 4 or 8) is the most
 //! vectors whose pair sums fit i16: `ksum·2·128·umax < 2^15` ([`Kernels8::ksum`]): Q2_K, Q3_K,
-//! Q4_K 8, Q5_K and IQ3_S 4; Q6_K (2 would fit), the IQ2 types (codes up to 86) and IQ3_XXS (up to
+//! Q4_K 8, Q5_K, IQ3_S, IQ1_S and IQ1_M 4; Q6_K (2 would fit), the IQ2 types (codes up to 86) and IQ3_XXS (up to
 //! 124) widen every vector, 1 (**Widening every vector**, below). Types whose codes need 8 bits
-//! (Q8_0, IQ4_XS, IQ4_NL: signed bytes or codebook values up to ±127) have no int8 form; IQ1_S /
-//! IQ1_M (codes up to 18) and Q4_0 / Q4_1 / Q5_* (KB = 32, codes
-//! ≤ 31) would fit, but were not done.
+//! (Q8_0, IQ4_XS, IQ4_NL: signed bytes or codebook values up to ±127) have no int8 form; Q4_0 /
+//! Q4_1 / Q5_* would fit (codes ≤ 31) but have a float scale per 32 elements (KB = 32), which
+//! this kernel's per-256 block epilogue does not do.
 //!
 //! The tile kernel: 2 rows × 2 tokens, or 2 rows × 4 tokens ([`Profile`]). Per 16 elements the
 //! narrow one loads 2 weight and 2 activation vectors and does 4 relaxed dots into 4 i16 accumulators

@@ -29,6 +29,7 @@
 
 use super::tables::IQ1S_GRID;
 use super::gemm::Decoded;
+use super::gemm8::{pair_pos, Decoded8, Kernels8};
 use super::{f16_at, sanitize_f16, GgmlType, QuantKernels, Q8, QK_K};
 
 pub static KERNELS: &[QuantKernels] = &[
@@ -108,6 +109,34 @@ fn put8(q: &mut [i16], ls: i32, e: usize) {
     for (j, v) in GRID8D[e].to_le_bytes().iter().enumerate() {
         q[j] = (ls * *v as i8 as i32) as i16;
     }
+}
+
+/// Offset of the int8 GEMM form: codes `8g ± 1 + 9 ∈ 0..=18` (as [`GRID8D_U`]).
+const OFF8: i16 = 9;
+
+/// Writes the 8 codes `8g ± 1 + 9` of `GRID8D[e]` for elements `i0..i0+8` of a row in pair order.
+#[inline(always)]
+fn put8_u(u: &mut [u8], i0: usize, e: usize) {
+    for (j, v) in GRID8D[e].to_le_bytes().iter().enumerate() {
+        u[pair_pos(i0 + j)] = (*v as i8 as i16 + OFF8) as u8;
+    }
+}
+
+/// The int8 GEMM entry of either type: codes up to 18 (`ksum` 4), the offset back through the
+/// min term (`mn = −9·sc`, `m = d`), `d = d_w / 8`; per 16 elements `sc = 2s + 1`. Its decoding
+/// is two `GRID8D_U` loads per 16 weights, cheaper than the i16 form's, so it wins from the
+/// fewest tokens on. Chromium 156, 4096×4096, G MAC/s, i16 GEMM → int8, two alternating rounds,
+/// T = 4 / 16 / 32: IQ1_S 17.7–18.6 / 30.2–30.9 / 31.8–34.0 → 19.7 / 34.4–34.9 / 38.4–39.5;
+/// IQ1_M 16.0–16.8 / 27.4–29.8 / 33.1–33.8 → 17.2 / 32.7–33.1 / 36.8–38.1.
+const fn kernels8(ty: GgmlType, decode_ref: super::gemm8::DecodeRow8, decode: super::gemm8::DecodeRow8) -> Kernels8 {
+    Kernels8 { ty, umax: 18, faster: [false, true], min_tokens: 0, decode_ref, decode }
+}
+
+/// Sets the scale and min of 16-element group `g` of a row's int8 form.
+#[inline(always)]
+fn put_scale8(out: &mut Decoded8, g: usize, ls: i16) {
+    out.sc[g] = ls;
+    out.mn[g] = -OFF8 * ls;
 }
 
 #[inline(always)]
@@ -354,6 +383,39 @@ pub mod iq1_s {
         decode_ref(row, out)
     }
 
+    /// Int8 GEMM form ([`super::kernels8`]): exact as [`decode_ref`] (`d·(sc·u)` and `d·(−9·sc)`
+    /// are exact products whose sum is the weight).
+    pub fn decode8_ref(row: &[u8], out: &mut Decoded8) {
+        let nb = out.check(GgmlType::IQ1_S, row);
+        for (i, blk) in row.chunks_exact(BYTES).take(nb).enumerate() {
+            for b in 0..8 {
+                let qh = u16_at(blk, 34 + 2 * b);
+                let neg = if qh & 0x8000 != 0 { NEG } else { 0 };
+                for l in 0..4 {
+                    put8_u(&mut out.u, QK_K * i + 32 * b + 8 * l, index(&blk[2 + 4 * b..], qh, l) | neg);
+                }
+                for h in 0..2 {
+                    put_scale8(out, 16 * i + 2 * b + h, scale(qh) as i16);
+                }
+            }
+            let d = f16_at(blk, 0) * DELTA;
+            out.d[i] = d;
+            out.m[i] = d;
+        }
+    }
+
+    pub const KERNELS8: Kernels8 = super::kernels8(GgmlType::IQ1_S, decode8_ref, decode8);
+
+    fn decode8(row: &[u8], out: &mut Decoded8) {
+        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        {
+            // SAFETY: relaxed-simd is enabled for this build; lengths are checked inside.
+            return unsafe { simd::decode8(row, out) };
+        }
+        #[allow(unreachable_code)]
+        decode8_ref(row, out)
+    }
+
     pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         {
@@ -408,6 +470,40 @@ pub mod iq1_s {
                     store_scaled16(q.add(QK_K * i + 32 * b + 16), weights16(i2 | neg, i3 | neg), ls);
                 }
                 out.d[i] = f16_at(blk, 0) * DELTA;
+            }
+        }
+
+        /// Row → int8 GEMM form: per 16 weights two `GRID8D_U` rows (the codes `8g ± 1 + 9`).
+        ///
+        /// # Safety
+        /// Requires simd128 and relaxed-simd.
+        #[cfg(target_feature = "relaxed-simd")]
+        #[target_feature(enable = "simd128,relaxed-simd")]
+        pub unsafe fn decode8(row: &[u8], out: &mut crate::quant::gemm8::Decoded8) {
+            let nb = out.check(GgmlType::IQ1_S, row);
+            let mut v = [i8x16_splat(0); 16];
+            for i in 0..nb {
+                // SAFETY: block i is row[50i..50i+50]; GRID8D_U offsets are 8 · (8 + 3 + 1 bits),
+                // < 8 · 4096; the outputs are u[256i..], sc/mn[16i..16i+16].
+                let p = row.as_ptr().add(i * BYTES);
+                for b in 0..8 {
+                    let h = (p.add(34 + 2 * b) as *const u16).read_unaligned() as usize;
+                    let neg = if h & 0x8000 != 0 { super::NEG } else { 0 };
+                    let qs = p.add(2 + 4 * b);
+                    let (i0, i1) = (*qs as usize | (h << 8) & 0x700, *qs.add(1) as usize | (h << 5) & 0x700);
+                    let (i2, i3) = (*qs.add(2) as usize | (h << 2) & 0x700, *qs.add(3) as usize | (h >> 1) & 0x700);
+                    v[2 * b] = weights16_at(8 * (i0 | neg), 8 * (i1 | neg));
+                    v[2 * b + 1] = weights16_at(8 * (i2 | neg), 8 * (i3 | neg));
+                    let ls = 2 * ((h >> 12) & 7) as i16 + 1;
+                    for k in 0..2 {
+                        *out.sc.get_unchecked_mut(16 * i + 2 * b + k) = ls;
+                        *out.mn.get_unchecked_mut(16 * i + 2 * b + k) = -super::super::OFF8 * ls;
+                    }
+                }
+                crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
+                let d = f16_at(core::slice::from_raw_parts(p, BYTES), 0) * DELTA;
+                out.d[i] = d;
+                out.m[i] = d;
             }
         }
 
@@ -651,6 +747,37 @@ pub mod iq1_m {
         decode_ref(row, out)
     }
 
+    /// Int8 GEMM form ([`super::kernels8`]): exact as [`decode_ref`] (`d·(sc·u)` and `d·(−9·sc)`
+    /// are exact products whose sum is the weight).
+    pub fn decode8_ref(row: &[u8], out: &mut Decoded8) {
+        let nb = out.check(GgmlType::IQ1_M, row);
+        for (i, blk) in row.chunks_exact(BYTES).take(nb).enumerate() {
+            for b in 0..8 {
+                for l in 0..4 {
+                    put8_u(&mut out.u, QK_K * i + 32 * b + 8 * l, index_d(blk, b, l));
+                }
+                for h in 0..2 {
+                    put_scale8(out, 16 * i + 2 * b + h, scale(blk, b, h) as i16);
+                }
+            }
+            let d = super_scale(blk) * DELTA;
+            out.d[i] = d;
+            out.m[i] = d;
+        }
+    }
+
+    pub const KERNELS8: Kernels8 = super::kernels8(GgmlType::IQ1_M, decode8_ref, decode8);
+
+    fn decode8(row: &[u8], out: &mut Decoded8) {
+        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        {
+            // SAFETY: relaxed-simd is enabled for this build; lengths are checked inside.
+            return unsafe { simd::decode8(row, out) };
+        }
+        #[allow(unreachable_code)]
+        decode8_ref(row, out)
+    }
+
     pub fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         {
@@ -699,6 +826,41 @@ pub mod iq1_m {
         use crate::quant::{GgmlType, Q8, QK_K};
         use core::arch::wasm32::*;
         use core::hint::black_box;
+
+        /// Row → int8 GEMM form: per 16 weights two `GRID8D_U` rows (delta sign included in the
+        /// index: the codes `8g ± 1 + 9`), the halves' `2s + 1` from the scale words.
+        ///
+        /// # Safety
+        /// Requires simd128 and relaxed-simd.
+        #[cfg(target_feature = "relaxed-simd")]
+        #[target_feature(enable = "simd128,relaxed-simd")]
+        pub unsafe fn decode8(row: &[u8], out: &mut crate::quant::gemm8::Decoded8) {
+            let nb = out.check(GgmlType::IQ1_M, row);
+            let mut v = [i8x16_splat(0); 16];
+            for i in 0..nb {
+                // SAFETY: block i is row[56i..56i+56]; GRID8D_U offsets are 8 · (8 + 4 bits),
+                // < 8 · 4096; the outputs are u[256i..], sc/mn[16i..16i+16].
+                let p = row.as_ptr().add(i * BYTES);
+                let blk = core::slice::from_raw_parts(p, BYTES);
+                for b in 0..8 {
+                    let h = (p.add(32 + 2 * b) as *const u16).read_unaligned() as usize;
+                    let qs = p.add(4 * b);
+                    let (i0, i1) = (*qs as usize | (h << 8) & 0xf00, *qs.add(1) as usize | (h << 4) & 0xf00);
+                    let (i2, i3) = (*qs.add(2) as usize | h & 0xf00, *qs.add(3) as usize | (h >> 4) & 0xf00);
+                    v[2 * b] = weights16_at(8 * i0, 8 * i1);
+                    v[2 * b + 1] = weights16_at(8 * i2, 8 * i3);
+                    for k in 0..2 {
+                        let ls = scale(blk, b, k) as i16;
+                        *out.sc.get_unchecked_mut(16 * i + 2 * b + k) = ls;
+                        *out.mn.get_unchecked_mut(16 * i + 2 * b + k) = -super::super::OFF8 * ls;
+                    }
+                }
+                crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
+                let d = super_scale(blk) * DELTA;
+                out.d[i] = d;
+                out.m[i] = d;
+            }
+        }
 
         /// Row → GEMM form: per 16 weights two `GRID8D` rows (delta sign included in the index)
         /// times the half's `2s + 1`.

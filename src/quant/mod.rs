@@ -26,11 +26,11 @@
 //!   here has this form). `decode` is the fast version (SIMD128 on wasm32) and equals `decode_ref`
 //!   bit for bit. Prompt processing decodes each weight row once this way and multiplies it with
 //!   all prompt tokens ([`gemm::gemm`]).
-//! * Q2_K–Q6_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S also have an int8 GEMM form
+//! * Q2_K–Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S also have an int8 GEMM form
 //!   ([`gemm8::Decoded8`], registered in `kquants::KERNELS8`): 7-bit codes in pair order with
 //!   per-16 scales and mins / offsets, `decode_ref` / `decode` likewise (tested against
 //!   `dequantize` and each other); the relaxed-SIMD build's prompt runs it where it measured
-//!   faster in the engine's profile ([`gemm8::enabled`]: Q2_K in Node, all ten in the browsers,
+//!   faster in the engine's profile ([`gemm8::enabled`]: Q2_K in Node, all twelve in the browsers,
 //!   the IQ2 and IQ3_XXS forms from 16 tokens on).
 
 //!

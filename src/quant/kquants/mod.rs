@@ -76,6 +76,8 @@ pub static KERNELS8: &[Kernels8] = &[
     super::iq2::KERNELS8_IQ2S,
     super::iq3::iq3_xxs::KERNELS8,
     super::iq3::iq3_s::KERNELS8,
+    super::iq1::iq1_s::KERNELS8,
+    super::iq1::iq1_m::KERNELS8,
 ];
 
 /// Number of super-blocks in `row`; panics unless `row` holds whole blocks of `block_bytes` and
