@@ -470,7 +470,7 @@ fn tile_scalar(w: &[Decoded], act: &PackedAct, j: usize, c: usize) -> [[f32; 4];
 }
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-mod simd {
+pub(super) mod simd {
     use super::{Decoded, PackedAct, TILE};
     use crate::quant::simd::transpose4;
     use core::arch::wasm32::*;
@@ -587,26 +587,50 @@ mod simd {
             }
         }
         if MIN {
-            // The mins in a second pass (in the first one their pointers would crowd the
-            // registers of the hot loop): Σ_g mn[g]·bsum[t][g] per block, the row's mins in
-            // pairs, splatted, against the tokens' bsum pairs (lane t), one i32x4.dot per 32
-            // elements; scaled by m·da.
-            for b in 0..nb {
-                let dab = v128_load(da.add(4 * b) as *const v128);
-                let bsb = bs.add(b * KB / 32 * 8);
-                for r in 0..R {
-                    let mn = w[r].mn.as_ptr().add(b * KB / 16) as *const u32;
-                    let mut msum = i32x4_splat(0);
-                    for p in 0..KB / 32 {
-                        let pair = v128_load32_splat(mn.add(p));
-                        msum = i32x4_add(msum, i32x4_dot_i16x8(pair, v128_load(bsb.add(8 * p) as *const v128)));
-                    }
-                    let m = f32x4_splat(*w[r].m.get_unchecked(b));
-                    facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(f32x4_convert_i32x4(msum), m), dab));
-                }
+            let (mut mn, mut m) = ([core::ptr::null::<i16>(); R], [core::ptr::null::<f32>(); R]);
+            for r in 0..R {
+                mn[r] = w[r].mn.as_ptr();
+                m[r] = w[r].m.as_ptr();
             }
+            add_mins256(&mut facc, mn, m, da, bs, nb);
         }
         facc
+    }
+
+    /// The min (or offset) terms of a tile over 256-element blocks, after its hot loop (inside
+    /// it the mins' pointers crowd the registers): per block b and row r, `facc[r] +=
+    /// m_r[b]·da[b]·Σ_g mn_r[g]·bsum[t][g]` (lane t), the row's mins in pairs, splatted, against
+    /// the tokens' bsum pairs, one `i32x4.dot_i16x8_s` per 32 elements. Shared by this GEMM and
+    /// the int8 one (`gemm8`), whose activation tiles lay out `da` and `bs` the same way.
+    ///
+    /// # Safety
+    /// `mn[r]` holds `16·nb` mins, `m[r]` `nb` scales; `da` holds 4 scales and `bs` 64 bsums per
+    /// block (the tile's, as [`PackedAct`] lays them out).
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)]
+    pub unsafe fn add_mins256<const R: usize>(
+        facc: &mut [v128; R],
+        mn: [*const i16; R],
+        m: [*const f32; R],
+        da: *const f32,
+        bs: *const i16,
+        nb: usize,
+    ) {
+        const KB: usize = 256;
+        for b in 0..nb {
+            let dab = v128_load(da.add(4 * b) as *const v128);
+            let bsb = bs.add(b * KB / 32 * 8);
+            for r in 0..R {
+                let mnb = mn[r].add(b * KB / 16) as *const u32;
+                let mut msum = i32x4_splat(0);
+                for p in 0..KB / 32 {
+                    let pair = v128_load32_splat(mnb.add(p));
+                    msum = i32x4_add(msum, i32x4_dot_i16x8(pair, v128_load(bsb.add(8 * p) as *const v128)));
+                }
+                let mb = f32x4_splat(*m[r].add(b));
+                facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(f32x4_convert_i32x4(msum), mb), dab));
+            }
+        }
     }
 
     /// KB = 32: R rows (in quad order) × the C tokens of tile `j`. The same steps as

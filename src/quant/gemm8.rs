@@ -585,22 +585,14 @@ pub mod simd {
         } else {
             i16_sum_blocks::<R, C, KS, TILE>(w, nb, &mut wp, &mut sp, &mut ap, da)
         };
-        // The min / offset terms, as in the i16 GEMM's second pass (inside the block loop they
+        // The min / offset terms, in the i16 GEMM's second pass (inside the block loop they
         // made V8 spill in the hot loop: −25 %).
-        for b in 0..nb {
-            let dab = v128_load(da.add(4 * b) as *const v128);
-            let bsb = bs.add(b * QK_K / 32 * 8);
-            for r in 0..R {
-                let mn = w[r].mn.as_ptr().add(b * QK_K / 16) as *const u32;
-                let mut msum = i32x4_splat(0);
-                for p in 0..QK_K / 32 {
-                    let pair = v128_load32_splat(mn.add(p));
-                    msum = i32x4_add(msum, i32x4_dot_i16x8(pair, v128_load(bsb.add(8 * p) as *const v128)));
-                }
-                let m = f32x4_splat(*w[r].m.get_unchecked(b));
-                facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(f32x4_convert_i32x4(msum), m), dab));
-            }
+        let (mut mn, mut m) = ([core::ptr::null::<i16>(); R], [core::ptr::null::<f32>(); R]);
+        for r in 0..R {
+            mn[r] = w[r].mn.as_ptr();
+            m[r] = w[r].m.as_ptr();
         }
+        crate::quant::gemm::simd::add_mins256(&mut facc, mn, m, da, bs, nb);
         facc
     }
 
