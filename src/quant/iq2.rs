@@ -890,6 +890,58 @@ pub(super) mod relaxed {
         i16x8_relaxed_dot_i8x16_i7x16(i8x16_relaxed_laneselect(i8x16_neg(a), a, mask), mag)
     }
 
+    /// IQ2_XXS's sign bytes: the eight u32 `w` (bits 7l..7l+6: sign index of group l; two per
+    /// 16-byte load, u32 lanes 1 and 3) through [`ksigns_of_words`].
+    ///
+    /// # Safety
+    /// `blk` is a whole IQ2_XXS block.
+    #[inline(always)]
+    unsafe fn signs_xxs(blk: *const u8, k: &Consts) -> Signs {
+        let w = |h: usize| {
+            let v0 = v128_load(blk.add(2 + 32 * h) as *const v128);
+            let v1 = v128_load(blk.add(18 + 32 * h) as *const v128);
+            i32x4_shuffle::<1, 3, 5, 7>(v0, v1)
+        };
+        Signs { cur: ksigns_of_words(w(0), k), next: ksigns_of_words(w(1), k) }
+    }
+
+    /// IQ2_XS's sign bytes: the sign indices (bits 9..15 of the 32 u16 words) narrowed to bytes,
+    /// then [`ksigns`].
+    ///
+    /// # Safety
+    /// `blk` is a whole IQ2_XS block.
+    #[inline(always)]
+    unsafe fn signs_xs(blk: *const u8, k: &Consts) -> Signs {
+        let signs = |h: usize| {
+            let w0 = v128_load(blk.add(2 + 32 * h) as *const v128);
+            let w1 = v128_load(blk.add(18 + 32 * h) as *const v128);
+            ksigns(u8x16_narrow_i16x8(u16x8_shr(w0, 9), u16x8_shr(w1, 9)), k)
+        };
+        Signs { cur: signs(0), next: signs(1) }
+    }
+
+    /// IQ2_XXS's grid rows of groups 0, 1 and 2, 3 of the sub-block whose 4 index bytes are at `q`.
+    ///
+    /// # Safety
+    /// `q..q+4` readable.
+    #[inline(always)]
+    unsafe fn grid_xxs(q: *const u8) -> (v128, v128) {
+        let grid = IQ2XXS_GRID.as_ptr();
+        (rows2(grid, *q as usize, *q.add(1) as usize), rows2(grid, *q.add(2) as usize, *q.add(3) as usize))
+    }
+
+    /// IQ2_XS's grid rows of groups 0, 1 and 2, 3 of the sub-block whose four u16 words are at `q`
+    /// (9-bit indices).
+    ///
+    /// # Safety
+    /// `q..q+2` readable.
+    #[inline(always)]
+    unsafe fn grid_xs(q: *const u32) -> (v128, v128) {
+        let grid = IQ2XS_GRID.as_ptr();
+        let (w01, w23) = (q.read_unaligned() as usize, q.add(1).read_unaligned() as usize);
+        (rows2(grid, w01 & 511, (w01 >> 16) & 511), rows2(grid, w23 & 511, (w23 >> 16) & 511))
+    }
+
     /// The loop shared by the three types. Per block: `block` gives its [`Signs`]; per sub-block
     /// `sub(blk, b)` gives the grid rows of groups 0, 1 and 2, 3 and the `ls` rows of the two
     /// 16-weight halves; two [`dot16`], each scaled by `i32x4.dot_i16x8` with its `ls` row (with
@@ -941,22 +993,11 @@ pub(super) mod relaxed {
     #[target_feature(enable = "simd128,relaxed-simd")]
     pub(super) unsafe fn vec_dot_iq2_xxs_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
         let k = Consts::new();
-        let grid = IQ2XXS_GRID.as_ptr();
         // SAFETY: reads stay inside the block; grid indices are bytes (256 rows).
-        let block = |blk: *const u8| {
-            let w = |h: usize| {
-                // w of sub-blocks 4h..4h+4 (u32 lanes 1 and 3 of two 16-byte loads).
-                let v0 = v128_load(blk.add(2 + 32 * h) as *const v128);
-                let v1 = v128_load(blk.add(18 + 32 * h) as *const v128);
-                i32x4_shuffle::<1, 3, 5, 7>(v0, v1)
-            };
-            Signs { cur: ksigns_of_words(w(0), &k), next: ksigns_of_words(w(1), &k) }
-        };
-        vec_dot::<Iq2Xxs, true>(row, act, nb, &k, block, |blk, b| {
+        vec_dot::<Iq2Xxs, true>(row, act, nb, &k, |blk| signs_xxs(blk, &k), |blk, b| {
             // The 4 grid-index bytes and u32 w of sub-block b (`b & 7`: see the module docs).
             let q = blk.add(2 + 8 * (b & 7));
-            let g01 = rows2(grid, *q as usize, *q.add(1) as usize);
-            let g23 = rows2(grid, *q.add(2) as usize, *q.add(3) as usize);
+            let (g01, g23) = grid_xxs(q);
             let ls = ls16((*q.add(7) & 0xf0) as usize);
             (g01, g23, ls, ls)
         })
@@ -971,26 +1012,17 @@ pub(super) mod relaxed {
     #[target_feature(enable = "simd128,relaxed-simd")]
     pub(super) unsafe fn vec_dot_iq2_xs_simd(row: &[u8], act: Q8<'_>, nb: usize) -> f32 {
         let k = Consts::new();
-        let grid = IQ2XS_GRID.as_ptr();
         let mut ls = [0u16; 16];
         let ls = ls.as_mut_ptr();
         // SAFETY: reads stay inside the block; grid indices have 9 bits (512 rows), ls offsets
         // are 16 · a nibble; `ls` holds 16 entries.
         let block = |blk: *const u8| {
             scale_offsets(blk.add(66), ls);
-            let signs = |h: usize| {
-                let w0 = v128_load(blk.add(2 + 32 * h) as *const v128);
-                let w1 = v128_load(blk.add(18 + 32 * h) as *const v128);
-                ksigns(u8x16_narrow_i16x8(u16x8_shr(w0, 9), u16x8_shr(w1, 9)), &k)
-            };
-            Signs { cur: signs(0), next: signs(1) }
+            signs_xs(blk, &k)
         };
         vec_dot::<Iq2Xs, false>(row, act, nb, &k, block, |blk, b| {
             // The four u16 words of sub-block b (`b & 7`: see the module docs).
-            let q = blk.add(2 + 8 * (b & 7)) as *const u32;
-            let (w01, w23) = (q.read_unaligned() as usize, q.add(1).read_unaligned() as usize);
-            let g01 = rows2(grid, w01 & 511, (w01 >> 16) & 511);
-            let g23 = rows2(grid, w23 & 511, (w23 >> 16) & 511);
+            let (g01, g23) = grid_xs(blk.add(2 + 8 * (b & 7)) as *const u32);
             let l = ls.add(2 * (b & 7));
             (g01, g23, ls16(*l as usize), ls16(*l.add(1) as usize))
         })
@@ -1037,54 +1069,32 @@ pub(super) mod relaxed {
         }
     }
 
-    /// IQ2_XXS row → int8 GEMM form: signs and grid rows as in [`vec_dot_iq2_xxs_simd`].
+    /// IQ2_XXS row → int8 GEMM form: [`signs_xxs`], [`grid_xxs`] as in the dot product.
     ///
     /// # Safety
     /// simd128 + relaxed-simd.
     #[target_feature(enable = "simd128,relaxed-simd")]
     pub(super) unsafe fn decode8_iq2_xxs_simd(row: &[u8], out: &mut super::Decoded8) {
         let k = Consts::new();
-        let grid = IQ2XXS_GRID.as_ptr();
         // SAFETY: reads stay inside the block; grid indices are bytes (256 rows).
-        let block = |blk: *const u8| {
-            let w = |h: usize| {
-                let v0 = v128_load(blk.add(2 + 32 * h) as *const v128);
-                let v1 = v128_load(blk.add(18 + 32 * h) as *const v128);
-                i32x4_shuffle::<1, 3, 5, 7>(v0, v1)
-            };
-            Signs { cur: ksigns_of_words(w(0), &k), next: ksigns_of_words(w(1), &k) }
-        };
-        decode8::<Iq2Xxs>(row, out, &k, block, |blk, b| {
+        decode8::<Iq2Xxs>(row, out, &k, |blk| signs_xxs(blk, &k), |blk, b| {
             let q = blk.add(2 + 8 * b);
-            let g01 = rows2(grid, *q as usize, *q.add(1) as usize);
-            let g23 = rows2(grid, *q.add(2) as usize, *q.add(3) as usize);
+            let (g01, g23) = grid_xxs(q);
             let nib = (*q.add(7) >> 4) as i16;
             (g01, g23, nib, nib)
         })
     }
 
-    /// IQ2_XS row → int8 GEMM form: signs and grid rows as in [`vec_dot_iq2_xs_simd`].
+    /// IQ2_XS row → int8 GEMM form: [`signs_xs`], [`grid_xs`] as in the dot product.
     ///
     /// # Safety
     /// simd128 + relaxed-simd.
     #[target_feature(enable = "simd128,relaxed-simd")]
     pub(super) unsafe fn decode8_iq2_xs_simd(row: &[u8], out: &mut super::Decoded8) {
         let k = Consts::new();
-        let grid = IQ2XS_GRID.as_ptr();
         // SAFETY: reads stay inside the block; grid indices have 9 bits (512 rows).
-        let block = |blk: *const u8| {
-            let signs = |h: usize| {
-                let w0 = v128_load(blk.add(2 + 32 * h) as *const v128);
-                let w1 = v128_load(blk.add(18 + 32 * h) as *const v128);
-                ksigns(u8x16_narrow_i16x8(u16x8_shr(w0, 9), u16x8_shr(w1, 9)), &k)
-            };
-            Signs { cur: signs(0), next: signs(1) }
-        };
-        decode8::<Iq2Xs>(row, out, &k, block, |blk, b| {
-            let q = blk.add(2 + 8 * b) as *const u32;
-            let (w01, w23) = (q.read_unaligned() as usize, q.add(1).read_unaligned() as usize);
-            let g01 = rows2(grid, w01 & 511, (w01 >> 16) & 511);
-            let g23 = rows2(grid, w23 & 511, (w23 >> 16) & 511);
+        decode8::<Iq2Xs>(row, out, &k, |blk| signs_xs(blk, &k), |blk, b| {
+            let (g01, g23) = grid_xs(blk.add(2 + 8 * b) as *const u32);
             let sc = *blk.add(66 + b) as i16;
             (g01, g23, sc & 15, sc >> 4)
         })

@@ -100,6 +100,40 @@ fn put8(q: &mut [i16], ls: i32, w: [i32; 8]) {
     }
 }
 
+/// The int8 GEMM form of a row of either type ([`crate::quant::gemm8`]), the reference: codes
+/// `±mag + off` in pair order from the type's `group(blk, b, l)`, both 16-element halves of
+/// sub-block b scaled by `ls(blk, b)` (`mn = −off·ls`), `d = m = d(blk)`. Exact as the types'
+/// `decode_ref`: `d·(ls·u)` and `d·(−off·ls)` are exact products (an fp16 `d` times integers
+/// below 2^12) whose sum, `d·ls·(±mag)`, is exactly representable.
+fn decode8_with(
+    row: &[u8],
+    out: &mut Decoded8,
+    ty: GgmlType,
+    off: i32,
+    group: impl Fn(&[u8], usize, usize) -> [i32; 8],
+    ls: impl Fn(&[u8], usize) -> i16,
+    d: impl Fn(&[u8]) -> f32,
+) {
+    let nb = out.check(ty, row);
+    for (i, blk) in row.chunks_exact(ty.block_bytes()).take(nb).enumerate() {
+        for b in 0..8 {
+            for l in 0..4 {
+                for (j, q) in group(blk, b, l).into_iter().enumerate() {
+                    out.u[QK_K * i + pair_pos(32 * b + 8 * l + j)] = (q + off) as u8;
+                }
+            }
+            let ls = ls(blk, b);
+            for h in 0..2 {
+                out.sc[16 * i + 2 * b + h] = ls;
+                out.mn[16 * i + 2 * b + h] = -(off as i16) * ls;
+            }
+        }
+        let d = d(blk);
+        out.d[i] = d;
+        out.m[i] = d;
+    }
+}
+
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128", not(target_feature = "relaxed-simd")))]
 mod simd {
     use core::arch::wasm32::*;
@@ -200,30 +234,11 @@ pub mod iq3_xxs {
     /// Offset that makes the signed magnitudes (±4..=±62) unsigned int8 codes.
     const OFF8: i32 = 62;
 
-    /// Int8 GEMM form ([`crate::quant::gemm8`]): codes `u = ±mag + 62 ∈ 0..=124` in pair order,
-    /// `sc = 2s + 1` for both 16-element halves of a sub-block, the offset back through the min
-    /// term (`mn = −62·sc`, `m = d`), `d = d_w / 4`. Exact as [`decode_ref`]: `d·(sc·u)` and
-    /// `d·(−62·sc)` are exact products (an fp16 `d` times integers below 2^12) whose sum,
-    /// `d·sc·(±mag)`, is exactly representable.
+    /// Int8 GEMM form ([`super::decode8_with`]): codes `u = ±mag + 62 ∈ 0..=124`, `sc = 2s + 1`,
+    /// `d = d_w / 4`.
     pub fn decode8_ref(row: &[u8], out: &mut Decoded8) {
-        let nb = out.check(GgmlType::IQ3_XXS, row);
-        for (i, blk) in row.chunks_exact(BYTES).take(nb).enumerate() {
-            for b in 0..8 {
-                for l in 0..4 {
-                    for (j, q) in group(blk, b, l).into_iter().enumerate() {
-                        out.u[QK_K * i + pair_pos(32 * b + 8 * l + j)] = (q + OFF8) as u8;
-                    }
-                }
-                let ls = 2 * (u32_at(blk, 66 + 4 * b) >> 28) as i16 + 1;
-                for h in 0..2 {
-                    out.sc[16 * i + 2 * b + h] = ls;
-                    out.mn[16 * i + 2 * b + h] = -(OFF8 as i16) * ls;
-                }
-            }
-            let d = f16_at(blk, 0) * 0.25;
-            out.d[i] = d;
-            out.m[i] = d;
-        }
+        let ls = |blk: &[u8], b: usize| 2 * (u32_at(blk, 66 + 4 * b) >> 28) as i16 + 1;
+        decode8_with(row, out, GgmlType::IQ3_XXS, OFF8, group, ls, |blk| f16_at(blk, 0) * 0.25);
     }
 
     /// IQ3_XXS's int8 GEMM entry: codes up to 124 (`ksum` 1), from 16 tokens as the IQ2 types'
@@ -459,30 +474,10 @@ pub mod iq3_s {
     /// Offset that makes the signed magnitudes (odd, ±1..=±15) unsigned int8 codes.
     const OFF8: i32 = 15;
 
-    /// Int8 GEMM form ([`crate::quant::gemm8`]): codes `u = ±mag + 15 ∈ 0..=30` in pair order,
-    /// `sc = 1 + 2s` for both 16-element halves of a sub-block, the offset back through the min
-    /// term (`mn = −15·sc`, `m = d`), `d = d_w`. Exact as [`decode_ref`]: `d·(sc·u)` and
-    /// `d·(−15·sc)` are exact products (an fp16 `d` times integers below 2^10) whose sum,
-    /// `d·sc·(±mag)`, is exactly representable.
+    /// Int8 GEMM form ([`super::decode8_with`]): codes `u = ±mag + 15 ∈ 0..=30`, `sc = 1 + 2s`,
+    /// `d = d_w`.
     pub fn decode8_ref(row: &[u8], out: &mut Decoded8) {
-        let nb = out.check(GgmlType::IQ3_S, row);
-        for (i, blk) in row.chunks_exact(BYTES).take(nb).enumerate() {
-            for b in 0..8 {
-                for l in 0..4 {
-                    for (j, q) in group(blk, b, l).into_iter().enumerate() {
-                        out.u[QK_K * i + pair_pos(32 * b + 8 * l + j)] = (q + OFF8) as u8;
-                    }
-                }
-                let ls = scale(blk, b) as i16;
-                for h in 0..2 {
-                    out.sc[16 * i + 2 * b + h] = ls;
-                    out.mn[16 * i + 2 * b + h] = -(OFF8 as i16) * ls;
-                }
-            }
-            let d = f16_at(blk, 0);
-            out.d[i] = d;
-            out.m[i] = d;
-        }
+        decode8_with(row, out, GgmlType::IQ3_S, OFF8, group, |blk, b| scale(blk, b) as i16, |blk| f16_at(blk, 0));
     }
 
     /// IQ3_S's int8 GEMM entry: codes up to 30 (`ksum` 4), faster from the fewest tokens on.
