@@ -174,12 +174,14 @@ fn decode_ref<L: Iq2Layout>(row: &[u8], out: &mut Decoded) {
     }
 }
 
+/// Offset that makes the signed magnitudes (±8, ±25, ±43) unsigned int8 codes `0..=86`.
+const OFF8: i32 = 43;
+
 /// Int8 GEMM form ([`crate::quant::gemm8`]): codes `u = ±mag + 43 ∈ 0..=86` in pair order,
 /// `sc = 2·nib + 1`, the offset back through the min term (`mn = −43·sc`, `m = d`), `d = d_w / 8`.
 /// Exact as [`decode_ref`]: `d·(sc·u) + d·(−43·sc)` are two exact products whose sum,
 /// `d·sc·(±mag)`, is exactly representable.
 fn decode8_ref<L: Iq2Layout>(row: &[u8], out: &mut Decoded8) {
-    const OFF: i32 = 43;
     let nb = out.check(L::TY, row);
     for (i, blk) in blocks::<L>(row, nb * QK_K).enumerate() {
         for b in 0..8 {
@@ -188,11 +190,11 @@ fn decode8_ref<L: Iq2Layout>(row: &[u8], out: &mut Decoded8) {
                 for j in 0..8 {
                     let m = ((mag >> (8 * j)) & 0xff) as i32;
                     let q = if signs >> j & 1 != 0 { -m } else { m };
-                    out.u[QK_K * i + pair_pos(32 * b + 8 * l + j)] = (q + OFF) as u8;
+                    out.u[QK_K * i + pair_pos(32 * b + 8 * l + j)] = (q + OFF8) as u8;
                 }
                 let ls = 2 * L::nibble(blk, b, l) as i16 + 1;
                 out.sc[16 * i + 2 * b + l / 2] = ls;
-                out.mn[16 * i + 2 * b + l / 2] = -(OFF as i16) * ls;
+                out.mn[16 * i + 2 * b + l / 2] = -(OFF8 as i16) * ls;
             }
         }
         let d = f16_at(blk, 0) * 0.125;
@@ -1044,7 +1046,7 @@ pub(super) mod relaxed {
         sub: impl Fn(*const u8, usize) -> (v128, v128, i16, i16),
     ) {
         let nb = out.check(L::TY, row);
-        let off = i8x16_splat(43);
+        let off = i8x16_splat(super::OFF8 as i8);
         let mut v = [i8x16_splat(0); 16];
         for i in 0..nb {
             // SAFETY: block i is row[BYTES·i..][..BYTES]; its outputs are u[256i..],
@@ -1059,8 +1061,8 @@ pub(super) mod relaxed {
                 let (ls0, ls1) = (2 * nib0 + 1, 2 * nib1 + 1);
                 *out.sc.get_unchecked_mut(16 * i + 2 * b) = ls0;
                 *out.sc.get_unchecked_mut(16 * i + 2 * b + 1) = ls1;
-                *out.mn.get_unchecked_mut(16 * i + 2 * b) = -43 * ls0;
-                *out.mn.get_unchecked_mut(16 * i + 2 * b + 1) = -43 * ls1;
+                *out.mn.get_unchecked_mut(16 * i + 2 * b) = -(super::OFF8 as i16) * ls0;
+                *out.mn.get_unchecked_mut(16 * i + 2 * b + 1) = -(super::OFF8 as i16) * ls1;
             }
             crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
             let d = crate::quant::f16_at(core::slice::from_raw_parts(blk, L::BYTES), 0) * 0.125;

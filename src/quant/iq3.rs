@@ -232,7 +232,7 @@ pub mod iq3_xxs {
     }
 
     /// Offset that makes the signed magnitudes (±4..=±62) unsigned int8 codes.
-    const OFF8: i32 = 62;
+    pub(super) const OFF8: i32 = 62;
 
     /// Int8 GEMM form ([`super::decode8_with`]): codes `u = ±mag + 62 ∈ 0..=124`, `sc = 2s + 1`,
     /// `d = d_w / 4`.
@@ -733,6 +733,29 @@ mod relaxed {
         v128_load32_lane::<3>(v, at(3))
     }
 
+    /// IQ3_XXS's sign bytes: the eight u32 words at `sg` (byte 66 of the block) through
+    /// [`ksigns_of_words`].
+    ///
+    /// # Safety
+    /// `sg..sg+32` readable.
+    #[inline(always)]
+    unsafe fn signs_xxs(sg: *const u8, k: &Consts) -> Signs {
+        Signs {
+            cur: ksigns_of_words(v128_load(sg as *const v128), k),
+            next: ksigns_of_words(v128_load(sg.add(16) as *const v128), k),
+        }
+    }
+
+    /// IQ3_XXS's 32 magnitudes of the sub-block whose 8 grid-index bytes are at `q` (two v128).
+    ///
+    /// # Safety
+    /// `q..q+8` readable.
+    #[inline(always)]
+    unsafe fn grid_xxs(q: *const u8) -> (v128, v128) {
+        let grid = IQ3XXS_GRID.as_ptr() as *const u8;
+        (grid4(grid, |j| 4 * *q.add(j) as usize), grid4(grid, |j| 4 * *q.add(4 + j) as usize))
+    }
+
     /// The sub-block loop of both types: per sub-block b, `sub(b)` gives the 32 magnitudes (two
     /// v128) and the `LS16` row of its scale. Returns the block's integer sum (i32x4).
     ///
@@ -763,7 +786,6 @@ mod relaxed {
     pub unsafe fn vec_dot_iq3_xxs(row: &[u8], act: Q8<'_>) -> f32 {
         let nb = check_lengths(row, iq3_xxs::BYTES, &act);
         let k = Consts::new();
-        let grid = IQ3XXS_GRID.as_ptr() as *const u8;
         let mut acc = f32x4_splat(0.0);
         for i in 0..nb {
             // SAFETY (all pointer reads below): the block has BYTES bytes and the activation
@@ -771,14 +793,8 @@ mod relaxed {
             // offsets 16 · a nibble.
             let blk = row.as_ptr().add(i * iq3_xxs::BYTES);
             let sg = blk.add(66);
-            let signs = Signs {
-                cur: ksigns_of_words(v128_load(sg as *const v128), &k),
-                next: ksigns_of_words(v128_load(sg.add(16) as *const v128), &k),
-            };
-            let isum = block_dot(signs, act.qs.as_ptr().add(i * QK_K), &k, |b| {
-                let q = blk.add(2 + 8 * (b & 7));
-                let g01 = grid4(grid, |j| 4 * *q.add(j) as usize);
-                let g23 = grid4(grid, |j| 4 * *q.add(4 + j) as usize);
+            let isum = block_dot(signs_xxs(sg, &k), act.qs.as_ptr().add(i * QK_K), &k, |b| {
+                let (g01, g23) = grid_xxs(blk.add(2 + 8 * (b & 7)));
                 (g01, g23, ls16((*sg.add(4 * b + 3) & 0xf0) as usize))
             });
             acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), d_splat(blk, act.d.as_ptr().add(8 * i))));
@@ -786,8 +802,8 @@ mod relaxed {
         0.25 * hsum_f32(acc)
     }
 
-    /// IQ3_XXS row → int8 GEMM form ([`iq3_xxs::decode8_ref`]): signs and grid entries as in
-    /// [`vec_dot_iq3_xxs`]; the magnitudes negated under the sign masks, plus 62; the block's 16
+    /// IQ3_XXS row → int8 GEMM form ([`iq3_xxs::decode8_ref`]): [`signs_xxs`], [`grid_xxs`] as in
+    /// the dot product; the magnitudes negated under the sign masks, plus 62; the block's 16
     /// vectors to pair order.
     ///
     /// # Safety
@@ -796,29 +812,23 @@ mod relaxed {
     pub unsafe fn decode8_iq3_xxs(row: &[u8], out: &mut Decoded8) {
         let nb = out.check(crate::quant::GgmlType::IQ3_XXS, row);
         let k = Consts::new();
-        let grid = IQ3XXS_GRID.as_ptr() as *const u8;
-        let off = i8x16_splat(62);
+        let off = i8x16_splat(iq3_xxs::OFF8 as i8);
         let mut v = [i8x16_splat(0); 16];
         for i in 0..nb {
             // SAFETY: block i is row[98i..98i+98]; its outputs are u[256i..], sc/mn[16i..16i+16];
             // grid indices are bytes (256 entries).
             let blk = row.as_ptr().add(i * iq3_xxs::BYTES);
             let sg = blk.add(66);
-            let mut signs = Signs {
-                cur: ksigns_of_words(v128_load(sg as *const v128), &k),
-                next: ksigns_of_words(v128_load(sg.add(16) as *const v128), &k),
-            };
+            let mut signs = signs_xxs(sg, &k);
             for b in 0..8 {
                 let (m01, m23) = signs.masks(&k);
-                let q = blk.add(2 + 8 * b);
-                let g01 = grid4(grid, |j| 4 * *q.add(j) as usize);
-                let g23 = grid4(grid, |j| 4 * *q.add(4 + j) as usize);
+                let (g01, g23) = grid_xxs(blk.add(2 + 8 * b));
                 v[2 * b] = i8x16_add(i8x16_relaxed_laneselect(i8x16_neg(g01), g01, m01), off);
                 v[2 * b + 1] = i8x16_add(i8x16_relaxed_laneselect(i8x16_neg(g23), g23, m23), off);
                 let ls = 2 * (*sg.add(4 * b + 3) >> 4) as i16 + 1;
                 for h in 0..2 {
                     *out.sc.get_unchecked_mut(16 * i + 2 * b + h) = ls;
-                    *out.mn.get_unchecked_mut(16 * i + 2 * b + h) = -62 * ls;
+                    *out.mn.get_unchecked_mut(16 * i + 2 * b + h) = -(iq3_xxs::OFF8 as i16) * ls;
                 }
             }
             crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
