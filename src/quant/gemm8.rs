@@ -27,8 +27,8 @@
 //! half's 8 group scales widens them — the widening (a `pmaddwd` on x64, as costly as a multiply)
 //! is paid once per `ksum` vectors instead of once per vector. `ksum` (1, 4 or 8) is the most
 //! vectors whose pair sums fit i16: `ksum·2·128·umax < 2^15` ([`Kernels8::ksum`]): Q2_K, Q3_K,
-//! Q4_K 8, Q5_K, IQ3_S, IQ1_S and IQ1_M 4; Q6_K (2 would fit), the IQ2 types (codes up to 86) and IQ3_XXS (up to
-//! 124) widen every vector, 1 (**Widening every vector**, below). Types whose codes need 8 bits
+//! Q4_K 8, Q5_K, IQ3_S, IQ1_S and IQ1_M 4; Q6_K (2 would fit), the IQ2 types (codes up to 86)
+//! and IQ3_XXS (up to 124) widen every vector, 1 (**Widening every vector**, below). Types whose codes need 8 bits
 //! (Q8_0, IQ4_XS, IQ4_NL: signed bytes or codebook values up to ±127) have no int8 form; Q4_0 /
 //! Q4_1 / Q5_* would fit (codes ≤ 31) but have a float scale per 32 elements (KB = 32), which
 //! this kernel's per-256 block epilogue does not do.
@@ -69,15 +69,16 @@
 //!
 //! **Widening every vector** (`ksum` 1, 2026-12-03): with nothing summed in i16 the tile's
 //! R·C i32 sums are its only accumulators and stay in registers ([`simd::tile`]'s `ks1_blocks`;
-//! the i16-summing path kept them in memory then, and keeps them there in the narrow tiles). Per 16 elements × (row, token) that is a relaxed dot, an
-//! `i32x4.dot_i16x8_s` and an add, against the i16 GEMM's two `i32x4.dot_i16x8_s`, two adds and
-//! twice the activation bytes. Chromium 156, wide tiles, 4096×4096 (`tools/bench-kernels-chromium.mjs
-//! --prefill T`, G MAC/s, i16 GEMM → int8 widening every vector): IQ2_S 35.5–36.0 → 37.8–38.4
-//! (T = 32), 37.9–38.8 → 42.0–43.0 (T = 128); Q6_K 34.4 → 39.8 and 37.2 → 43.8 (its `ksum` 2 with
-//! the i32 sums in memory had measured 32.3–33.8 and 33.8: slower than the i16 GEMM). Widening
-//! every vector loses where `ksum` is 8 (Q2_K 49.3 → 44.0, Q3_K 48.4 → 43.0, Q4_K 48.4 → 43.0 at
-//! T = 64, against i16 sums with the i32 sums still in memory) and ties at 4 (Q5_K 41.1 → 42.6). So it is what `ksum` 2 runs as, and IQ2_S and Q6_K
-//! use the int8 form in the browsers' profile. Not in Node 20's (narrow tiles: IQ2_S 33.7 → 23.3,
+//! the i16-summing path kept them in memory then, and keeps them there in the narrow tiles). Per
+//! 16 elements × (row, token) that is a relaxed dot, an `i32x4.dot_i16x8_s` and an add, against
+//! the i16 GEMM's two `i32x4.dot_i16x8_s`, two adds and twice the activation bytes. Chromium 156,
+//! wide tiles, 4096×4096 (`tools/bench-kernels-chromium.mjs --prefill T`, G MAC/s, i16 GEMM →
+//! int8 widening every vector): IQ2_S 35.5–36.0 → 37.8–38.4 (T = 32), 37.9–38.8 → 42.0–43.0
+//! (T = 128); Q6_K 34.4 → 39.8 and 37.2 → 43.8 (its `ksum` 2 with the i32 sums in memory had
+//! measured 32.3–33.8 and 33.8: slower than the i16 GEMM). Widening every vector loses where
+//! `ksum` is 8 (Q2_K 49.3 → 44.0, Q3_K 48.4 → 43.0, Q4_K 48.4 → 43.0 at T = 64, against i16 sums
+//! with the i32 sums still in memory) and ties at 4 (Q5_K 41.1 → 42.6). So it is what `ksum` 2
+//! runs as, and IQ2_S and Q6_K use the int8 form in the browsers' profile. Not in Node 20's (narrow tiles: IQ2_S 33.7 → 23.3,
 //! Q6_K 31.9 → 25.0 G MAC/s against the i16 GEMM at T = 32; 36.6 → 24.7 and 36.1 → 25.6 at 128).
 //!
 //! `i32x4.relaxed_dot_i8x16_i7x16_add_s` is never used (see `quant/mod.rs`): the i16 sums are
@@ -487,6 +488,32 @@ pub mod simd {
 
     /// Stores 16 i16 from the 16 signed bytes of `v` at `dst`, and the same times `mul` at `dst2`.
     ///
+    /// The stores every offset-code decoder (the IQ types) ends with: the scales of a 256-element
+    /// block's 16 groups come with mins `−off·sc` and the block's min factor `m` equals `d`, so
+    /// the offset added to each code comes back through the min term.
+    impl super::Decoded8 {
+        /// Group `g` (elements 16g..16g+16 of the row): scale `ls`, min `−off·ls`.
+        ///
+        /// # Safety
+        /// `g < n / 16` for the row length `n` the buffers are sized for.
+        #[inline(always)]
+        pub unsafe fn put_offset_scale(&mut self, g: usize, ls: i16, off: i16) {
+            *self.sc.get_unchecked_mut(g) = ls;
+            *self.mn.get_unchecked_mut(g) = -off * ls;
+        }
+
+        /// Block `b`: its 16 group vectors `v` in pair order ([`store_pair_order`]), `d` and `m = d`.
+        ///
+        /// # Safety
+        /// `b < n / 256` for the row length `n` the buffers are sized for.
+        #[inline(always)]
+        pub unsafe fn put_offset_block(&mut self, b: usize, v: &[v128; 16], d: f32) {
+            store_pair_order(v, self.u.as_mut_ptr().add(super::QK_K * b));
+            self.d[b] = d;
+            self.m[b] = d;
+        }
+    }
+
     /// # Safety
     /// `dst..dst+16` and `dst2..dst2+16` must be writable.
     #[inline(always)]

@@ -496,14 +496,10 @@ pub mod iq1_s {
                     v[2 * b + 1] = weights16_at(8 * (i2 | neg), 8 * (i3 | neg));
                     let ls = 2 * ((h >> 12) & 7) as i16 + 1;
                     for k in 0..2 {
-                        *out.sc.get_unchecked_mut(16 * i + 2 * b + k) = ls;
-                        *out.mn.get_unchecked_mut(16 * i + 2 * b + k) = -super::super::OFF8 * ls;
+                        out.put_offset_scale(16 * i + 2 * b + k, ls, super::super::OFF8);
                     }
                 }
-                crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
-                let d = f16_at(core::slice::from_raw_parts(p, BYTES), 0) * DELTA;
-                out.d[i] = d;
-                out.m[i] = d;
+                out.put_offset_block(i, &v, f16_at(core::slice::from_raw_parts(p, BYTES), 0) * DELTA);
             }
         }
 
@@ -850,15 +846,10 @@ pub mod iq1_m {
                     v[2 * b] = weights16_at(8 * i0, 8 * i1);
                     v[2 * b + 1] = weights16_at(8 * i2, 8 * i3);
                     for k in 0..2 {
-                        let ls = scale(blk, b, k) as i16;
-                        *out.sc.get_unchecked_mut(16 * i + 2 * b + k) = ls;
-                        *out.mn.get_unchecked_mut(16 * i + 2 * b + k) = -super::super::OFF8 * ls;
+                        out.put_offset_scale(16 * i + 2 * b + k, scale(blk, b, k) as i16, super::super::OFF8);
                     }
                 }
-                crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
-                let d = super_scale(blk) * DELTA;
-                out.d[i] = d;
-                out.m[i] = d;
+                out.put_offset_block(i, &v, super_scale(blk) * DELTA);
             }
         }
 

@@ -1059,15 +1059,10 @@ pub(super) mod relaxed {
                 v[2 * b] = i8x16_add(i8x16_relaxed_laneselect(i8x16_neg(g01), g01, m01), off);
                 v[2 * b + 1] = i8x16_add(i8x16_relaxed_laneselect(i8x16_neg(g23), g23, m23), off);
                 let (ls0, ls1) = (2 * nib0 + 1, 2 * nib1 + 1);
-                *out.sc.get_unchecked_mut(16 * i + 2 * b) = ls0;
-                *out.sc.get_unchecked_mut(16 * i + 2 * b + 1) = ls1;
-                *out.mn.get_unchecked_mut(16 * i + 2 * b) = -(super::OFF8 as i16) * ls0;
-                *out.mn.get_unchecked_mut(16 * i + 2 * b + 1) = -(super::OFF8 as i16) * ls1;
+                out.put_offset_scale(16 * i + 2 * b, ls0, super::OFF8 as i16);
+                out.put_offset_scale(16 * i + 2 * b + 1, ls1, super::OFF8 as i16);
             }
-            crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
-            let d = crate::quant::f16_at(core::slice::from_raw_parts(blk, L::BYTES), 0) * 0.125;
-            out.d[i] = d;
-            out.m[i] = d;
+            out.put_offset_block(i, &v, crate::quant::f16_at(core::slice::from_raw_parts(blk, L::BYTES), 0) * 0.125);
         }
     }
 

@@ -659,14 +659,10 @@ pub mod iq3_s {
                     v[2 * b + 1] = i8x16_add(w1, off);
                     let ls = 1 + 2 * ((sc >> (4 * b)) & 15) as i16;
                     for h in 0..2 {
-                        *out.sc.get_unchecked_mut(16 * i + 2 * b + h) = ls;
-                        *out.mn.get_unchecked_mut(16 * i + 2 * b + h) = -(super::OFF8 as i16) * ls;
+                        out.put_offset_scale(16 * i + 2 * b + h, ls, super::OFF8 as i16);
                     }
                 }
-                crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
-                let d = f16_at(core::slice::from_raw_parts(p, BYTES), 0);
-                out.d[i] = d;
-                out.m[i] = d;
+                out.put_offset_block(i, &v, f16_at(core::slice::from_raw_parts(p, BYTES), 0));
             }
         }
 
@@ -827,14 +823,10 @@ mod relaxed {
                 v[2 * b + 1] = i8x16_add(i8x16_relaxed_laneselect(i8x16_neg(g23), g23, m23), off);
                 let ls = 2 * (*sg.add(4 * b + 3) >> 4) as i16 + 1;
                 for h in 0..2 {
-                    *out.sc.get_unchecked_mut(16 * i + 2 * b + h) = ls;
-                    *out.mn.get_unchecked_mut(16 * i + 2 * b + h) = -(iq3_xxs::OFF8 as i16) * ls;
+                    out.put_offset_scale(16 * i + 2 * b + h, ls, iq3_xxs::OFF8 as i16);
                 }
             }
-            crate::quant::gemm8::simd::store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
-            let d = crate::quant::f16_at(core::slice::from_raw_parts(blk, iq3_xxs::BYTES), 0) * 0.25;
-            out.d[i] = d;
-            out.m[i] = d;
+            out.put_offset_block(i, &v, crate::quant::f16_at(core::slice::from_raw_parts(blk, iq3_xxs::BYTES), 0) * 0.25);
         }
     }
 
