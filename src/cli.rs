@@ -6,7 +6,7 @@
 //! clef logits   --model F --tokens 1,2,3 [--all] [--precision fast|exact]
 //! clef generate --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
 //!               [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
-//!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead on|off]
+//!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead auto|on|off]
 //! clef tokenize --model F --text TEXT [--special]
 //! clef decide   --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
 //! clef bench-decide --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
@@ -41,7 +41,7 @@ pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench
   logits        --model F --tokens 1,2,3 [--all] [--precision fast|exact]
   generate      --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
                 [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
-                [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead on|off]
+                [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead auto|on|off]
   tokenize      --model F --text TEXT [--special]
   decide        --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
                 [--precision fast|exact]   (SystemOne request JSON in, response JSON out)
@@ -521,9 +521,10 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         Some(other) => return Err(format!("--layout must be auto or plain, not {other}")),
     }
     match a.get("touch-ahead") {
-        None | Some("on") => crate::ops::set_touch_ahead(true),
-        Some("off") => crate::ops::set_touch_ahead(false),
-        Some(other) => return Err(format!("--touch-ahead must be on or off, not {other}")),
+        None | Some("auto") => crate::ops::set_touch_ahead(crate::ops::TouchAhead::Auto),
+        Some("on") => crate::ops::set_touch_ahead(crate::ops::TouchAhead::Prior),
+        Some("off") => crate::ops::set_touch_ahead(crate::ops::TouchAhead::Off),
+        Some(other) => return Err(format!("--touch-ahead must be auto, on or off, not {other}")),
     }
     let max_tokens: usize = a.num("max-tokens", 64)?;
     let defaults = SamplerParams::default();
@@ -591,6 +592,7 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
             ("text", json::string(&text)),
             ("finish_reason", json::string(reason)),
             ("timings", timings),
+            ("touch_ahead", touch_report_json()),
         ]));
     } else {
         host.out(&tail);
@@ -700,4 +702,20 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// What the decode matvec's touch-ahead trial measured per type ([`crate::ops::touch_report`]):
+/// `{"IQ2_S": {"touched": false, "gbps_plain": 2.1, "gbps_touched": 1.8}, …}` (`touched` null
+/// while undecided).
+fn touch_report_json() -> String {
+    let num = |v: f64| if v.is_finite() { format!("{v:.3}") } else { "null".into() };
+    let items: Vec<(String, String)> = crate::ops::touch_report()
+        .into_iter()
+        .map(|(ty, decided, plain, touched)| {
+            let d = decided.map_or("null".to_string(), |b| b.to_string());
+            let v = json::object([("touched", d), ("gbps_plain", num(plain)), ("gbps_touched", num(touched))]);
+            (ty.to_string(), v)
+        })
+        .collect();
+    json::object(items.iter().map(|(k, v)| (k.as_str(), v.clone())))
 }

@@ -189,7 +189,15 @@ pub fn matmul_rows(
         return;
     }
     if !w.r4 && t_count < gemm_min_tokens(ty) {
-        rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, touches_ahead(ty));
+        let bytes = rows.len() * w.row_bytes;
+        match touch_plan(ty, t_count, bytes) {
+            TouchPlan::Fixed(ahead) => rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, ahead),
+            TouchPlan::Trial(ahead) => {
+                let t0 = crate::bench::now_ms();
+                rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, ahead);
+                touch_record(ty, ahead, bytes, crate::bench::now_ms() - t0);
+            }
+        }
         return;
     }
     // Panels of rows, each decoded once and multiplied with every token.
@@ -278,28 +286,159 @@ fn rows_outer_pieces<const C: usize>(
     core::hint::black_box(seen);
 }
 
-/// Whether the row-by-row matvec of `ty` weights touches the next row ahead ([`rows_outer`]),
-/// unless turned off for a measurement ([`set_touch_ahead`]). On matrices larger than the caches
-/// the kernels otherwise wait on each new cache line of their row. Touching a piece at a time
-/// (BENCHMARKS.md "Touching the next row, a piece at a time") gains on every type's kernel in the
-/// relaxed build, in V8 and SpiderMonkey, but end to end a touched Q6_K LM head cost the 8-layer
-/// Q4_0 file 7–10 % in Node (3.90 against 4.20–4.36 tok/s): Q6_K is left untouched (as whole-row
-/// touching had measured, 0.74–0.85×). The SIMD128 build is what Safari runs, and JavaScriptCore
-/// lost on IQ4_XS (0.72×) and Q5_K (0.94×; whole rows 0.89×) while Node and Firefox gained: those
-/// are not touched there either.
+/// Whether the row-by-row matvec of `ty` weights touches the next row ahead by default
+/// ([`rows_outer`]): the prior that [`touch_plan`] starts from and keeps where its trial finds no
+/// clear winner. On matrices larger than the caches the kernels otherwise wait on each new cache
+/// line of their row. Touching a piece at a time (BENCHMARKS.md "Touching the next row, a piece
+/// at a time") gains on every type's kernel in the relaxed build, in V8 and SpiderMonkey, on the
+/// Intel Xeon it was measured on, but end to end a touched Q6_K LM head cost the 8-layer Q4_0 file
+/// 7–10 % in Node (3.90 against 4.20–4.36 tok/s): Q6_K is left untouched (as whole-row touching
+/// had measured, 0.74–0.85×). The SIMD128 build is what Safari runs, and JavaScriptCore lost on
+/// IQ4_XS (0.72×) and Q5_K (0.94×; whole rows 0.89×) while Node and Firefox gained: those are not
+/// touched there either.
 pub fn touches_ahead(ty: GgmlType) -> bool {
     use GgmlType::*;
     let loses = ty == Q6_K || (!cfg!(target_feature = "relaxed-simd") && matches!(ty, IQ4_XS | Q5_K));
-    TOUCH_AHEAD.load(core::sync::atomic::Ordering::Relaxed) && !ty.is_float() && !loses
+    !ty.is_float() && !loses
 }
 
-static TOUCH_AHEAD: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
+/// How the decode matvec chooses to touch ahead ([`set_touch_ahead`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TouchAhead {
+    /// Per weight type, what this machine runs faster ([`touch_plan`]); the default.
+    Auto,
+    /// The prior of [`touches_ahead`], untried.
+    Prior,
+    /// Never: rows go to the kernel whole.
+    Off,
+}
 
-/// Turns touching ahead off (or on again), for side-by-side measurements
-/// (`clef generate --touch-ahead off`). Off, rows go to the kernel whole: the products differ
-/// from the pieces' sums by f32 rounding only.
-pub fn set_touch_ahead(on: bool) {
-    TOUCH_AHEAD.store(on, core::sync::atomic::Ordering::Relaxed);
+/// Sets how the decode matvec touches ahead (`clef generate --touch-ahead auto|on|off`; `on` is
+/// [`TouchAhead::Prior`]) and forgets every trial. Touched rows go to the kernel a piece at a time:
+/// the products differ from whole rows' by f32 rounding only.
+pub fn set_touch_ahead(mode: TouchAhead) {
+    let mut t = TOUCH.lock().unwrap_or_else(|e| e.into_inner());
+    *t = TouchTuner::new(mode);
+}
+
+/// What one decode matvec does: a fixed choice, or one timed for the trial.
+enum TouchPlan {
+    Fixed(bool),
+    Trial(bool),
+}
+
+/// **Touching ahead is chosen per machine.** Whether it wins depends on the CPU: on the Intel Xeon
+/// of sessions 12–13 it gained 5–30 % per kernel, on a 2-core AMD EPYC (2026-12-03) the same
+/// touched pieces ran 0.67–0.96× the whole untouched rows and the 8-layer IQ2_M file decoded 12 %
+/// faster untouched (BENCHMARKS.md). Nothing in a browser names the CPU, so each wasm instance
+/// (each worker) times its own decode matvecs: for each quantized type, the calls of at least
+/// [`TRIAL_MIN_BYTES`] run touched or not (chosen by a fixed pseudo-random sequence, so that no
+/// layer's matrix always gets the same variant) until each variant has [`TRIAL_CALLS`] timings
+/// after [`TRIAL_WARMUP`]; then the variant whose median GB/s is higher by [`TRIAL_MARGIN`] is
+/// kept for the rest of the instance's life, and the prior where neither is. Layer types are
+/// settled within the first decoded token of a 9B file, the LM head's type within ~30 tokens.
+/// Smaller calls (and prompts) keep the prior, so the test fixtures never see a trial.
+static TOUCH: std::sync::Mutex<TouchTuner> = std::sync::Mutex::new(TouchTuner::new(TouchAhead::Auto));
+
+/// Calls smaller than this (bytes of weights) are not timed: their time is mostly the clock's.
+pub const TRIAL_MIN_BYTES: usize = 1 << 20;
+/// Timings per variant before deciding.
+pub const TRIAL_CALLS: usize = 12;
+/// Timings per variant thrown away first (V8 may still run a kernel's baseline code).
+pub const TRIAL_WARMUP: usize = 2;
+/// How much faster (median GB/s) a variant must be to replace the prior.
+pub const TRIAL_MARGIN: f64 = 1.04;
+
+const N_TYPES: usize = 64; // > every GgmlType discriminant
+
+struct TouchTuner {
+    mode: TouchAhead,
+    /// Per type: `Some(ahead)` once decided.
+    decided: [Option<bool>; N_TYPES],
+    /// Per type and variant (0 untouched, 1 touched): GB/s of the timed calls.
+    samples: [[Vec<f32>; 2]; N_TYPES],
+    /// Per type: calls seen, per variant (warm-up included).
+    seen: [[usize; 2]; N_TYPES],
+    rng: u32,
+}
+
+impl TouchTuner {
+    const fn new(mode: TouchAhead) -> TouchTuner {
+        const NONE: [Vec<f32>; 2] = [Vec::new(), Vec::new()];
+        TouchTuner { mode, decided: [None; N_TYPES], samples: [NONE; N_TYPES], seen: [[0; 2]; N_TYPES], rng: 0x9e37_79b9 }
+    }
+}
+
+/// Touch or not for a decode matvec of `t_count` tokens over `bytes` of `ty` weights.
+fn touch_plan(ty: GgmlType, t_count: usize, bytes: usize) -> TouchPlan {
+    let prior = touches_ahead(ty);
+    let mut t = TOUCH.lock().unwrap_or_else(|e| e.into_inner());
+    let i = ty as usize;
+    match t.mode {
+        TouchAhead::Off => return TouchPlan::Fixed(false),
+        TouchAhead::Prior => return TouchPlan::Fixed(prior),
+        TouchAhead::Auto => {}
+    }
+    if let Some(ahead) = t.decided.get(i).copied().flatten() {
+        return TouchPlan::Fixed(ahead);
+    }
+    if t_count != 1 || bytes < TRIAL_MIN_BYTES || i >= N_TYPES || ty.is_float() {
+        return TouchPlan::Fixed(prior);
+    }
+    // xorshift32: a fixed sequence of variants, the same in every run.
+    t.rng ^= t.rng << 13;
+    t.rng ^= t.rng >> 17;
+    t.rng ^= t.rng << 5;
+    let mut v = (t.rng >> 16) as usize & 1;
+    if t.samples[i][v].len() >= TRIAL_CALLS {
+        v ^= 1; // this variant has its timings: the other one runs
+    }
+    TouchPlan::Trial(v == 1)
+}
+
+/// Records one timed call of the trial; decides `ty` once both variants have their timings.
+fn touch_record(ty: GgmlType, ahead: bool, bytes: usize, ms: f64) {
+    let mut t = TOUCH.lock().unwrap_or_else(|e| e.into_inner());
+    let (i, v) = (ty as usize, ahead as usize);
+    if t.decided[i].is_some() {
+        return;
+    }
+    t.seen[i][v] += 1;
+    if t.seen[i][v] > TRIAL_WARMUP && t.samples[i][v].len() < TRIAL_CALLS {
+        // A clock that did not move (browsers coarsen it to 0.1 ms) counts as half a tick.
+        t.samples[i][v].push((bytes as f64 / ms.max(0.05) / 1e6) as f32);
+    }
+    if t.samples[i].iter().all(|s| s.len() >= TRIAL_CALLS) {
+        let [off, on] = [median(&t.samples[i][0]), median(&t.samples[i][1])];
+        t.decided[i] = Some(if on > TRIAL_MARGIN * off {
+            true
+        } else if off > TRIAL_MARGIN * on {
+            false
+        } else {
+            touches_ahead(ty)
+        });
+    }
+}
+
+fn median(v: &[f32]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f32::total_cmp);
+    s[s.len() / 2] as f64
+}
+
+/// Per quantized type that has been tried: (type, decided, median GB/s untouched, touched) — what
+/// the trial measured (`clef generate --json` reports it).
+pub fn touch_report() -> Vec<(GgmlType, Option<bool>, f64, f64)> {
+    let t = TOUCH.lock().unwrap_or_else(|e| e.into_inner());
+    GgmlType::ALL
+        .iter()
+        .filter(|ty| (**ty as usize) < N_TYPES && t.seen[**ty as usize].iter().any(|&n| n > 0))
+        .map(|&ty| {
+            let i = ty as usize;
+            let med = |v: usize| if t.samples[i][v].is_empty() { f64::NAN } else { median(&t.samples[i][v]) };
+            (ty, t.decided[i], med(0), med(1))
+        })
+        .collect()
 }
 
 /// Reads one byte of every 64 (a cache line) of `bytes` and returns their OR: the CPU starts
@@ -428,4 +567,39 @@ pub fn axpy_then_dot(s: &mut [f32], delta: f32, k: &[f32], q: &[f32]) -> f32 {
         sum += *sv * qv;
     }
     sum
+}
+
+#[cfg(test)]
+mod touch_tests {
+    use super::*;
+
+    /// Runs `ty`'s trial to its end with touched calls taking `ms_on` and untouched `ms_off`;
+    /// returns the decision.
+    fn trial(ty: GgmlType, ms_on: f64, ms_off: f64) -> bool {
+        const BYTES: usize = 4 << 20;
+        for _ in 0..1000 {
+            match touch_plan(ty, 1, BYTES) {
+                TouchPlan::Trial(ahead) => touch_record(ty, ahead, BYTES, if ahead { ms_on } else { ms_off }),
+                TouchPlan::Fixed(ahead) => return ahead,
+            }
+        }
+        panic!("{ty}: the trial never ended");
+    }
+
+    #[test]
+    fn the_faster_variant_is_kept_and_a_tie_keeps_the_prior() {
+        // Types no other test multiplies with ≥ 1 MiB per call (the tuner is process-wide).
+        assert!(trial(GgmlType::IQ1_M, 1.0, 2.0), "touched twice as fast");
+        assert!(!trial(GgmlType::IQ1_S, 2.0, 1.0), "untouched twice as fast");
+        assert_eq!(trial(GgmlType::Q1_0, 1.0, 1.01), touches_ahead(GgmlType::Q1_0), "a tie");
+        assert_eq!(trial(GgmlType::Q6_K, 1.01, 1.0), touches_ahead(GgmlType::Q6_K), "a tie");
+        let report = touch_report();
+        let iq1m = report.iter().find(|r| r.0 == GgmlType::IQ1_M).expect("IQ1_M tried");
+        assert_eq!(iq1m.1, Some(true));
+        assert!((iq1m.2 - 4.0 * 1.048_576 / 2.0).abs() < 1e-3 && (iq1m.3 - 4.0 * 1.048_576).abs() < 1e-3, "{iq1m:?}");
+        // Prompts and small calls are never timed. (The fixed modes are not switched here: other
+        // tests multiply at the same time.)
+        assert!(matches!(touch_plan(GgmlType::IQ2_XXS, 2, 4 << 20), TouchPlan::Fixed(_)));
+        assert!(matches!(touch_plan(GgmlType::IQ2_XXS, 1, 1000), TouchPlan::Fixed(_)));
+    }
 }
