@@ -329,7 +329,7 @@ enum TouchPlan {
 
 /// **Touching ahead is chosen per machine.** Whether it wins depends on the CPU: on the Intel Xeon
 /// of sessions 12–13 it gained 5–30 % per kernel, on a 2-core AMD EPYC (2026-12-03) the same
-/// touched pieces ran 0.67–0.96× the whole untouched rows and the 8-layer IQ2_M file decoded 12 %
+/// touched pieces ran 0.61–0.96× the whole untouched rows and the 8-layer IQ2_M file decoded 12 %
 /// faster untouched (BENCHMARKS.md). Nothing in a browser names the CPU, so each wasm instance
 /// (each worker) times its own decode matvecs: for each quantized type, the calls of at least
 /// [`TRIAL_MIN_BYTES`] run touched or not (chosen by a fixed pseudo-random sequence, so that no
