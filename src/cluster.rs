@@ -65,18 +65,25 @@ impl Cluster {
 
     /// Delivers the engine's queued state changes to the shards and runs its pass in flight.
     pub fn drive(&mut self, e: &mut Engine) -> Result<(), EngineError> {
+        self.drive_stages(e, usize::MAX).map(|_| ())
+    }
+
+    /// [`Cluster::drive`], stopping after at most `max` stages; returns whether stages remain (a
+    /// driver that looks at its messages between stages: `www/src/shards.ts` `SplitDriver`).
+    pub fn drive_stages(&mut self, e: &mut Engine, max: usize) -> Result<bool, EngineError> {
         let model_err = |e: ModelError| EngineError::Model(e.to_string());
         for op in e.take_shard_ops() {
             for s in &mut self.shards {
                 s.apply(op).map_err(model_err)?;
             }
         }
-        while let Some(stage) = e.pass().and_then(|p| p.stage()) {
+        for _ in 0..max {
+            let Some(stage) = e.pass().and_then(|p| p.stage()) else { return Ok(false) };
             let pass = e.pass().expect("a pass in flight");
             self.run_stage(pass, stage).map_err(model_err)?;
             e.advance_pass();
         }
-        Ok(())
+        Ok(e.pass().and_then(|p| p.stage()).is_some())
     }
 
     /// [`Engine::prefill`] with the shards.

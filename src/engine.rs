@@ -417,6 +417,24 @@ impl Engine {
         self.finish_pass();
     }
 
+    /// Runs stages of the pass in flight here (the whole model is in this engine) until it is
+    /// complete or `budget_ms` have passed, at least one stage; returns whether stages remain. A
+    /// one-worker host runs a prompt slice this way, yielding between calls, so that an abort
+    /// lands within a stage ([`Engine::abandon_pass`]) however long the slice.
+    pub fn run_local_for(&mut self, budget_ms: f64) -> bool {
+        if self.inflight.is_none() {
+            return false;
+        }
+        let t0 = crate::bench::now_ms();
+        while self.model.run_next_stage(&mut self.scratch.pass, &mut self.state, self.precision, &mut self.scratch.mm) {
+            if crate::bench::now_ms() - t0 >= budget_ms {
+                return true;
+            }
+        }
+        self.finish_pass();
+        false
+    }
+
     fn finish_pass(&mut self) {
         let pass = &mut self.scratch.pass;
         self.state.n_past = pass.pos + pass.n_tokens;
@@ -452,6 +470,29 @@ impl Engine {
         if self.inflight.take().is_some() {
             self.reset();
         }
+    }
+
+    /// Gives up the pass in flight between two of its stages (an abort): the layers it ran are
+    /// ahead of the others, so the state goes back to the newest snapshot at or before the pass's
+    /// start — the end of the previous prompt or answer, usually — and the shards with it; with
+    /// none, to the empty state. The snapshots are kept (unlike [`Engine::cancel_pass`]).
+    pub fn abandon_pass(&mut self) {
+        if self.inflight.take().is_none() {
+            return;
+        }
+        let start = self.scratch.pass.pos;
+        let newest = self.snapshots.iter().enumerate().filter(|(_, s)| s.n_past <= start).max_by_key(|(_, s)| s.n_past);
+        match newest.map(|(i, _)| i) {
+            Some(i) => {
+                self.state.restore(&self.snapshots[i]);
+                self.shard_op(StateOp::Restore(self.state.n_past));
+            }
+            None => {
+                self.state.clear();
+                self.shard_op(StateOp::Clear);
+            }
+        }
+        self.tokens.truncate(self.state.n_past);
     }
 
     /// State changes queued for the shard workers since the last call, in order.

@@ -315,8 +315,8 @@ enum LayerState {
     None,
     /// conv: (K−1) × conv_dim' pre-conv inputs, oldest first; ssm: Hv' × Ds(v) × Ds(k).
     DeltaNet { conv: Vec<f32>, ssm: Vec<f32> },
-    /// k, v: n_past × (Hkv'·Dh), f32 or f16 (`kv.rs`).
-    Attention { k: KvCache, v: KvCache },
+    /// k, v: n_past × (Hkv'·Dh), f32 or f16 (`kv.rs`); `row` = Hkv'·Dh.
+    Attention { k: KvCache, v: KvCache, row: usize },
 }
 
 /// The recurrent part of a [`State`] at position `n_past`.
@@ -345,7 +345,7 @@ impl State {
             .map(|l| match l {
                 LayerState::None => 0,
                 LayerState::DeltaNet { conv, ssm } => 4 * (conv.len() + ssm.len()),
-                LayerState::Attention { k, v } => k.bytes() + v.bytes(),
+                LayerState::Attention { k, v, .. } => k.bytes() + v.bytes(),
             })
             .sum()
     }
@@ -375,10 +375,11 @@ impl State {
                     conv.copy_from_slice(c);
                     ssm.copy_from_slice(s);
                 }
-                LayerState::Attention { k, v } => {
-                    let kv_len = k.len() / self.n_past.max(1) * snap.n_past;
-                    k.truncate(kv_len);
-                    v.truncate(kv_len);
+                LayerState::Attention { k, v, row } => {
+                    // (By the row width, not the length over n_past: after a pass abandoned
+                    // between its stages, the layers it ran hold more rows than the others.)
+                    k.truncate(snap.n_past * *row);
+                    v.truncate(snap.n_past * *row);
                 }
             }
         }
@@ -394,7 +395,7 @@ impl State {
                     conv.fill(0.0);
                     ssm.fill(0.0);
                 }
-                LayerState::Attention { k, v } => {
+                LayerState::Attention { k, v, .. } => {
                     k.truncate(0);
                     v.truncate(0);
                 }
@@ -733,10 +734,10 @@ impl Model {
                     ssm: zeros(w.n_v * c.d_state * c.d_state)?,
                 },
                 Some(Mixer::Attention(w)) => {
-                    let kv_len = n_ctx * w.n_kv * c.head_dim;
-                    let k = KvCache::with_capacity(self.kv_type, kv_len).ok_or_else(oom)?;
-                    let v = KvCache::with_capacity(self.kv_type, kv_len).ok_or_else(oom)?;
-                    LayerState::Attention { k, v }
+                    let row = w.n_kv * c.head_dim;
+                    let k = KvCache::with_capacity(self.kv_type, n_ctx * row).ok_or_else(oom)?;
+                    let v = KvCache::with_capacity(self.kv_type, n_ctx * row).ok_or_else(oom)?;
+                    LayerState::Attention { k, v, row }
                 }
             });
         }
@@ -774,13 +775,20 @@ impl Model {
     /// Runs every stage of a begun pass on this whole model (the one-worker driver: the model is
     /// its own only shard), then advances `state` by the pass's tokens.
     pub fn run_pass(&self, pass: &mut Pass, state: &mut State, prec: Precision, mm: &mut MatmulScratch) {
-        while let Some(stage) = pass.stage() {
-            let Pass { pos, x, sum, out, .. } = pass;
-            let dst = if stage == Stage::Head { out } else { sum };
-            self.run_stage(stage, *pos, x, state, dst, prec, mm);
-            self.advance(pass);
-        }
+        while self.run_next_stage(pass, state, prec, mm) {}
         state.n_past = pass.pos + pass.n_tokens;
+    }
+
+    /// Runs the current stage of a begun pass on this whole model and moves to the next one;
+    /// returns whether stages remain. (Between two calls the state is part-way: the layers run so
+    /// far are ahead of the others.)
+    pub fn run_next_stage(&self, pass: &mut Pass, state: &mut State, prec: Precision, mm: &mut MatmulScratch) -> bool {
+        let Some(stage) = pass.stage() else { return false };
+        let Pass { pos, x, sum, out, .. } = pass;
+        let dst = if stage == Stage::Head { out } else { sum };
+        self.run_stage(stage, *pos, x, state, dst, prec, mm);
+        self.advance(pass);
+        pass.stage().is_some()
     }
 
     /// Starts a pass of `tokens` at position `pos` (coordinator): checks them, embeds them and
@@ -897,7 +905,7 @@ impl Model {
                 match (&part.layers[il].mixer, &mut state.layers[il]) {
                     (None, _) => out.fill(0.0),
                     (Some(Mixer::DeltaNet(w)), LayerState::DeltaNet { conv, ssm }) => self.deltanet(w, x, out, conv, ssm, prec, s),
-                    (Some(Mixer::Attention(w)), LayerState::Attention { k, v }) => self.attention(w, x, out, k, v, pos, prec, s),
+                    (Some(Mixer::Attention(w)), LayerState::Attention { k, v, .. }) => self.attention(w, x, out, k, v, pos, prec, s),
                     _ => unreachable!("state layout matches the model"),
                 }
             }

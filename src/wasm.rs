@@ -711,6 +711,21 @@ impl WasmEngine {
         self.engine.advance_pass()
     }
 
+    /// Runs the pass in flight here for about `budget_ms` (at least one stage); `true` while
+    /// stages remain. A one-worker prompt slice: `prefillStart`, then this with a yield between
+    /// calls (an abort in between: `abandonPass`).
+    #[wasm_bindgen(js_name = runFor)]
+    pub fn run_for(&mut self, budget_ms: f64) -> bool {
+        self.engine.run_local_for(budget_ms)
+    }
+
+    /// Gives up the pass in flight between its stages (an abort): the state goes back to the
+    /// newest snapshot at or before the pass's start (queued for the shards too).
+    #[wasm_bindgen(js_name = abandonPass)]
+    pub fn abandon_pass(&mut self) {
+        self.engine.abandon_pass();
+    }
+
     /// Gives up the pass in flight (a shard failed): the conversation state is forgotten.
     #[wasm_bindgen(js_name = cancelPass)]
     pub fn cancel_pass(&mut self) {

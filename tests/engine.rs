@@ -120,6 +120,61 @@ fn abort_mid_generation_leaves_a_usable_engine() {
     assert_eq!(run(&mut e, &P0, greedy(16)), GREEDY0);
 }
 
+/// An abort between two stages of a prompt pass (`run_local_for` / `drive_stages`, then
+/// `abandon_pass`): the state goes back to the snapshot at the end of the previous answer, which
+/// the next request still reuses, and the tokens are a fresh engine's — one worker and split.
+#[test]
+fn abort_between_the_stages_of_a_pass_rolls_back_to_a_snapshot() {
+    let mut p2 = P0.to_vec();
+    p2.extend([8002, 198, 8001, 846, 198, 2776, 100, 200, 300]);
+    let want = run(&mut engine(), &p2, greedy(8));
+    // Begins a follow-up of P0 + its answer, runs `stages` stages of its single prompt pass, then
+    // abandons it; the request that follows is answered as by a fresh engine.
+    let follow_up = |first: &[u32]| {
+        let mut p = P0.to_vec();
+        p.extend(first);
+        p.extend(&p2[P0.len()..]);
+        p
+    };
+    for stages in [1, 3, 7] {
+        let mut e = engine();
+        let first = run(&mut e, &P0, greedy(4));
+        let p = follow_up(&first);
+        let cached = e.begin(&p, greedy(8)).unwrap();
+        assert!(cached > 0, "the answer's snapshot is reused");
+        e.prefill_start(usize::MAX).unwrap();
+        for _ in 0..stages {
+            assert!(e.run_local_for(0.0), "one stage per call with no time budget");
+        }
+        e.abandon_pass();
+        e.end_request();
+        assert_eq!(e.begin(&p, greedy(8)).unwrap(), cached, "{stages} stages: the snapshot survives the abort");
+        e.end_request();
+        assert_eq!(run(&mut e, &p, greedy(8)), run(&mut engine(), &p, greedy(8)), "{stages} stages, one worker");
+        assert_eq!(run(&mut e, &p2, greedy(8)), want, "{stages} stages, one worker, diverging prompt");
+
+        let (mut e, mut c) = split_engine(2);
+        let first = run_split(&mut e, &mut c, &P0, greedy(4));
+        let p = follow_up(&first);
+        e.begin(&p, greedy(8)).unwrap();
+        e.prefill_start(usize::MAX).unwrap();
+        assert!(c.drive_stages(&mut e, stages).unwrap(), "stages remain");
+        e.abandon_pass();
+        e.end_request();
+        assert_eq!(run_split(&mut e, &mut c, &p, greedy(8)), run(&mut engine(), &p, greedy(8)), "{stages} stages, 2 shards");
+        assert!(e.usage.cached_tokens > 0, "2 shards: the snapshot survives the abort");
+    }
+    // With no snapshot to go back to, the state is cleared.
+    let mut e = engine();
+    e.begin(&p2, greedy(8)).unwrap();
+    e.prefill_start(usize::MAX).unwrap();
+    assert!(e.run_local_for(0.0));
+    e.abandon_pass();
+    e.end_request();
+    assert_eq!(run(&mut e, &p2, greedy(8)), want, "no snapshot");
+    assert_eq!(e.usage.cached_tokens, 0);
+}
+
 #[test]
 fn limits() {
     let mut e = engine();

@@ -114,6 +114,9 @@ test(`Chromium soak: ${CYCLES} load/unload cycles, ${GENERATIONS} short generati
         }
         return { bad, tokens, stats: await e.stats() };
       }, { n, from });
+    // One long prompt first: the buffers of a full prompt pass (PREFILL_CHUNK tokens) are part of
+    // the baseline; the aborts below run prompts that long.
+    await b.page.evaluate(() => window.engine.chat.completions.create({ messages: [{ role: 'user', content: 'Tell me about the river. '.repeat(60) }], max_tokens: 2 }));
     const warm = await generations(20, 1);
     const wheap0 = await sampler.heapNow();
     const pheap0 = await probe.heap();

@@ -90,6 +90,27 @@ test('Node: abort mid-generation with 2 workers, then generate again; a killed s
   await assert.rejects(ClefEngine.load(path, { workers: 2, exchange: 'both' }), (e) => e.code === 'bad_request' && /exchange/.test(e.message));
 });
 
+test('Node: an abort during a long prompt (with 2 workers, between the stages of one of its passes) leaves the engine answering as before', { skip: skipNode, timeout: 120000 }, async () => {
+  const { ClefEngine } = await import(dist);
+  const path = join(fixturesDir, 'A-F32.gguf');
+  const long = Array(80).fill(PROMPT_TEXT).join(' '); // ~650 tokens: several passes
+  for (const [workers, exchange] of [[1, 'auto'], [2, 'shared'], [2, 'message']]) {
+    const engine = await ClefEngine.load(path, { workers, exchange });
+    try {
+      assert.deepEqual((await greedyChat(engine)).choices[0].token_ids, A.cases[0].greedy_ids); // snapshots to go back to
+      for (let i = 0; i < 3; i++) {
+        const ac = new AbortController();
+        const s = await engine.chat.completions.create({ messages: [{ role: 'user', content: long }], max_tokens: 4, temperature: 0, stream: true, signal: ac.signal });
+        ac.abort(); // the prompt is running: the worker sees the abort at its next stage or pass
+        await assert.rejects((async () => { for await (const _ of s); })(), (e) => e.code === 'aborted');
+        assert.deepEqual((await greedyChat(engine)).choices[0].token_ids, A.cases[0].greedy_ids, `${workers} workers, ${exchange}: after an abort during the prompt`);
+      }
+    } finally {
+      await engine.unload();
+    }
+  }
+});
+
 async function abortAndKill(ClefEngine, path, exchange, kill) {
   const engine = await ClefEngine.load(path, { workers: 2, exchange });
   try {

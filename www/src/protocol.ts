@@ -280,9 +280,22 @@ export interface HeadInfo {
 // Decisions
 
 export interface DecideParams {
-  /** Prompt tokens run per slice between two looks at the message queue (default 64). */
+  /** Prompt tokens run per slice between two looks at the message queue (default DECIDE_PREFILL_CHUNK). */
   prefill_chunk?: number;
 }
+
+/**
+ * Prompt tokens per forward pass of a generation (unless `GenerateParams.prefill_chunk` says
+ * otherwise). The prompt GEMM decodes each weight row once per pass for all its tokens, so longer
+ * passes cost less per token: the 9B-shaped IQ2_M file, Chromium, 2 workers, a 256-token prompt ran
+ * 3.92–4.46 tok/s in passes of 32 and 4.81–5.25 in passes of 128 (BENCHMARKS.md). The worker looks
+ * at its messages between the stages of a pass, so an abort does not wait for the pass to end.
+ */
+export const PREFILL_CHUNK = 128;
+/** Prompt tokens per slice of a decision (a progress event and a look at `abort` after each). */
+export const DECIDE_PREFILL_CHUNK = 64;
+/** Milliseconds of a one-worker pass between two looks at the worker's messages. */
+export const STAGE_YIELD_MS = 50;
 
 export interface DecideResult {
   /** The SystemOne response as JSON text, keys in llama-server's order. */
@@ -344,7 +357,7 @@ export interface GenerateParams {
   logprobs?: number;
   /** The grammar the answer must follow (constrained decoding; see src/grammar.rs OutputSpec). */
   output?: OutputSpec;
-  /** Prompt tokens run per slice between two looks at the message queue (default 32). */
+  /** Prompt tokens per forward pass (default PREFILL_CHUNK). */
   prefill_chunk?: number;
 }
 

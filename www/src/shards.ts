@@ -317,14 +317,16 @@ export class SplitDriver {
     return this.stats;
   }
 
-  /** `eng.prefill(max)`, with the shards. */
-  async prefill(max: number): Promise<number> {
+  /**
+   * `eng.prefill(max)`, with the shards: the tokens still queued, or null when `stop()` turned
+   * true between two stages (the pass is abandoned: engine and shards back at a snapshot).
+   */
+  async prefill(max: number, stop?: () => boolean): Promise<number | null> {
     await this.drive();
     const t = performance.now();
     const left = this.eng.prefillStart(max); // embeds the chunk, the first norm
     this.stats.coordinatorMs += performance.now() - t;
-    await this.drive();
-    return left;
+    return (await this.drive(stop)) ? left : null;
   }
 
   /** `eng.step()`, with the shards. */
@@ -374,8 +376,12 @@ export class SplitDriver {
     return left;
   }
 
-  /** Delivers queued state changes, then runs the pass in flight (if any) to its end. */
-  async drive(): Promise<void> {
+  /**
+   * Delivers queued state changes, then runs the pass in flight (if any) to its end; false when
+   * `stop()` turned true before one of its stages: the pass is abandoned (src/engine.rs
+   * `abandon_pass`) and the shards are told to go back with the engine.
+   */
+  async drive(stop?: () => boolean): Promise<boolean> {
     const { eng, pool } = this;
     try {
       pool.ops(eng.takeShardOps());
@@ -383,6 +389,12 @@ export class SplitDriver {
         let t = performance.now();
         const st = eng.passStage();
         if (!st) break;
+        if (stop?.()) {
+          eng.abandonPass();
+          await pool.endServe(); // (shards in serve mode read their messages only after it)
+          pool.ops(eng.takeShardOps());
+          return false;
+        }
         const [kind, layer, pos] = st;
         const x = eng.passInput();
         const s = this.stats;
@@ -404,6 +416,7 @@ export class SplitDriver {
         if (!more) break;
       }
       await pool.endServe();
+      return true;
     } catch (e) {
       eng.cancelPass();
       await pool.endServe().catch(() => {}); // the pool has failed already if this does

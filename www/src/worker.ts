@@ -2,10 +2,11 @@
 // same code in-process under Node (index.ts calls `createCore`). It owns the wasm instance, at
 // most one model, and a queue of generation requests, and answers the messages of protocol.ts.
 //
-// Generation runs as small steps (prefill slices of 32 tokens, then one token per step) with a
-// macrotask yield between them, so an `abort` message is handled within one token. Every error
-// is caught and answered as a typed error; the worker stays usable, except after a wasm trap
-// (`fatal`: load again).
+// Generation runs as steps (prompt passes of PREFILL_CHUNK tokens, then one token per step) with
+// a macrotask yield between them and between the stages of a prompt pass, so an `abort` message is
+// handled within one token or one stage (a pass abandoned part-way puts the state back at a
+// snapshot: src/engine.rs `abandon_pass`). Every error is caught and answered as a typed error;
+// the worker stays usable, except after a wasm trap (`fatal`: load again).
 //
 // Decisions (`decide`) run in the same queue as generations, on the same state: prefill slices of
 // the request's prompt feed the joint schema head (WasmEngine.decideBegin / decidePrefill /
@@ -18,6 +19,7 @@ import type {
   ChatMessageInput, DecideParams, GemmProfile, DecideResult, DecisionInfo, ErrorCode, ErrorInfo, GenerateParams, GenerateResult, HeadInfo, HeadSpec,
   ModelInfo, PromptSpec, Request, Response, Results, SourceSpec, TokenLogprob, WorkerStats,
 } from './protocol.js';
+import { DECIDE_PREFILL_CHUNK, PREFILL_CHUNK, STAGE_YIELD_MS } from './protocol.js';
 import { loadHead } from './load/head.js';
 import { resolveLoadParams } from './validate.js';
 import { BlobSource, HttpSource, LoadError, SyncFileSource, loadModel, macrotask, type ByteSource } from './loader.js';
@@ -290,10 +292,27 @@ export function createCore(post: Post, env: CoreEnv) {
     return { ids: eng.tokenize(text, true), thinking: opensThink(text) };
   }
 
+  /**
+   * `eng.prefill(max)` in this instance (one worker), a macrotask yield every STAGE_YIELD_MS of its
+   * stages: the tokens still queued, or null when `halt()` turned true during the pass (abandoned:
+   * the state is back at a snapshot).
+   */
+  async function prefillHere(eng: WasmEngine, max: number, halt: () => boolean): Promise<number | null> {
+    const left = eng.prefillStart(max);
+    while (eng.runFor(STAGE_YIELD_MS)) {
+      await macrotask();
+      if (halt()) {
+        eng.abandonPass();
+        return null;
+      }
+    }
+    return left;
+  }
+
   async function doGenerate(id: number, prompt: PromptSpec, params: GenerateParams): Promise<GenerateResult> {
     const eng = need();
     const { ids, thinking } = renderPrompt(eng, prompt);
-    const chunk = Math.max(1, Math.min(4096, params.prefill_chunk ?? 32));
+    const chunk = Math.max(1, Math.min(4096, params.prefill_chunk ?? PREFILL_CHUNK));
     const p: Record<string, unknown> = { ...params };
     delete p.prefill_chunk;
     delete p.output;
@@ -310,9 +329,14 @@ export function createCore(post: Post, env: CoreEnv) {
       let stop = false;
       const d = driver;
       d?.resetStats();
-      while ((d ? await d.prefill(chunk) : eng.prefill(chunk)) > 0) {
-        await macrotask();
-        if (aborted.has(id)) {
+      // Passes of `chunk` tokens; an abort is looked at between their stages too (null: the
+      // pass was abandoned, the state is back at a snapshot).
+      const halt = () => aborted.has(id);
+      for (;;) {
+        const left = d ? await d.prefill(chunk, halt) : await prefillHere(eng, chunk, halt);
+        if (left === 0) break;
+        if (left !== null) await macrotask();
+        if (left === null || halt()) {
           stop = true;
           break;
         }
@@ -399,7 +423,7 @@ export function createCore(post: Post, env: CoreEnv) {
   async function doDecide(id: number, body: string, params: DecideParams): Promise<DecideResult> {
     const eng = need();
     if (typeof body !== 'string') throw new LoadError('bad_request', 'a decision body must be JSON text');
-    const chunk = Math.max(1, Math.min(4096, Math.floor(params.prefill_chunk ?? 64)));
+    const chunk = Math.max(1, Math.min(4096, Math.floor(params.prefill_chunk ?? DECIDE_PREFILL_CHUNK)));
     const t0 = performance.now();
     const begun = eng.decideBegin(body) as { promptTokens: number; cachedTokens: number };
     const total = begun.promptTokens;
