@@ -232,19 +232,8 @@ impl Engine {
             self.shard_op(StateOp::Forget(n));
         }
         self.snapshots.retain(|s| s.n_past <= common);
-        let reuse = self.snapshots.iter().filter(|s| s.n_past <= limit).max_by_key(|s| s.n_past).cloned();
-        match &reuse {
-            Some(s) => {
-                self.state.restore(s);
-                self.shard_op(StateOp::Restore(s.n_past));
-            }
-            None => {
-                self.state.clear();
-                self.shard_op(StateOp::Clear);
-            }
-        }
+        self.back_to_snapshot(limit);
         let start = self.state.n_past;
-        self.tokens.truncate(start);
         let mut sampler = Sampler::new(params.sampler.clone());
         prompt.iter().for_each(|&t| sampler.accept(t));
         self.usage = Usage { prompt_tokens: prompt.len(), cached_tokens: start, completion_tokens: 0 };
@@ -410,11 +399,7 @@ impl Engine {
 
     /// Runs the pass in flight here (the whole model is in this engine).
     pub fn run_local(&mut self) {
-        if self.inflight.is_none() {
-            return;
-        }
-        self.model.run_pass(&mut self.scratch.pass, &mut self.state, self.precision, &mut self.scratch.mm);
-        self.finish_pass();
+        self.run_local_for(f64::INFINITY);
     }
 
     /// Runs stages of the pass in flight here (the whole model is in this engine) until it is
@@ -480,8 +465,13 @@ impl Engine {
         if self.inflight.take().is_none() {
             return;
         }
-        let start = self.scratch.pass.pos;
-        let newest = self.snapshots.iter().enumerate().filter(|(_, s)| s.n_past <= start).max_by_key(|(_, s)| s.n_past);
+        self.back_to_snapshot(self.scratch.pass.pos);
+    }
+
+    /// Puts the state (and the shards') back at the newest snapshot of at most `limit` tokens, or
+    /// empty when there is none.
+    fn back_to_snapshot(&mut self, limit: usize) {
+        let newest = self.snapshots.iter().enumerate().filter(|(_, s)| s.n_past <= limit).max_by_key(|(_, s)| s.n_past);
         match newest.map(|(i, _)| i) {
             Some(i) => {
                 self.state.restore(&self.snapshots[i]);
