@@ -13,7 +13,7 @@
 #
 #   bash tools/bench-tp.sh [--quick] [--synth DIR] [--files "F …"] [--prompt 512] [--gen 128]
 #                          [--workers 1,2,…] [--wllama-threads 1,2] [--wllama-files 8L|all|none]
-#                          [--engines node,chromium,wllama,native,native128] [--out DIR]
+#                          [--engines node,chromium,wllama,native,native128] [--rounds R] [--out DIR]
 #
 # Defaults: prompt 512 tokens, 128 decoded tokens (greedy, EOS ignored), workers / native threads
 # 1, 2 and then 4, 8, 16 up to the machine's cores, wllama only on the 8-layer files (its heap is
@@ -21,11 +21,15 @@
 # would take hours). Files: DIR/{IQ2_M,Q2_K}{,-8L}.gguf, written by make_synthetic.py where missing
 # (deterministic: the same bytes everywhere); DIR defaults to ~/.cache/clef-web/synth.
 # --quick: the 8-layer Q2_K file, a 32-token prompt, 8 tokens, workers 1,2 (checks the harness).
+# --rounds R: every measurement R times, in rounds (round 1 of every engine, file and count, then
+# round 2, …), so that a slow spell of a shared machine lands on all sides alike; the report gives
+# medians, the spread, and ratios as the median of each round's own ratio.
 #
 # Needs: ./build.sh (www/dist, www/pkg; run here if missing), /usr/bin/chromium (or $CHROMIUM),
 # npm (tools/bench-wllama is installed here if missing), a C/C++ compiler and PyPI (llama-bench is
 # built once into ~/.cache/clef-web/llama.cpp). Run it on an otherwise idle machine: every number is
-# one run, and anything else using the cores shows up in them (the load average is reported).
+# one run (or the median of --rounds R), and anything else using the cores shows up in them (the
+# load average is reported).
 # A full run takes about 3 hours on 2 cores at the issue's speeds (a 32-layer file at one worker:
 # ~8 min for ours in Node and again in Chromium, ~8 min for llama-bench with its warm-up; wllama at
 # ~0.6 prompt tokens/s: ~20 min per 8-layer file and thread count).
@@ -34,7 +38,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 
-quick=0 synth=${CLEF_SYNTH:-$HOME/.cache/clef-web/synth} files="" prompt=512 gen=128 workers="" wl_threads=1,2
+quick=0 synth=${CLEF_SYNTH:-$HOME/.cache/clef-web/synth} files="" prompt=512 gen=128 workers="" wl_threads=1,2 rounds=1
 wl_files=8L engines=node,chromium,wllama,native out=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -48,7 +52,8 @@ while [[ $# -gt 0 ]]; do
     --wllama-files) wl_files=$2; shift 2 ;;
     --engines) engines=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
     *) echo "bench-tp: unknown argument $1 (--help)" >&2; exit 2 ;;
   esac
 done
@@ -63,6 +68,7 @@ if [[ -z $workers ]]; then
   workers=1
   for n in 2 4 8 16; do (( n <= cores || n == 2 )) && workers+=",$n"; done
 fi
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "bench-tp: --rounds is a positive integer" >&2; exit 2; }
 [[ $wl_files =~ ^(8L|all|none)$ ]] || { echo "bench-tp: --wllama-files is 8L, all or none" >&2; exit 2; }
 for e in ${engines//,/ }; do
   [[ $e =~ ^(node|chromium|wllama|native|native128)$ ]] || { echo "bench-tp: unknown engine $e" >&2; exit 2; }
@@ -103,8 +109,8 @@ chromium_version=$( (${CHROMIUM:-/usr/bin/chromium} --version 2>/dev/null || tru
 record "$(python3 -c 'import json,os,sys,platform
 cpu=next((l.split(":",1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 print(json.dumps({"engine":"machine","cores":os.cpu_count(),"cpu":cpu,"node":sys.argv[1],"chromium":sys.argv[2],"load_start":os.getloadavg()[0],
-  "prompt":int(sys.argv[3]),"gen":int(sys.argv[4]),"quick":sys.argv[5]=="1","llama_bench":sys.argv[6]}))' \
-  "$(node --version)" "$chromium_version" "$prompt" "$gen" "$quick" "llama-cpp-python 0.3.36 vendor/llama.cpp${llama_bench:+, AVX2}${llama_bench128:+, 128-bit: AVX2 off (AVX, FMA, F16C)}")"
+  "prompt":int(sys.argv[3]),"gen":int(sys.argv[4]),"quick":sys.argv[5]=="1","rounds":int(sys.argv[7]),"llama_bench":sys.argv[6]}))' \
+  "$(node --version)" "$chromium_version" "$prompt" "$gen" "$quick" "llama-cpp-python 0.3.36 vendor/llama.cpp${llama_bench:+, AVX2}${llama_bench128:+, 128-bit: AVX2 off (AVX, FMA, F16C)}" "$rounds")"
 log "$(uptime)"
 log "files: $files; prompt $prompt, decode $gen; workers/threads $workers; wllama threads $wl_threads on ${wl_files} files; results in $out"
 
@@ -113,8 +119,8 @@ native() {
   local engine=$1 bin=$2 f=$3 name
   name=$(basename "$f")
   log "$name: $engine: llama-bench -t $workers"
-  if "$bin" -m "$f" -p "$prompt" -n "$gen" -t "$workers" -r 1 -o json > "$out/$engine-$name.json" 2> "$out/$engine-$name.log"; then
-    python3 - "$out/$engine-$name.json" "$name" "$engine" >> "$results" <<'PY'
+  if "$bin" -m "$f" -p "$prompt" -n "$gen" -t "$workers" -r 1 -o json > "$out/$engine-$name$tag.json" 2> "$out/$engine-$name$tag.log"; then
+    python3 - "$out/$engine-$name$tag.json" "$name" "$engine" >> "$results" <<'PY'
 import json, sys
 by = {}
 try:
@@ -127,11 +133,16 @@ for d in by.values():
     print(json.dumps(d))
 PY
   else
-    record "$(err "$engine" "$name" 0 "$(tail -3 "$out/$engine-$name.log")")"
+    record "$(err "$engine" "$name" 0 "$(tail -3 "$out/$engine-$name$tag.log")")"
   fi
 }
 
 # ---- measurements ----------------------------------------------------------------------------------
+for round in $(seq 1 "$rounds"); do
+  tag=""; (( rounds > 1 )) && tag="-r$round"
+  (( rounds > 1 )) && log "round $round of $rounds"
+  first=$(wc -l < "$results")
+# (The round's body, not indented: its here-documents end at column 0.)
 for f in $files; do
   name=$(basename "$f")
   if has native; then native native "$llama_bench" "$f"; fi
@@ -140,8 +151,8 @@ for f in $files; do
     for n in ${workers//,/ }; do
       log "$name: ours, Node, $n worker(s)"
       if node --experimental-wasm-relaxed-simd www/cli.mjs generate --model "$f" --tokens "$ids" --max-tokens "$gen" \
-           --ignore-eos --json --workers "$n" --ctx "$ctx" > "$out/node-$n-$name.json" 2> "$out/node-$n-$name.log"; then
-        record "$(python3 - "$out/node-$n-$name.json" "$name" "$n" "$gen" <<'PY'
+           --ignore-eos --json --workers "$n" --ctx "$ctx" > "$out/node-$n-$name$tag.json" 2> "$out/node-$n-$name$tag.log"; then
+        record "$(python3 - "$out/node-$n-$name$tag.json" "$name" "$n" "$gen" <<'PY'
 import json, sys
 d = {"engine": "node", "file": sys.argv[2], "n": int(sys.argv[3])}
 try:
@@ -160,7 +171,7 @@ print(json.dumps(d))
 PY
 )"
       else
-        record "$(err node "$name" "$n" "$(tail -3 "$out/node-$n-$name.log")")"
+        record "$(err node "$name" "$n" "$(tail -3 "$out/node-$n-$name$tag.log")")"
       fi
     done
   fi
@@ -172,8 +183,8 @@ PY
   if [[ -n $eng ]]; then
     log "$name: Chromium: ${eng%,}"
     if (cd tools/bench-wllama && node run.mjs --no-fixtures --repeats 1 --prompt-tokens "$prompt" --gen-tokens "$gen" \
-          --ctx "$ctx" --engines "${eng%,}" --json "$out/chromium-$name.json" "$f") > "$out/chromium-$name.md" 2> "$out/chromium-$name.log"; then
-      python3 - "$out/chromium-$name.json" "$name" "$gen" >> "$results" <<'PY'
+          --ctx "$ctx" --engines "${eng%,}" --json "$out/chromium-$name$tag.json" "$f") > "$out/chromium-$name$tag.md" 2> "$out/chromium-$name$tag.log"; then
+      python3 - "$out/chromium-$name$tag.json" "$name" "$gen" >> "$results" <<'PY'
 import json, re, sys
 try:
     j = json.load(open(sys.argv[1]))
@@ -197,9 +208,18 @@ for row in j["results"]:
         print(json.dumps(d))
 PY
     else
-      record "$(err chromium "$name" 0 "$(tail -3 "$out/chromium-$name.log")")"
+      record "$(err chromium "$name" 0 "$(tail -3 "$out/chromium-$name$tag.log")")"
     fi
   fi
+done
+# This round's records carry its number.
+python3 - "$results" "$first" "$round" <<'PY'
+import json, sys
+path, first, rnd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+lines = open(path).read().splitlines()
+out = lines[:first] + [json.dumps({**json.loads(l), "round": rnd}) for l in lines[first:] if l.strip()]
+open(path, "w").write("\n".join(out) + "\n")
+PY
 done
 
 record "$(python3 -c 'import json,os; print(json.dumps({"engine":"machine_end","load_end":os.getloadavg()[0]}))')"

@@ -19,8 +19,12 @@ Definitions:
   T(1) the measured one-worker time (else serial + P). S, O and X are held at their measured values,
   although the coordinator's work and the exchanges grow with M (M messages and M partial sums per
   stage), so the projection is an upper bound. From the run with the most workers.
+* rounds (bench-tp.sh --rounds R): each measurement R times, interleaved. Tokens/s are the median
+  (and the range); a ratio is the median of the rounds' own ratios (both sides from the same round,
+  so a slow spell of a shared machine cancels); the time split and the projection come from the
+  round whose decode speed is the median one.
 """
-import json, sys
+import json, statistics, sys
 from collections import defaultdict
 
 ENGINES = ("node", "chromium", "native", "native128", "wllama")
@@ -30,7 +34,8 @@ PROJECT = (8, 16)
 
 
 def load(path):
-    meta, rows = {}, defaultdict(dict)  # rows[file][(engine, n)] = record
+    """meta, rows[file][(engine, n)] = the median record, rounds[file][(engine, n)] = {round: record}."""
+    meta, rounds = {}, defaultdict(lambda: defaultdict(dict))
     for line in open(path):
         if not line.strip():
             continue
@@ -38,16 +43,44 @@ def load(path):
         if r["engine"] in ("machine", "machine_end"):
             meta.update(r)
         else:
-            rows[r["file"]][(r["engine"], r["n"])] = r
-    return meta, rows
+            rounds[r["file"]][(r["engine"], r["n"])][r.get("round", 1)] = r
+    rows = {f: {k: median_record(list(by.values())) for k, by in runs.items()} for f, runs in rounds.items()}
+    return meta, rows, rounds
+
+
+def median_record(recs):
+    """The record of median decode speed (the lower middle one of an even count) as it was measured,
+    plus the medians and ranges of pp and tg over the rounds (`pp_med`, `pp_range`, …); an error only
+    when every round failed."""
+    ok = [r for r in recs if "error" not in r]
+    if not ok:
+        return recs[0]
+    ok.sort(key=lambda r: r.get("tg") or 0)
+    r = dict(ok[(len(ok) - 1) // 2])
+    for k in ("pp", "tg"):
+        v = [x[k] for x in ok if x.get(k)]
+        if v:
+            r[k + "_med"], r[k + "_range"] = statistics.median(v), (min(v), max(v))
+    r["rounds_ok"], r["rounds"] = len(ok), len(recs)
+    return r
 
 
 def fmt(x, d=2):
     return "—" if x is None else f"{x:.0f}" if x >= 100 else f"{x:.{d}f}"
 
 
-def ratio(a, b):
-    return "—" if not a or not b else f"{a / b:.2f}×"
+def round_ratio(ra, rb, k):
+    """The median over rounds of ra[round][k] / rb[round][k] (both sides measured in that round)."""
+    v = [ra[i][k] / rb[i][k] for i in ra if i in rb and get(ra[i], k) and get(rb[i], k)]
+    return "—" if not v else f"{statistics.median(v):.2f}×"
+
+
+def speed(r, k):
+    """A median tokens/s figure, with its range over the rounds when there were several."""
+    lo_hi = r.get(k + "_range")
+    if r.get("rounds", 1) > 1 and lo_hi and lo_hi[0] != lo_hi[1]:
+        return f"{fmt(r.get(k + '_med'))} ({fmt(lo_hi[0])}–{fmt(lo_hi[1])})"
+    return fmt(r.get(k + "_med", r.get(k)))
 
 
 def get(rec, k):
@@ -80,12 +113,14 @@ def project(runs, engine):
 
 
 def main():
-    meta, rows = load(sys.argv[1])
+    meta, rows, rounds = load(sys.argv[1])
+    n_rounds = meta.get("rounds", 1)
     out = []
     p = out.append
     p(f"Machine: {meta.get('cores')} cores, {meta.get('cpu')}; Node {meta.get('node')}; {meta.get('chromium') or 'Chromium ?'}; "
       f"load average {meta.get('load_start', 0):.1f} at start, {meta.get('load_end', 0):.1f} at end. "
-      f"Prompt {meta.get('prompt')} tokens, {meta.get('gen')} decoded tokens (greedy, EOS ignored), one run each"
+      f"Prompt {meta.get('prompt')} tokens, {meta.get('gen')} decoded tokens (greedy, EOS ignored), "
+      f"{'one run each' if n_rounds == 1 else f'{n_rounds} rounds (every measurement once per round, in turn): medians (range); ratios are medians of the per-round ratios'}"
       f"{' (quick mode)' if meta.get('quick') else ''}. Native: {meta.get('llama_bench') or '—'}.")
     p("")
     counts = sorted({n for f in rows.values() for (_, n) in f})
@@ -102,7 +137,7 @@ def main():
             cells = []
             for e in engines:
                 r = runs.get((e, n))
-                cells.append("—" if r is None else f"failed: {r['error'][:80]}" if "error" in r else f"{fmt(r.get('pp'))} / {fmt(r.get('tg'))}")
+                cells.append("—" if r is None else f"failed: {r['error'][:80]}" if "error" in r else f"{speed(r, 'pp')} / {speed(r, 'tg')}")
             p(f"| {f} | {n} | " + " | ".join(cells) + " |")
     p("")
     # ---- ratios
@@ -111,17 +146,19 @@ def main():
     p("| file | N | Node / native N threads | Chromium / native | Node / native 128-bit | Chromium / native 128-bit | "
       "Chromium / wllama N threads | Node N / Node 1 | Chromium N / Chromium 1 |")
     p("|---|---|---|---|---|---|---|---|---|")
-    for f, runs in rows.items():
+    for f, by_round in rounds.items():
         for n in counts:
-            g = lambda e, m, k: get(runs.get((e, m)), k)  # noqa: E731
+            def rr(a, b):  # prompt / decode ratios of (engine, count) a over b, per round
+                ra, rb = by_round.get(a, {}), by_round.get(b, {})
+                return f"{round_ratio(ra, rb, 'pp')} / {round_ratio(ra, rb, 'tg')}"
             cells = [
-                f"{ratio(g('node', n, 'pp'), g('native', n, 'pp'))} / {ratio(g('node', n, 'tg'), g('native', n, 'tg'))}",
-                f"{ratio(g('chromium', n, 'pp'), g('native', n, 'pp'))} / {ratio(g('chromium', n, 'tg'), g('native', n, 'tg'))}",
-                f"{ratio(g('node', n, 'pp'), g('native128', n, 'pp'))} / {ratio(g('node', n, 'tg'), g('native128', n, 'tg'))}",
-                f"{ratio(g('chromium', n, 'pp'), g('native128', n, 'pp'))} / {ratio(g('chromium', n, 'tg'), g('native128', n, 'tg'))}",
-                f"{ratio(g('chromium', n, 'pp'), g('wllama', n, 'pp'))} / {ratio(g('chromium', n, 'tg'), g('wllama', n, 'tg'))}",
-                f"{ratio(g('node', n, 'pp'), g('node', 1, 'pp'))} / {ratio(g('node', n, 'tg'), g('node', 1, 'tg'))}" if n > 1 else "—",
-                f"{ratio(g('chromium', n, 'pp'), g('chromium', 1, 'pp'))} / {ratio(g('chromium', n, 'tg'), g('chromium', 1, 'tg'))}" if n > 1 else "—",
+                rr(("node", n), ("native", n)),
+                rr(("chromium", n), ("native", n)),
+                rr(("node", n), ("native128", n)),
+                rr(("chromium", n), ("native128", n)),
+                rr(("chromium", n), ("wllama", n)),
+                rr(("node", n), ("node", 1)) if n > 1 else "—",
+                rr(("chromium", n), ("chromium", 1)) if n > 1 else "—",
             ]
             if any(c not in ("— / —", "—") for c in cells):
                 p(f"| {f} | {n} | " + " | ".join(cells) + " |")
@@ -167,7 +204,7 @@ def main():
             per_stage = 1000 * pr["X"] / pr["k"] if pr["k"] else float("nan")
             p(f"| {f} | {LABEL[e]} | {pr['n']} | {pr['t1']:.1f} | {pr['P']:.1f} | {pr['serial']:.2f} | {pr['X']:.2f} ({per_stage:.0f}) | "
               f"{100 * pr['fraction']:.1f} % | " + " | ".join(f"{s:.2f}× ({tps:.2f} tok/s)" for s, tps in pr["proj"].values()) + " |")
-    errors = [(f, k, r["error"]) for f, runs in rows.items() for k, r in runs.items() if "error" in r]
+    errors = [(f, k, r["error"]) for f, runs in rounds.items() for k, by in runs.items() for r in by.values() if "error" in r]
     if errors:
         p("")
         p("Failures:")
