@@ -61,7 +61,7 @@ def median_record(recs):
         v = [x[k] for x in ok if x.get(k)]
         if v:
             r[k + "_med"], r[k + "_range"] = statistics.median(v), (min(v), max(v))
-    r["rounds_ok"], r["rounds"] = len(ok), len(recs)
+    r["rounds"] = len(recs)
     return r
 
 
