@@ -1,11 +1,13 @@
 //! Variants of the A-F32 fixture rewritten in memory, for rules the shipped fixtures don't cover:
-//! * tied output: without `output.weight` the LM head is `token_embd.weight`;
+//! * tied output: without `output.weight` the LM head is `token_embd.weight`, also when split
+//!   across shards (each holds its vocabulary rows of it as its LM-head slice);
 //! * MTP block: `block_count = n + 1` with `nextn_predict_layers = 1` runs only the first n blocks.
 
 #![cfg(not(target_arch = "wasm32"))]
 
 mod gguf_corpus;
 
+use clef_web::cluster::Cluster;
 use clef_web::gguf::{parse_header, Array, Header, Value};
 use clef_web::model::{Logits, Model, Scratch};
 use clef_web::ops::Precision;
@@ -71,6 +73,35 @@ fn tied_output_uses_the_token_embedding() {
     assert!(m.config.tied_output);
     assert_eq!(last_logits(&untied), last_logits(&tied));
     assert_ne!(last_logits(&file), last_logits(&tied), "the head really changed");
+}
+
+/// The tied model through 2 and 3 shards: each shard's LM-head slice is its vocabulary rows of
+/// `token_embd.weight` (the coordinator embeds from the whole table). Logits as the whole model's
+/// up to f32 summation order (the bound of tests/fixtures.rs).
+#[test]
+fn tied_output_split_across_shards() {
+    let file = a_f32();
+    let h = parse_header(&file, Some(file.len() as u64)).unwrap();
+    let without: Vec<(String, String)> = names(&h).into_iter().filter(|(n, _)| n != "output.weight").collect();
+    let tied = rewrite(&file, |_, v| Some(v.clone()), &[], &without);
+    let want = last_logits(&tied);
+    let (embd_rows, d) = {
+        let t = h.tensor("token_embd.weight").unwrap();
+        (t.dims[1] as usize, t.dims[0] as usize)
+    };
+    for n in [2, 3] {
+        let (m, mut c) = Cluster::from_bytes(&tied, n, 16).unwrap();
+        c.set_precision(Precision::Exact);
+        assert_eq!(m.store.find("token_embd.weight").unwrap().dims[1] as usize, embd_rows, "the coordinator's table");
+        let held: usize = c.shards.iter().map(|s| s.model.store.find("token_embd.weight").unwrap().dims[1] as usize).sum();
+        assert_eq!(held, embd_rows, "{n} shards hold every row once");
+        assert!(c.shards.iter().all(|s| s.model.store.find("token_embd.weight").unwrap().dims[0] as usize == d));
+        let mut n_past = 0;
+        let got = c.forward(&m, &mut n_past, 16, &[8001, 846, 198, 3710, 369], Logits::Last).unwrap();
+        let num: f64 = got.iter().zip(&want).map(|(x, y)| ((x - y) as f64).powi(2)).sum();
+        let den: f64 = want.iter().map(|y| (*y as f64).powi(2)).sum();
+        assert!((num / den).sqrt() < 1e-5, "{n} shards: rel L2 {:e}", (num / den).sqrt());
+    }
 }
 
 #[test]
