@@ -122,6 +122,8 @@ pub enum Array {
     F64(Vec<f64>),
     /// An array of arrays (each inner array has its own element type).
     Array(Vec<Array>),
+    /// A string array whose items a [`Detail::Layout`] parse read and checked but did not keep.
+    Elided { len: usize },
 }
 
 impl Value {
@@ -212,6 +214,7 @@ impl Array {
             Array::I64(v) => v.len(),
             Array::F64(v) => v.len(),
             Array::Array(v) => v.len(),
+            Array::Elided { len } => *len,
         }
     }
 
@@ -230,7 +233,7 @@ impl Array {
             Array::I32(_) => "i32",
             Array::F32(_) => "f32",
             Array::Bool(_) => "bool",
-            Array::String(_) => "string",
+            Array::String(_) | Array::Elided { .. } => "string",
             Array::U64(_) => "u64",
             Array::I64(_) => "i64",
             Array::F64(_) => "f64",
@@ -618,6 +621,7 @@ struct Reader<'a> {
     pos: usize,
     file_size: Option<u64>,
     item: Item<'a>,
+    detail: Detail,
 }
 
 impl<'a> Reader<'a> {
@@ -770,6 +774,12 @@ fn read_array<'a>(r: &mut Reader<'a>, depth: u32) -> Result<Array, GgufError> {
         T_U64 => Array::U64(decode_le(r.take(total)?, u64::from_le_bytes)),
         T_I64 => Array::I64(decode_le(r.take(total)?, i64::from_le_bytes)),
         T_F64 => Array::F64(decode_le(r.take(total)?, f64::from_le_bytes)),
+        T_STRING if r.detail == Detail::Layout && n > ELIDE_MIN_STRINGS => {
+            for _ in 0..n {
+                r.str()?;
+            }
+            Array::Elided { len: n }
+        }
         T_STRING => {
             let mut v = Vec::with_capacity(n);
             for _ in 0..n {
@@ -817,11 +827,31 @@ const MIN_TENSOR_BYTES: usize = 8 + 4 + 8 + 4 + 8;
 /// tensor data are never needed. The result depends only on the bytes given: an error found in
 /// the part already present is reported even if more bytes would be needed later.
 pub fn parse_header(prefix: &[u8], file_size: Option<u64>) -> Result<Header, GgufError> {
+    parse_header_with(prefix, file_size, Detail::Full)
+}
+
+/// How much of the metadata a parse keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// Every value.
+    Full,
+    /// Every value but the items of long string arrays (a tokenizer's vocabulary and merges):
+    /// they are read and checked as in a full parse, then only their count is kept
+    /// ([`Array::Elided`]). Enough to size, plan and allocate a model (hyper-parameters, the
+    /// tensor table), and much cheaper: a 248k-token vocabulary is ~500k strings not allocated.
+    Layout,
+}
+
+/// String arrays longer than this are [`Array::Elided`] by a [`Detail::Layout`] parse.
+const ELIDE_MIN_STRINGS: usize = 1024;
+
+/// [`parse_header`], keeping the metadata `detail` says (same checks, same errors).
+pub fn parse_header_with(prefix: &[u8], file_size: Option<u64>, detail: Detail) -> Result<Header, GgufError> {
     let buf = match file_size {
         Some(size) if size < prefix.len() as u64 => &prefix[..size as usize],
         _ => prefix,
     };
-    let mut r = Reader { buf, pos: 0, file_size, item: Item::FileHeader };
+    let mut r = Reader { buf, pos: 0, file_size, item: Item::FileHeader, detail };
 
     // -- fixed header ----------------------------------------------------------------------
     // Compare the magic as far as it is present, so that a short non-GGUF prefix fails at once.

@@ -88,7 +88,7 @@ use crate::clef::request::Template;
 use crate::clef::safetensors::{self, HeadFile};
 use crate::clef::{Decider, Decision, DecisionError, DecisionModel, Decisions};
 use crate::engine::{Engine, EngineError, GenParams};
-use crate::gguf::{GgufError, Header};
+use crate::gguf::{Detail, GgufError, Header};
 use crate::model::{Config, Model, ModelError, Role, Stage};
 use crate::shard::{ShardEngine, StateOp};
 use crate::split::ShardId;
@@ -169,11 +169,11 @@ fn header_info(h: &Header, cfg: &Config) -> Object {
     o
 }
 
-/// Parses a GGUF header from the first bytes of a file.
-/// Returns `{status: 'need', needed}` when `prefix` is too short, else `{status: 'ok', …info}`.
+/// Parses a GGUF header from the first bytes of a file (as a layout: the tokenizer's strings are
+/// checked, not kept). Returns `{status: 'need', needed}` when `prefix` is too short, else `{status: 'ok', …info}`.
 #[wasm_bindgen(js_name = parseHeader)]
 pub fn parse_header(prefix: &[u8], file_size: f64) -> Result<JsValue, JsValue> {
-    match crate::gguf::parse_header(prefix, Some(file_size as u64)) {
+    match crate::gguf::parse_header_with(prefix, Some(file_size as u64), Detail::Layout) {
         Err(GgufError::NeedMore { needed }) => {
             let o = Object::new();
             set(&o, "status", "need");
@@ -215,6 +215,12 @@ pub fn wasm_memory() -> JsValue {
     wasm_bindgen::memory()
 }
 
+/// The header as far as sizing and planning need it (`Detail::Layout`: the tokenizer's strings
+/// checked, not kept — a fraction of a full parse's time on a 248k-token vocabulary).
+fn layout_header(prefix: &[u8], file_size: f64) -> Result<Header, JsValue> {
+    crate::gguf::parse_header_with(prefix, Some(file_size as u64), Detail::Layout).map_err(|e| model_err(&ModelError::Gguf(e)))
+}
+
 fn parse_role(role: &str, index: usize, count: usize) -> Result<Role, JsValue> {
     match role {
         "whole" => Ok(Role::Whole),
@@ -229,7 +235,7 @@ fn parse_role(role: &str, index: usize, count: usize) -> Result<Role, JsValue> {
 /// each shard; `count` = 1: the whole model in one worker.
 #[wasm_bindgen(js_name = splitInfo)]
 pub fn split_info(prefix: &[u8], file_size: f64, count: usize) -> Result<Array, JsValue> {
-    let h = crate::gguf::parse_header(prefix, Some(file_size as u64)).map_err(|e| model_err(&ModelError::Gguf(e)))?;
+    let h = layout_header(prefix, file_size)?;
     let roles: Vec<Role> = if count <= 1 {
         vec![Role::Whole]
     } else {
@@ -279,7 +285,11 @@ impl ModelLoader {
     #[wasm_bindgen(js_name = forRole)]
     pub fn for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize) -> Result<ModelLoader, JsValue> {
         let role = parse_role(role, index, count)?;
-        let header = crate::gguf::parse_header(prefix, Some(file_size as u64)).map_err(|e| model_err(&ModelError::Gguf(e)))?;
+        // A shard builds no tokenizer (`finishShard`): the layout is all it needs of the header.
+        let header = match role {
+            Role::Shard(_) => layout_header(prefix, file_size)?,
+            _ => crate::gguf::parse_header(prefix, Some(file_size as u64)).map_err(|e| model_err(&ModelError::Gguf(e)))?,
+        };
         let (config, store) = Model::allocate_role(&header, role).map_err(|e| model_err(&e))?;
         Ok(ModelLoader { header, config, role, store: Some(store), kv_type: Default::default() })
     }
@@ -301,7 +311,7 @@ impl ModelLoader {
     #[wasm_bindgen(js_name = planForRole)]
     pub fn plan_for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize) -> Result<Array, JsValue> {
         let role = parse_role(role, index, count)?;
-        let header = crate::gguf::parse_header(prefix, Some(file_size as u64)).map_err(|e| model_err(&ModelError::Gguf(e)))?;
+        let header = layout_header(prefix, file_size)?;
         let (_, layout, _) = Model::layout_role(&header, role).map_err(|e| model_err(&e))?;
         Ok(plan_array(&layout.plan))
     }

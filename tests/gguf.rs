@@ -5,13 +5,15 @@
 //! * incremental parsing of the 11 MB vocabulary GGUF from growing prefixes gives the same header,
 //!   and every cut gives `NeedMore` (size unknown) or `Truncated` (size = cut);
 //! * a small file written by `gguf_corpus` round-trips, and each kind of corruption gives its own
-//!   error variant; no truncation, byte flip or random mutation panics.
+//!   error variant; no truncation, byte flip or random mutation panics;
+//! * a layout parse (`Detail::Layout`) keeps all but the items of long string arrays, and finds
+//!   the same errors and `NeedMore` bounds as a full one.
 
 mod gguf_corpus;
 
 use clef_web::gguf::{
-    check_architecture, parse_header, require_array, require_f32, require_str, require_u64, Array, GgufError, Header,
-    Value, MAX_ARRAY_DEPTH,
+    check_architecture, parse_header, parse_header_with, require_array, require_f32, require_str, require_u64, Array,
+    Detail, GgufError, Header, Value, MAX_ARRAY_DEPTH,
 };
 use clef_web::quant::GgmlType;
 use gguf_corpus::{encode_value, put_bytes, small_metadata, small_model, GgufBuilder};
@@ -384,6 +386,45 @@ fn corrupt_tensors() {
     assert!(matches!(e, GgufError::InvalidUtf8 { what } if what.contains("tensor #2")));
 }
 
+/// A layout parse: a 2000-item string array becomes `Array::Elided` with its length, a short one
+/// stays; everything else equals the full parse. Its items are checked all the same: invalid
+/// UTF-8 in item 1500 is the same error either way, and every cut gives the same result.
+#[test]
+fn layout_parse_elides_long_string_arrays() {
+    let words: Vec<String> = (0..2000).map(|i| format!("w{i}")).collect();
+    let b = small_model().kv("long", Value::Array(Array::String(words.clone())));
+    let bytes = b.build();
+    let full = parse_full(&bytes).unwrap();
+    let layout = parse_header_with(&bytes, Some(bytes.len() as u64), Detail::Layout).unwrap();
+    assert_eq!(full.get_array("long"), Some(&Array::String(words)));
+    assert_eq!(layout.get_array("long"), Some(&Array::Elided { len: 2000 }));
+    assert_eq!(layout.get_array("long").unwrap().len(), 2000);
+    assert_eq!((&layout.tensors, layout.data_offset, layout.data_size), (&full.tensors, full.data_offset, full.data_size));
+    for ((k, v), (k2, v2)) in full.metadata.iter().zip(&layout.metadata) {
+        assert_eq!(k, k2);
+        if k != "long" {
+            assert_eq!(v, v2, "{k}");
+        }
+    }
+    for cut in (0..bytes.len()).step_by(97) {
+        for size in [None, Some(cut as u64), Some(bytes.len() as u64)] {
+            let p = &bytes[..cut];
+            let (f, l) = (parse_header(p, size), parse_header_with(p, size, Detail::Layout));
+            assert_eq!(f.as_ref().err(), l.as_ref().err(), "cut {cut}, size {size:?}");
+        }
+    }
+    // Item 1500 with a byte that is not UTF-8.
+    let mut bad: Vec<String> = (0..2000).map(|i| format!("w{i}")).collect();
+    bad[1500] = "\u{1}\u{2}\u{3}".into();
+    let mut bytes = small_model().kv("long", Value::Array(Array::String(bad))).build();
+    let needle = [3u8, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3]; // the u64 length 3, then the bytes 1, 2, 3
+    let at = bytes.windows(needle.len()).position(|w| w == needle).unwrap() + 8;
+    bytes[at] = 0xff;
+    let e = parse_err(&bytes);
+    assert!(matches!(&e, GgufError::InvalidUtf8 { what } if what.contains("long")), "{e:?}");
+    assert_eq!(parse_header_with(&bytes, Some(bytes.len() as u64), Detail::Layout).err(), Some(e));
+}
+
 /// Every prefix of the small file: `NeedMore` while the header is incomplete (size unknown or
 /// larger), `Truncated` when the prefix is said to be the whole file, and the full header once
 /// the data section starts (size unknown).
@@ -715,6 +756,32 @@ mod fixtures {
             assert_eq!(h, full);
             eprintln!("incremental ({size:?}): {calls} calls");
             assert!(calls <= 10);
+        }
+    }
+
+    /// The real vocabulary: a layout parse elides the tokens and merges (their counts kept) and
+    /// agrees with the full one on everything else and on cuts. Also reports both parse times.
+    #[test]
+    fn vocab_layout_parse() {
+        let Some(bytes) = vocab() else { return };
+        let len = Some(bytes.len() as u64);
+        let time = |detail| {
+            let t = Instant::now();
+            let h = parse_header_with(&bytes, len, detail).unwrap();
+            (h, t.elapsed().as_secs_f64() * 1e3)
+        };
+        let ((full, tf), (layout, tl)) = (time(Detail::Full), time(Detail::Layout));
+        eprintln!("vocab GGUF: full parse {tf:.1} ms, layout parse {tl:.1} ms");
+        for key in ["tokenizer.ggml.tokens", "tokenizer.ggml.merges"] {
+            assert_eq!(layout.get_array(key), Some(&Array::Elided { len: full.get_array(key).unwrap().len() }), "{key}");
+        }
+        let kept = |h: &Header| h.metadata.iter().filter(|(_, v)| !matches!(v, Value::Array(Array::String(a)) if a.len() > 1024)).count();
+        assert_eq!(kept(&full), layout.metadata.iter().filter(|(_, v)| !matches!(v, Value::Array(Array::Elided { .. }))).count());
+        assert_eq!((&full.tensors, full.data_offset), (&layout.tensors, layout.data_offset));
+        let mut rng = Rng(7);
+        for _ in 0..100 {
+            let cut = rng.below(bytes.len() as u64) as usize;
+            assert_eq!(parse_header(&bytes[..cut], None).err(), parse_header_with(&bytes[..cut], None, Detail::Layout).err(), "cut {cut}");
         }
     }
 

@@ -229,6 +229,7 @@ pub fn encode_array(o: &mut Vec<u8>, a: &Array) {
         Array::U64(v) => le!(10, v),
         Array::I64(v) => le!(11, v),
         Array::F64(v) => le!(12, v),
+        Array::Elided { .. } => panic!("an elided array (a layout parse's) has no items to write"),
     }
 }
 
