@@ -170,7 +170,8 @@ fn header_info(h: &Header, cfg: &Config) -> Object {
 }
 
 /// Parses a GGUF header from the first bytes of a file (as a layout: the tokenizer's strings are
-/// checked, not kept). Returns `{status: 'need', needed}` when `prefix` is too short, else `{status: 'ok', …info}`.
+/// checked, not kept). Returns `{status: 'need', needed}` when `prefix` is too short, else
+/// `{status: 'ok', …info}`.
 #[wasm_bindgen(js_name = parseHeader)]
 pub fn parse_header(prefix: &[u8], file_size: f64) -> Result<JsValue, JsValue> {
     match crate::gguf::parse_header_with(prefix, Some(file_size as u64), Detail::Layout) {
