@@ -775,8 +775,14 @@ mod fixtures {
         for key in ["tokenizer.ggml.tokens", "tokenizer.ggml.merges"] {
             assert_eq!(layout.get_array(key), Some(&Array::Elided { len: full.get_array(key).unwrap().len() }), "{key}");
         }
-        let kept = |h: &Header| h.metadata.iter().filter(|(_, v)| !matches!(v, Value::Array(Array::String(a)) if a.len() > 1024)).count();
-        assert_eq!(kept(&full), layout.metadata.iter().filter(|(_, v)| !matches!(v, Value::Array(Array::Elided { .. }))).count());
+        assert_eq!(full.metadata.len(), layout.metadata.len());
+        for ((k, v), (k2, v2)) in full.metadata.iter().zip(&layout.metadata) {
+            assert_eq!(k, k2);
+            match v2 {
+                Value::Array(Array::Elided { len }) => assert!(matches!(v, Value::Array(Array::String(a)) if a.len() == *len && *len > 1024), "{k}"),
+                _ => assert_eq!(v, v2, "{k}"),
+            }
+        }
         assert_eq!((&full.tensors, full.data_offset), (&layout.tensors, layout.data_offset));
         let mut rng = Rng(7);
         for _ in 0..100 {
