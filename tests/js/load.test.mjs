@@ -323,6 +323,8 @@ test('readHeader grows a short prefix until the header parses', async () => {
   assert.equal(h.info.architecture, 'qwen35');
   assert.ok(h.prefix.length >= h.info.dataOffset);
   assert.ok(asked.length >= 1 && asked.every(([a, b], i) => i === 0 || a === asked[i - 1][1]), JSON.stringify(asked));
+  // Each round reads at least 4× the prefix so far (fewer round trips to the Hub), never past the end.
+  assert.ok(asked.every(([a, b]) => b >= Math.min(fixture.length, 4 * a) && b <= fixture.length), JSON.stringify(asked));
 });
 
 test('header errors are typed: empty, not a GGUF, truncated', async () => {
