@@ -216,10 +216,11 @@ pub fn wasm_memory() -> JsValue {
     wasm_bindgen::memory()
 }
 
-/// The header as far as sizing and planning need it (`Detail::Layout`: the tokenizer's strings
-/// checked, not kept — a fraction of a full parse's time on a 248k-token vocabulary).
-fn layout_header(prefix: &[u8], file_size: f64) -> Result<Header, JsValue> {
-    crate::gguf::parse_header_with(prefix, Some(file_size as u64), Detail::Layout).map_err(|e| model_err(&ModelError::Gguf(e)))
+/// A whole header, with `detail` of its metadata: `Detail::Layout` (the tokenizer's strings
+/// checked, not kept — a fraction of a full parse's time on a 248k-token vocabulary) is all that
+/// sizing, planning and allocating need; building a tokenizer needs `Detail::Full`.
+fn read_header(prefix: &[u8], file_size: f64, detail: Detail) -> Result<Header, JsValue> {
+    crate::gguf::parse_header_with(prefix, Some(file_size as u64), detail).map_err(|e| model_err(&ModelError::Gguf(e)))
 }
 
 fn parse_role(role: &str, index: usize, count: usize) -> Result<Role, JsValue> {
@@ -236,7 +237,7 @@ fn parse_role(role: &str, index: usize, count: usize) -> Result<Role, JsValue> {
 /// each shard; `count` = 1: the whole model in one worker.
 #[wasm_bindgen(js_name = splitInfo)]
 pub fn split_info(prefix: &[u8], file_size: f64, count: usize) -> Result<Array, JsValue> {
-    let h = layout_header(prefix, file_size)?;
+    let h = read_header(prefix, file_size, Detail::Layout)?;
     let roles: Vec<Role> = if count <= 1 {
         vec![Role::Whole]
     } else {
@@ -287,10 +288,8 @@ impl ModelLoader {
     pub fn for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize) -> Result<ModelLoader, JsValue> {
         let role = parse_role(role, index, count)?;
         // A shard builds no tokenizer (`finishShard`): the layout is all it needs of the header.
-        let header = match role {
-            Role::Shard(_) => layout_header(prefix, file_size)?,
-            _ => crate::gguf::parse_header(prefix, Some(file_size as u64)).map_err(|e| model_err(&ModelError::Gguf(e)))?,
-        };
+        let detail = if matches!(role, Role::Shard(_)) { Detail::Layout } else { Detail::Full };
+        let header = read_header(prefix, file_size, detail)?;
         let (config, store) = Model::allocate_role(&header, role).map_err(|e| model_err(&e))?;
         Ok(ModelLoader { header, config, role, store: Some(store), kv_type: Default::default() })
     }
@@ -312,7 +311,7 @@ impl ModelLoader {
     #[wasm_bindgen(js_name = planForRole)]
     pub fn plan_for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize) -> Result<Array, JsValue> {
         let role = parse_role(role, index, count)?;
-        let header = layout_header(prefix, file_size)?;
+        let header = read_header(prefix, file_size, Detail::Layout)?;
         let (_, layout, _) = Model::layout_role(&header, role).map_err(|e| model_err(&e))?;
         Ok(plan_array(&layout.plan))
     }

@@ -392,6 +392,7 @@ fn corrupt_tensors() {
 #[test]
 fn layout_parse_elides_long_string_arrays() {
     let words: Vec<String> = (0..2000).map(|i| format!("w{i}")).collect();
+    let mut bad = words.clone(); // below: item 1500 with a byte that is not UTF-8
     let b = small_model().kv("long", Value::Array(Array::String(words.clone())));
     let bytes = b.build();
     let full = parse_full(&bytes).unwrap();
@@ -414,7 +415,6 @@ fn layout_parse_elides_long_string_arrays() {
         }
     }
     // Item 1500 with a byte that is not UTF-8.
-    let mut bad: Vec<String> = (0..2000).map(|i| format!("w{i}")).collect();
     bad[1500] = "\u{1}\u{2}\u{3}".into();
     let mut bytes = small_model().kv("long", Value::Array(Array::String(bad))).build();
     let needle = [3u8, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3]; // the u64 length 3, then the bytes 1, 2, 3

@@ -100,7 +100,8 @@ fn tied_output_split_across_shards() {
         let got = c.forward(&m, &mut n_past, 16, &[8001, 846, 198, 3710, 369], Logits::Last).unwrap();
         let num: f64 = got.iter().zip(&want).map(|(x, y)| ((x - y) as f64).powi(2)).sum();
         let den: f64 = want.iter().map(|y| (*y as f64).powi(2)).sum();
-        assert!((num / den).sqrt() < 1e-5, "{n} shards: rel L2 {:e}", (num / den).sqrt());
+        let rel_l2 = (num / den).sqrt();
+        assert!(rel_l2 < 1e-5, "{n} shards: rel L2 {rel_l2:e}");
     }
 }
 
