@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! clef info     --model F
-//! clef logits   --model F --tokens 1,2,3 [--all] [--precision fast|exact]
+//! clef logits   --model F --tokens 1,2,3 [--all] [--precision fast|exact] [--layout auto|plain]
 //! clef generate --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
 //!               [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
 //!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead auto|on|off]
@@ -38,7 +38,7 @@ pub trait Host {
 
 pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench-kernels|self-test> [options]
   info          --model F
-  logits        --model F --tokens 1,2,3 [--all] [--precision fast|exact]
+  logits        --model F --tokens 1,2,3 [--all] [--precision fast|exact] [--layout auto|plain]
   generate      --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
                 [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
                 [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead auto|on|off]
@@ -232,8 +232,22 @@ fn info(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     Ok(())
 }
 
+/// `--layout auto` (the default: interleaved rows and expanded IQ2_S where this build has the
+/// faster kernels, as the runtime loads them) or `plain` (the file's layout, for comparisons).
+fn layout(a: &Args) -> Result<(), String> {
+    let faster = match a.get("layout") {
+        None | Some("auto") => true,
+        Some("plain") => false,
+        Some(other) => return Err(format!("--layout must be auto or plain, not {other}")),
+    };
+    crate::quant::r4::set_enabled(faster);
+    crate::quant::kquants::iq2_sx::set_enabled(faster);
+    Ok(())
+}
+
 fn logits(a: &Args, host: &mut dyn Host) -> Result<(), String> {
-    a.check_known(&["model", "tokens", "all", "precision"])?;
+    a.check_known(&["model", "tokens", "all", "precision", "layout"])?;
+    layout(a)?;
     let ids = parse_ids(a.req("tokens")?)?;
     if ids.is_empty() {
         return Err("--tokens is empty".into());
@@ -515,11 +529,7 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         "min-p", "repeat-penalty", "ignore-eos", "json", "ctx", "precision", "layout", "touch-ahead",
     ])?;
     let prec = a.precision()?;
-    match a.get("layout") {
-        None | Some("auto") => crate::quant::r4::set_enabled(true),
-        Some("plain") => crate::quant::r4::set_enabled(false),
-        Some(other) => return Err(format!("--layout must be auto or plain, not {other}")),
-    }
+    layout(a)?;
     match a.get("touch-ahead") {
         None | Some("auto") => crate::ops::set_touch_ahead(crate::ops::TouchAhead::Auto),
         Some("on") => crate::ops::set_touch_ahead(crate::ops::TouchAhead::Prior),

@@ -495,19 +495,20 @@ impl Model {
     /// Plans and allocates the weight store of the whole model for a parsed header; the caller
     /// then fills it (see [`WeightStore::plan`]) and calls [`Model::from_store`].
     pub fn allocate(h: &Header) -> Result<(Config, WeightStore), ModelError> {
-        Model::allocate_role(h, Role::Whole)
+        Model::allocate_role(h, Role::Whole, crate::quant::kquants::iq2_sx::enabled())
     }
 
-    /// [`Model::allocate`] for the part of the model that `role` holds.
-    pub fn allocate_role(h: &Header, role: Role) -> Result<(Config, WeightStore), ModelError> {
-        let (cfg, layout, plan) = Model::layout_role(h, role)?;
+    /// [`Model::allocate`] for the part of the model that `role` holds; `expand`: store the
+    /// tensors that have a faster form in it (`weights.rs` `Relocation`).
+    pub fn allocate_role(h: &Header, role: Role, expand: bool) -> Result<(Config, WeightStore), ModelError> {
+        let (cfg, layout, plan) = Model::layout_role(h, role, expand)?;
         let mut store = WeightStore::from_layout(layout)?;
         store.shard_plan = plan;
         Ok((cfg, store))
     }
 
     /// Where `role`'s tensors go, without allocating: the layout, and the shard plan it follows.
-    pub fn layout_role(h: &Header, role: Role) -> Result<(Config, Layout, Option<ShardPlan>), ModelError> {
+    pub fn layout_role(h: &Header, role: Role, expand: bool) -> Result<(Config, Layout, Option<ShardPlan>), ModelError> {
         let cfg = Config::from_header(h)?;
         for t in &h.tensors {
             if !crate::quant::is_supported(t.ty) {
@@ -516,19 +517,19 @@ impl Model {
         }
         let n_layer = cfg.n_layer;
         Ok(match role {
-            Role::Whole => (Layout::whole(h, |t| layer_of(&t.name).is_none_or(|i| i < n_layer))?, None),
-            Role::Coordinator => (Layout::cut(h, |t| split::coordinator_holds(&t.name).then_some(Cut::Whole))?, None),
+            Role::Whole => (Layout::whole(h, |t| layer_of(&t.name).is_none_or(|i| i < n_layer), expand)?, None),
+            Role::Coordinator => (Layout::cut(h, |t| split::coordinator_holds(&t.name).then_some(Cut::Whole), expand)?, None),
             Role::Shard(id) => {
                 let plan = ShardPlan::for_tensors(&cfg, id, |n| h.tensor(n).map(|t| t.ty));
-                (Layout::cut(h, |t| plan.cut(&cfg, &t.name))?, Some(plan))
+                (Layout::cut(h, |t| plan.cut(&cfg, &t.name), expand)?, Some(plan))
             }
         })
         .map(|(l, p)| (cfg, l, p))
     }
 
     /// Memory `role` needs, before allocating: bytes of weights, of state per sequence, of KV cache per token.
-    pub fn role_memory(h: &Header, role: Role) -> Result<(u64, usize, usize), ModelError> {
-        let (cfg, layout, plan) = Model::layout_role(h, role)?;
+    pub fn role_memory(h: &Header, role: Role, expand: bool) -> Result<(u64, usize, usize), ModelError> {
+        let (cfg, layout, plan) = Model::layout_role(h, role, expand)?;
         let (rec, kv) = match (role, plan) {
             (Role::Whole, _) => cfg.state_bytes(),
             (_, Some(p)) => p.state_bytes(&cfg),
@@ -543,7 +544,8 @@ impl Model {
     }
 
     /// [`Model::from_store`] for a store allocated by [`Model::allocate_role`] with `role`.
-    pub fn from_store_role(config: Config, store: WeightStore, role: Role) -> Result<Model, ModelError> {
+    pub fn from_store_role(config: Config, mut store: WeightStore, role: Role) -> Result<Model, ModelError> {
+        store.finish_load();
         let c = &config;
         let get = |name: &str, dims: &[usize]| -> Result<TensorView, ModelError> {
             let t = store.find(name).ok_or_else(|| ModelError::Tensor(format!("missing tensor {name}")))?;
@@ -691,7 +693,7 @@ impl Model {
     /// [`Model::from_bytes`] for one role.
     pub fn from_bytes_role(file: &[u8], role: Role) -> Result<Model, ModelError> {
         let h = gguf::parse_header(file, Some(file.len() as u64))?;
-        let (cfg, mut store) = Model::allocate_role(&h, role)?;
+        let (cfg, mut store) = Model::allocate_role(&h, role, crate::quant::kquants::iq2_sx::enabled())?;
         if let Some(end) = store.plan().iter().map(|op| op.file_end()).max() {
             if end > file.len() as u64 {
                 return Err(GgufError::Truncated { what: format!("tensor data ends at {end}, the file has {} bytes", file.len()) }.into());

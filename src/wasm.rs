@@ -234,9 +234,10 @@ fn parse_role(role: &str, index: usize, count: usize) -> Result<Role, JsValue> {
 
 /// The memory each part of a model split across `count` shard workers needs (before any
 /// download): `[{role, index, weightBytes, stateBytes, kvBytesPerToken}]` — the coordinator, then
-/// each shard; `count` = 1: the whole model in one worker.
+/// each shard; `count` = 1: the whole model in one worker. `expand`: with the tensors that have
+/// a faster stored form in it (`weights.rs` `Relocation`; the same flag goes to `forRole`).
 #[wasm_bindgen(js_name = splitInfo)]
-pub fn split_info(prefix: &[u8], file_size: f64, count: usize) -> Result<Array, JsValue> {
+pub fn split_info(prefix: &[u8], file_size: f64, count: usize, expand: bool) -> Result<Array, JsValue> {
     let h = read_header(prefix, file_size, Detail::Layout)?;
     let roles: Vec<Role> = if count <= 1 {
         vec![Role::Whole]
@@ -245,7 +246,7 @@ pub fn split_info(prefix: &[u8], file_size: f64, count: usize) -> Result<Array, 
     };
     let out = Array::new();
     for role in roles {
-        let (w, rec, kv) = Model::role_memory(&h, role).map_err(|e| model_err(&e))?;
+        let (w, rec, kv) = Model::role_memory(&h, role, expand).map_err(|e| model_err(&e))?;
         let o = Object::new();
         let (name, index) = match role {
             Role::Whole => ("whole", 0),
@@ -279,18 +280,18 @@ impl ModelLoader {
     /// weights cannot be allocated here.
     #[wasm_bindgen(constructor)]
     pub fn new(prefix: &[u8], file_size: f64) -> Result<ModelLoader, JsValue> {
-        ModelLoader::for_role(prefix, file_size, "whole", 0, 1)
+        ModelLoader::for_role(prefix, file_size, "whole", 0, 1, false)
     }
 
     /// The part of a split model one worker holds: `role` = "whole", "coordinator" or "shard"
-    /// (`index` of `count`).
+    /// (`index` of `count`); `expand` as for `splitInfo`.
     #[wasm_bindgen(js_name = forRole)]
-    pub fn for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize) -> Result<ModelLoader, JsValue> {
+    pub fn for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize, expand: bool) -> Result<ModelLoader, JsValue> {
         let role = parse_role(role, index, count)?;
         // A shard builds no tokenizer (`finishShard`): the layout is all it needs of the header.
         let detail = if matches!(role, Role::Shard(_)) { Detail::Layout } else { Detail::Full };
         let header = read_header(prefix, file_size, detail)?;
-        let (config, store) = Model::allocate_role(&header, role).map_err(|e| model_err(&e))?;
+        let (config, store) = Model::allocate_role(&header, role, expand).map_err(|e| model_err(&e))?;
         Ok(ModelLoader { header, config, role, store: Some(store), kv_type: Default::default() })
     }
 
@@ -301,7 +302,7 @@ impl ModelLoader {
     /// `[{shard, dstOffset, fileOffset, len, count, fileStride, dstStride}]` in file order: for
     /// `i < count`, file bytes `[fileOffset + i·fileStride, +len)` go to
     /// `shardPtr(shard) + dstOffset + i·dstStride`. A whole model's plan is one contiguous op
-    /// (`count` 1, `dstOffset` 0) per shard.
+    /// (`count` 1) per shard, plus one per tensor stored in another form.
     pub fn plan(&self) -> Array {
         plan_array(self.store.as_ref().expect("loader already finished").plan())
     }
@@ -309,10 +310,10 @@ impl ModelLoader {
     /// The plan `forRole` would give, without allocating anything: a shard worker answers with
     /// it at once and allocates after, so the coordinator starts routing bytes meanwhile.
     #[wasm_bindgen(js_name = planForRole)]
-    pub fn plan_for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize) -> Result<Array, JsValue> {
+    pub fn plan_for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize, expand: bool) -> Result<Array, JsValue> {
         let role = parse_role(role, index, count)?;
         let header = read_header(prefix, file_size, Detail::Layout)?;
-        let (_, layout, _) = Model::layout_role(&header, role).map_err(|e| model_err(&e))?;
+        let (_, layout, _) = Model::layout_role(&header, role, expand).map_err(|e| model_err(&e))?;
         Ok(plan_array(&layout.plan))
     }
 }

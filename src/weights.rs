@@ -13,6 +13,11 @@
 //! - [`WeightStore::allocate_cut`] (one part of a model split across workers, see `split.rs`):
 //!   each tensor keeps only its [`Cut`] — some rows (one op per row range) or some columns of
 //!   every row (one strided op per column range: a per-row scatter).
+//!
+//! A tensor may be stored in another form than the file's: IQ2_S matrices become IQ2_SX
+//! (`quant::kquants::iq2_sx`, 106 bytes per block instead of 82). Its space is the stored size;
+//! the file bytes are copied to the start of it (its own op, so they land packed, as any tensor's)
+//! and expanded in place once the load is complete ([`Relocation`], [`WeightStore::finish_load`]).
 
 use crate::gguf::{Header, TensorInfo};
 use crate::quant::GgmlType;
@@ -57,6 +62,26 @@ impl CopyOp {
                 f(a, ds + (a - fs), b - a);
             }
         }
+    }
+}
+
+/// A tensor whose stored form differs from its file bytes: once loaded, its `len` file bytes
+/// at `at` in shard `shard` are expanded in place to IQ2_SX ([`crate::quant::kquants::iq2_sx`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Relocation {
+    pub shard: usize,
+    pub at: u64,
+    pub len: u64,
+}
+
+/// The type and size a file tensor is stored with (`name`: which tensors expand; `expand`: the
+/// load allows it).
+fn stored_form(name: &str, ty: GgmlType, file_len: u64, expand: bool) -> (GgmlType, u64) {
+    use crate::quant::kquants::iq2_sx;
+    if expand && iq2_sx::expands(name, ty) {
+        (GgmlType::IQ2_SX, iq2_sx::expanded_len(file_len))
+    } else {
+        (ty, file_len)
     }
 }
 
@@ -142,6 +167,8 @@ pub struct WeightStore {
     shard_len: Vec<u64>,
     plan: Vec<CopyOp>,
     tensors: Vec<TensorView>,
+    /// Expansions still to do once the bytes are in ([`WeightStore::finish_load`]).
+    relocations: Vec<Relocation>,
     filled: Vec<bool>,
     /// The shard plan this store was cut by (`None`: whole tensors).
     pub shard_plan: Option<crate::split::ShardPlan>,
@@ -150,14 +177,14 @@ pub struct WeightStore {
 impl WeightStore {
     /// Plans the shards for a header and allocates them (zeroed) — the only large allocation.
     /// `tensor_filter` keeps only the tensors that will be used (e.g. drops an MTP block).
-    pub fn allocate(h: &Header, keep: impl Fn(&TensorInfo) -> bool) -> Result<WeightStore, StoreError> {
-        WeightStore::from_layout(Layout::whole(h, keep)?)
+    pub fn allocate(h: &Header, keep: impl Fn(&TensorInfo) -> bool, expand: bool) -> Result<WeightStore, StoreError> {
+        WeightStore::from_layout(Layout::whole(h, keep, expand)?)
     }
 
     /// Allocates the part of a model that one worker holds: each kept tensor (`cut(t)` is
     /// `Some`) reduced to its rows or columns, packed into shards in file order.
-    pub fn allocate_cut(h: &Header, cut: impl Fn(&TensorInfo) -> Option<Cut>) -> Result<WeightStore, StoreError> {
-        WeightStore::from_layout(Layout::cut(h, cut)?)
+    pub fn allocate_cut(h: &Header, cut: impl Fn(&TensorInfo) -> Option<Cut>, expand: bool) -> Result<WeightStore, StoreError> {
+        WeightStore::from_layout(Layout::cut(h, cut, expand)?)
     }
 
     /// Allocates zeroed shards for a layout: the only large allocations.
@@ -168,7 +195,8 @@ impl WeightStore {
             shards.push(zeroed_words(len.div_ceil(8) as usize).ok_or(StoreError::OutOfMemory { requested: total })?);
         }
         let filled = vec![false; l.shard_len.len()];
-        Ok(WeightStore { shards, shard_len: l.shard_len, plan: l.plan, tensors: l.tensors, filled, shard_plan: None })
+        let relocations = l.relocations;
+        Ok(WeightStore { shards, shard_len: l.shard_len, plan: l.plan, tensors: l.tensors, relocations, filled, shard_plan: None })
     }
 }
 
@@ -183,7 +211,7 @@ impl WeightStore {
             }
             t.shard = 0;
         }
-        WeightStore::from_layout(Layout { shard_len: vec![len], plan: vec![CopyOp::contiguous(0, 0, 0, len)], tensors })
+        WeightStore::from_layout(Layout { shard_len: vec![len], plan: vec![CopyOp::contiguous(0, 0, 0, len)], tensors, relocations: Vec::new() })
     }
 }
 
@@ -209,6 +237,7 @@ pub struct Layout {
     pub shard_len: Vec<u64>,
     pub plan: Vec<CopyOp>,
     pub tensors: Vec<TensorView>,
+    pub relocations: Vec<Relocation>,
 }
 
 impl Layout {
@@ -216,50 +245,74 @@ impl Layout {
         self.shard_len.iter().sum()
     }
 
-    /// Whole tensors, consecutive ones grouped into shards that mirror contiguous file ranges.
-    pub fn whole(h: &Header, keep: impl Fn(&TensorInfo) -> bool) -> Result<Layout, StoreError> {
+    /// Whole tensors, consecutive ones grouped into shards that mirror contiguous file ranges
+    /// (one op per shard), except that a tensor stored in another form ([`stored_form`]) gets
+    /// its own op and its stored size (`expand`: whether this load stores such forms).
+    pub fn whole(h: &Header, keep: impl Fn(&TensorInfo) -> bool, expand: bool) -> Result<Layout, StoreError> {
         let mut infos: Vec<&TensorInfo> = h.tensors.iter().filter(|t| keep(t)).collect();
         infos.sort_by_key(|t| t.offset);
         let max_alloc: u64 = if cfg!(target_pointer_width = "32") { (1 << 31) - 64 } else { 1 << 46 };
 
-        // Greedy grouping of consecutive tensors into shards.
-        let mut ranges: Vec<CopyOp> = Vec::new();
+        // Greedy grouping of consecutive tensors into shards; `run`: the op the next tensor can
+        // extend (the last one, when it mirrors the file: nothing expanded in it).
+        let mut plan: Vec<CopyOp> = Vec::new();
+        let mut shard_len: Vec<u64> = Vec::new();
+        let mut relocations = Vec::new();
         let mut tensors = Vec::with_capacity(infos.len());
+        let mut run = false;
         for t in infos {
-            if t.size > max_alloc {
-                return Err(StoreError::TensorTooLarge { name: t.name.clone(), size: t.size });
+            let (ty, size) = stored_form(&t.name, t.ty, t.size, expand);
+            if size > max_alloc {
+                return Err(StoreError::TensorTooLarge { name: t.name.clone(), size });
             }
             let start = h.data_offset + t.offset;
-            let end = start + t.size;
-            let fits = ranges
-                .last()
-                .is_some_and(|r| end - r.file_offset <= SHARD_BYTES.max(t.size) && end - r.file_offset <= max_alloc);
-            if !fits {
-                ranges.push(CopyOp::contiguous(ranges.len(), 0, start, 0));
+            let expand = size != t.size;
+            // The shard's length with this tensor in it.
+            let grown = match (plan.last(), shard_len.last()) {
+                (Some(op), Some(_)) if run && !expand => op.dst_offset + (start + size - op.file_offset),
+                (_, Some(&len)) => len.next_multiple_of(32) + size,
+                _ => u64::MAX,
+            };
+            if grown > SHARD_BYTES.max(size) || grown > max_alloc {
+                shard_len.push(0);
+                run = false;
             }
-            let r = ranges.last_mut().unwrap();
-            r.len = r.len.max(end - r.file_offset);
-            (r.file_stride, r.dst_stride) = (r.len, r.len);
+            let shard = shard_len.len() - 1;
+            let offset = if run && !expand {
+                let op = plan.last_mut().unwrap();
+                op.len = op.len.max(start + t.size - op.file_offset);
+                (op.file_stride, op.dst_stride) = (op.len, op.len);
+                op.dst_offset + (start - op.file_offset)
+            } else {
+                let base = shard_len[shard].next_multiple_of(32);
+                plan.push(CopyOp::contiguous(shard, base, start, t.size));
+                if expand {
+                    relocations.push(Relocation { shard, at: base, len: t.size });
+                }
+                base
+            };
+            shard_len[shard] = shard_len[shard].max(offset + size);
+            run = !expand;
             tensors.push(TensorView {
                 name: t.name.clone(),
-                ty: t.ty,
+                ty,
                 dims: t.dims.iter().map(|&d| d as usize).collect(),
-                shard: r.shard,
-                offset: (start - r.file_offset) as usize,
-                size: t.size as usize,
+                shard,
+                offset: offset as usize,
+                size: size as usize,
             });
         }
-        let shard_len: Vec<u64> = ranges.iter().map(|r| r.len).collect();
-        Ok(Layout { shard_len, plan: ranges, tensors })
+        Ok(Layout { shard_len, plan, tensors, relocations })
     }
 
     /// Each kept tensor (`cut(t)` is `Some`) reduced to its rows or columns, packed into shards in file order.
-    pub fn cut(h: &Header, cut: impl Fn(&TensorInfo) -> Option<Cut>) -> Result<Layout, StoreError> {
+    pub fn cut(h: &Header, cut: impl Fn(&TensorInfo) -> Option<Cut>, expand: bool) -> Result<Layout, StoreError> {
         let mut infos: Vec<(&TensorInfo, Cut)> = h.tensors.iter().filter_map(|t| cut(t).map(|c| (t, c))).collect();
         infos.sort_by_key(|(t, _)| t.offset);
         let max_alloc: u64 = if cfg!(target_pointer_width = "32") { (1 << 31) - 64 } else { 1 << 46 };
         let mut shard_len: Vec<u64> = Vec::new();
         let mut plan = Vec::new();
+        let mut relocations = Vec::new();
         let mut tensors = Vec::with_capacity(infos.len());
         for (t, cut) in infos {
             let dims: Vec<usize> = t.dims.iter().map(|&d| d as usize).collect();
@@ -268,7 +321,7 @@ impl Layout {
             let row_bytes = t.ty.row_bytes(n_in) as u64;
             let start = h.data_offset + t.offset;
             let bad = |what: String| StoreError::BadRange(format!("{}: {what}", t.name));
-            let (local_dims, size) = match &cut {
+            let (local_dims, file_size) = match &cut {
                 Cut::Whole => (dims.clone(), t.size),
                 Cut::Rows(rs) => {
                     if rs.iter().any(|r| r.end > n_rows || r.start > r.end) {
@@ -291,6 +344,9 @@ impl Layout {
                     (d, n_rows as u64 * (n / be) as u64 * bb)
                 }
             };
+            // The file bytes are copied packed to the start of the tensor's space, as without a
+            // stored form; an expansion then fills the space.
+            let (ty, size) = stored_form(&t.name, t.ty, file_size, expand);
             if size > max_alloc {
                 return Err(StoreError::TensorTooLarge { name: t.name.clone(), size });
             }
@@ -313,7 +369,7 @@ impl Layout {
                     }
                 }
                 Cut::Cols(cs) => {
-                    let local_row = size / n_rows as u64;
+                    let local_row = file_size / n_rows as u64;
                     let mut col = 0;
                     for c in cs.iter().filter(|c| !c.is_empty()) {
                         let len = (c.len() / be) as u64 * bb;
@@ -330,10 +386,13 @@ impl Layout {
                     }
                 }
             }
-            tensors.push(TensorView { name: t.name.clone(), ty: t.ty, dims: local_dims, shard, offset: base as usize, size: size as usize });
+            if size != file_size {
+                relocations.push(Relocation { shard, at: base, len: file_size });
+            }
+            tensors.push(TensorView { name: t.name.clone(), ty, dims: local_dims, shard, offset: base as usize, size: size as usize });
         }
         plan.sort_by_key(|op| op.file_offset);
-        Ok(Layout { shard_len, plan, tensors })
+        Ok(Layout { shard_len, plan, tensors, relocations })
     }
 }
 
@@ -367,6 +426,17 @@ impl WeightStore {
     /// Marks every shard as written (the loader followed the whole plan).
     pub fn mark_all_filled(&mut self) {
         self.filled.fill(true);
+    }
+
+    /// Turns the loaded file bytes into the stored forms ([`Relocation`]); once, after the
+    /// last byte is in (the model build calls it).
+    pub fn finish_load(&mut self) {
+        for r in std::mem::take(&mut self.relocations) {
+            let len = self.shard_len[r.shard] as usize;
+            let shard = &mut bytemuck::cast_slice_mut(&mut self.shards[r.shard])[..len];
+            let nb = (r.len / crate::quant::kquants::iq2_sx::BB_IQ2S as u64) as usize;
+            crate::quant::kquants::iq2_sx::expand_in_place(shard, r.at as usize, r.at as usize, nb);
+        }
     }
 
     pub fn is_filled(&self) -> bool {

@@ -71,6 +71,8 @@ test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one wo
     for (const workers of [1, 2, 3]) {
       const engine = await ClefEngine.load(path, { workers });
       try {
+        // IQ2_M's IQ2_S matrices are held expanded (IQ2_SX) wherever memory allows, as here.
+        assert.equal(engine.info.stats.expanded, q === 'IQ2_M', `${q}, ${workers} workers: expanded`);
         runs.push(await greedyIds(engine, A.cases[0].prompt_ids, 12));
       } finally {
         await engine.unload();

@@ -159,7 +159,7 @@ test('the chunk grid: indexes, ranges clipped to the data section, parts routed'
   assert.deepEqual(L.chunkIndexes(100, 100, 256), []);
   assert.deepEqual(L.chunkRange(0, 100, 1000, 256), { start: 100, end: 256 });
   assert.deepEqual(L.chunkRange(3, 100, 1000, 256), { start: 768, end: 1000 });
-  const placement = new L.ShardPlacement([{ shard: 0, fileOffset: 300, len: 200 }], 100, 1000, () => 4096);
+  const placement = new L.ShardPlacement([{ shard: 0, fileOffset: 300, len: 200, dstOffset: 0 }], 100, 1000, () => 4096);
   const chunks = L.planChunks(placement, 256);
   assert.deepEqual(chunks.map((c) => [c.index, c.start, c.end]), [[0, 100, 256], [1, 256, 512], [2, 512, 768], [3, 768, 1000]]);
   assert.deepEqual(chunks[1].parts.map((p) => [p.kind, p.start, p.end]), [['gap', 256, 300], ['shard', 300, 500], ['gap', 500, 512]]);
@@ -186,7 +186,7 @@ test('assignCheckers: each chunk is checked by the worker holding most of its by
   // The fixture's real plans over 3 shard workers: every chunk with planned bytes has a checker
   // that holds bytes of it, and each shard checks a share.
   const g = await initWasm();
-  const plans = ['coordinator', 'shard', 'shard', 'shard'].map((role, i) => g.ModelLoader.planForRole(fixture, fixture.length, role, Math.max(0, i - 1), 3));
+  const plans = ['coordinator', 'shard', 'shard', 'shard'].map((role, i) => g.ModelLoader.planForRole(fixture, fixture.length, role, Math.max(0, i - 1), 3, true));
   const size = fixture.length;
   const dataStart = Math.min(...plans.flat().map((o) => o.fileOffset));
   const grid = L.chunkIndexes(dataStart, size, 64 << 10).map((index) => ({ index, ...L.chunkRange(index, dataStart, size, 64 << 10) }));
@@ -201,16 +201,18 @@ test('assignCheckers: each chunk is checked by the worker holding most of its by
 });
 
 test('Placement.route: parts follow the segments; a shard part knows its offset and address', () => {
-  const plan = [{ shard: 1, fileOffset: 2000, len: 500 }, { shard: 0, fileOffset: 1000, len: 1000 }];
+  // Shard 0 mirrors [1000, 2000); a tensor stored in another form has its own op into shard 0 at 1024.
+  const plan = [{ shard: 1, fileOffset: 2000, len: 500, dstOffset: 0 }, { shard: 0, fileOffset: 1000, len: 1000, dstOffset: 0 }, { shard: 0, fileOffset: 2600, len: 300, dstOffset: 1024 }];
   const ptrs = { 0: 65536, 1: 131072 };
   const pl = new L.ShardPlacement(plan, 1000, 3000, (i) => ptrs[i]);
-  assert.deepEqual(pl.segments.map((s) => [s.start, s.end, s.shard]), [[1000, 2000, 0], [2000, 2500, 1], [2500, 3000, -1]]);
+  assert.deepEqual(pl.segments.map((s) => [s.start, s.end, s.shard]), [[1000, 2000, 0], [2000, 2500, 1], [2500, 2600, -1], [2600, 2900, 0], [2900, 3000, -1]]);
   const parts = pl.route(1500, 2700);
-  assert.deepEqual(parts.map((p) => [p.kind, p.start, p.end, p.shard ?? -1, p.shardOffset ?? -1]), [['shard', 1500, 2000, 0, 500], ['shard', 2000, 2500, 1, 0], ['gap', 2500, 2700, -1, -1]]);
+  assert.deepEqual(parts.map((p) => [p.kind, p.start, p.end, p.shard ?? -1, p.shardOffset ?? -1]), [['shard', 1500, 2000, 0, 500], ['shard', 2000, 2500, 1, 0], ['gap', 2500, 2600, -1, -1], ['shard', 2600, 2700, 0, 1024]]);
   assert.equal(pl.wasmAddr(parts[0]), 65536 + 500);
   assert.equal(pl.wasmAddr(parts[1]), 131072);
   assert.equal(pl.wasmAddr(parts[2]), null);
-  assert.equal(pl.view(parts[2]).length, 200);
+  assert.equal(pl.wasmAddr(parts[3]), 65536 + 1024);
+  assert.equal(pl.view(parts[2]).length, 100);
   assert.equal(pl.fileSize, 3000);
   assert.equal(pl.dataStart, 1000);
 });
@@ -302,7 +304,7 @@ test('ShardPlacement.complete: the checksum of a chunk where its bytes lie (shar
   const file = new Uint8Array(600).map((_, i) => (i * 7 + 3) & 255);
   const mem = new g.ChunkRouter(256); // a wasm allocation standing in for a weight shard
   const ptr = mem.stagePtr(0);
-  const pl = new L.ShardPlacement([{ shard: 0, fileOffset: 300, len: 200 }], 100, 600, () => ptr);
+  const pl = new L.ShardPlacement([{ shard: 0, fileOffset: 300, len: 200, dstOffset: 0 }], 100, 600, () => ptr);
   const [c] = L.planChunks(pl, 1024);
   assert.deepEqual(c.parts.map((p) => p.kind), ['gap', 'shard', 'gap']);
   L.writeBytes(pl, c, file.subarray(100, 600));

@@ -3,12 +3,13 @@
 //   header    read a growing prefix (HTTP Range / Blob slice / file / OPFS) until parseHeader is
 //             satisfied; learn size, ETag and sha256 (the Hub's LFS oid)          load/header.ts
 //   fit       weights + state + KV for the context against the memory limit; fail here, before
-//             any weight byte is downloaded, naming a smaller quant                 load/fit.ts
+//             any weight byte is downloaded, naming a smaller quant; the faster stored forms
+//             of some tensors (IQ2_S → IQ2_SX) where they cost no context          load/fit.ts
 //   cache     reuse a valid OPFS manifest (if the file did not change), or start a fresh one
 //                                                                                   load/cached.ts
 //   workers   the whole model in this worker, or split across N shard workers (tensor
 //             parallelism: more cores, and no 4 GiB limit on the file): how many   load/workers.ts
-//   allocate  new ModelLoader(header, size): the weight shards, once; `Placement` maps every file
+//   allocate  ModelLoader.forRole(header, …): the weight shards, once; `Placement` maps every file
 //             range to its destination (shard memory, or a buffer for padding) — split: the
 //             coordinator's part here, each shard's part in its worker (shards.ts) load/placement.ts
 //   data      the data section on a chunk grid (load/plan.ts), each chunk from the cache or from
@@ -168,22 +169,52 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   const here = limit - (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
   const available = (i: number) => (i === 0 ? here : limit - FRESH_INSTANCE_BYTES);
   const headerBytes = head.header.subarray(0, info.dataOffset);
-  // Each instance's memory shape with n workers: the whole model, or the coordinator then each shard.
+  // Each instance's memory shape with n workers: the whole model, or the coordinator then each shard;
+  // `expand`: with the faster stored forms of some tensors (IQ2_S → IQ2_SX, src/weights.rs: more memory).
   // An f16 KV cache stores half the bytes per token of the figures (which are f32).
   const kvScale = params.kvCache === 'f16' ? 0.5 : 1;
-  const shapes = (n: number): MemoryShape[] =>
-    (n === 1 ? [info] : (splitInfo(headerBytes, size, n) as MemoryShape[])).map((p) => ({ ...p, nVocab: info.nVocab, kvBytesPerToken: p.kvBytesPerToken * kvScale }));
+  const shapeCache = new Map<string, MemoryShape[]>();
+  const layoutShapes = (n: number, expand: boolean): MemoryShape[] => {
+    const key = `${n}/${expand}`;
+    if (!shapeCache.has(key)) {
+      const s = splitInfo(headerBytes, size, n, expand) as MemoryShape[];
+      shapeCache.set(key, s.map((p) => ({ ...p, nVocab: info.nVocab, kvBytesPerToken: p.kvBytesPerToken * kvScale })));
+    }
+    return shapeCache.get(key)!;
+  };
+  // One worker: the header's figures (a tensor too large for one allocation is then out_of_memory,
+  // below, rather than a layout error).
+  const shapes = (n: number): MemoryShape[] => (n === 1 ? [{ ...info, kvBytesPerToken: info.kvBytesPerToken * kvScale }] : layoutShapes(n, false));
+  /** The parts with the faster stored forms, where the file has tensors that have one (else null). */
+  const fastShapes = (n: number): MemoryShape[] | null => {
+    try {
+      const fast = layoutShapes(n, true);
+      const base = layoutShapes(n, false);
+      return fast.some((p, i) => p.weightBytes !== base[i].weightBytes) ? fast : null;
+    } catch {
+      return null;
+    }
+  };
   const smallest = Math.min(params.contextLength ?? MIN_AUTO_CONTEXT, info.contextLength || MIN_AUTO_CONTEXT);
   const choice = ctx.startShards
     ? chooseWorkers({ requested: params.workers, cores: ctx.cores ?? coreCount(), weightBytes: info.weightBytes, fits: (n) => partsFit(shapes(n), smallest, available, deviceRam()) })
     : { workers: 1, reason: 'one worker (this host cannot start shard workers)' };
   const workers = choice.workers;
-  const parts = shapes(workers);
-  const nCtx = Math.min(...parts.map((p, i) => pickContext(p, info.contextLength, params.contextLength, available(i))));
+  const contextOf = (ps: MemoryShape[]) => Math.min(...ps.map((p, i) => pickContext(p, info.contextLength, params.contextLength, available(i))));
+  const totalOf = (ps: MemoryShape[], n: number) => ps.reduce((a, p) => a + memoryNeeded(p, n), 0);
+  // The faster stored forms only where they cost no context: the same context, every part fitting.
+  const plain = shapes(workers);
+  const fast = fastShapes(workers);
+  const fastCtx = fast ? contextOf(fast) : 0;
+  const expand = !!fast && fastCtx >= contextOf(plain) &&
+    fast.every((p, i) => memoryNeeded(p, fastCtx) <= available(i)) && totalOf(fast, fastCtx) <= deviceRam();
+  const parts = expand ? fast! : plain;
+  const nCtx = contextOf(parts);
+  stats.expanded = expand;
   const subject: FitSubject = {
     name: params.model ?? ctx.name, quant: params.quant, fileType: info.fileType, repo: ctx.repo, contextRequested: !!params.contextLength,
   };
-  const total = parts.reduce((a, p) => a + memoryNeeded(p, nCtx), 0);
+  const total = totalOf(parts, nCtx);
   if (total > deviceRam()) {
     throw new LoadError('out_of_memory', `${subject.name} needs about ${(total / 1e9).toFixed(1)} GB of memory in all, ` +
       `more than this device's ${(deviceRam() / 1e9).toFixed(0)} GB: use a smaller quant or a shorter contextLength.`);
@@ -217,14 +248,14 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   let placement: Placement;
   try {
     if (workers === 1) {
-      loader = new ModelLoader(headerBytes, size);
+      loader = ModelLoader.forRole(headerBytes, size, 'whole', 0, 1, expand);
       const l = loader;
       placement = new ShardPlacement(l.plan() as CopyOp[], info.dataOffset, size, (i) => l.shardPtr(i));
     } else {
       pool = await ctx.startShards!(workers);
-      loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers);
+      loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers, expand);
       const l = loader;
-      shardPlans = await pool.alloc(headerBytes, size);
+      shardPlans = await pool.alloc(headerBytes, size, expand);
       placement = new SplitPlacement({ plan: l.plan() as CopyOp[], shardPtr: (i) => l.shardPtr(i) }, pool.destinations(shardPlans), info.dataOffset, size, chunkSize);
     }
   } catch (e) {

@@ -191,6 +191,11 @@ export interface LoadStats {
   pulledByWorkers: boolean;
   /** Bytes those workers read, all together (each chunk whole once to check it, else only pieces). */
   pulledBytes: number;
+  /**
+   * Some tensors are held in a faster form than the file's (IQ2_S matrices expanded, 29 % larger,
+   * src/quant/kquants/iq2_sx.rs): chosen where it costs no context (loader.ts).
+   */
+  expanded: boolean;
 }
 
 /** A load's time by step (ms): see loader.ts for the steps. */
@@ -508,9 +513,10 @@ export type ShardRequest =
   | { type: 'init'; id: number; module: WebAssembly.Module; gemmProfile: GemmProfile }
   /**
    * Allocate shard `index` of `count` of the model whose header is `header` (its first dataOffset
-   * bytes). Answered with the load plan at once; the allocation follows (a failure fails the pool).
+   * bytes); `expand`: store the tensors that have a faster form in it (the engine worker decides,
+   * loader.ts). Answered with the load plan at once; the allocation follows (a failure fails the pool).
    */
-  | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number }
+  | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number; expand: boolean }
   /**
    * Copy `bytes` into the weights: quads (shard, dstOffset, offset in bytes, len). Answered with
    * `spare` (the buffer handed back for the next chunk), or an error.

@@ -76,9 +76,9 @@ export function createShardHost(post: Post): ShardHost {
           loader?.free();
           loader = null;
           index = req.index;
-          const plan = ModelLoader.planForRole(req.header, req.size, 'shard', req.index, req.count) as CopyOp[];
+          const plan = ModelLoader.planForRole(req.header, req.size, 'shard', req.index, req.count, req.expand) as CopyOp[];
           ok(req.id, 'alloc', { plan });
-          loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count);
+          loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count, req.expand);
           ptrs = [];
           for (let i = 0; i < loader.shardCount(); i++) ptrs[i] = loader.shardPtr(i);
           return;

@@ -8,6 +8,7 @@
 //! | `q4_k.rs`   | Q5_K    | 176   | Q4_K plus a fifth bit per weight                     |
 //! | `q6_k.rs`   | Q6_K    | 210   | 6-bit (4 + 2), 16 signed 8-bit scales                |
 //! | `iq4_xs.rs` | IQ4_XS  | 136   | 4-bit indices into `KVALUES_IQ4NL`, 6-bit scales     |
+//! | `iq2_sx.rs` | IQ2_SX  | 106   | IQ2_S expanded after loading: 2-bit magnitude codes + sign bits in Q3_K's places, IQ2_S's nibble scales |
 //!
 //! All of them use the Q8_K activation layout: `act.d[8 * blk]` is the scale of super-block `blk`
 //! and `act.bsums[16 * blk + g]` the sum of its 16-element group `g`, which turns every per-group
@@ -45,6 +46,7 @@ use super::gemm::Decoded;
 use super::gemm8::{pair_pos, Decoded8, Kernels8};
 use super::{QuantKernels, Q8, QK_K};
 
+pub mod iq2_sx;
 mod iq4_xs;
 mod q2_k;
 mod q3_k;
@@ -58,6 +60,7 @@ pub static KERNELS: &[QuantKernels] = &[
     q4_k::KERNELS_Q5K,
     q6_k::KERNELS,
     iq4_xs::KERNELS,
+    iq2_sx::KERNELS,
 ];
 
 /// The types with a four-rows-interleaved form ([`crate::quant::r4`]).
@@ -71,6 +74,7 @@ pub static KERNELS8: &[Kernels8] = &[
     q4_k::KERNELS8_Q4K,
     q4_k::KERNELS8_Q5K,
     q6_k::KERNELS8,
+    iq2_sx::KERNELS8,
     super::iq2::KERNELS8_IQ2XXS,
     super::iq2::KERNELS8_IQ2XS,
     super::iq2::KERNELS8_IQ2S,

@@ -164,7 +164,7 @@ async function runHeadLoad(ctx: HeadLoadContext): Promise<HeadLoadOutcome> {
   // ---- data ------------------------------------------------------------------------------------------
   try {
     const l = loader;
-    const placement = new ShardPlacement([{ shard: 0, fileOffset: dataOffset, len: loader.dataLength() }], dataOffset, size, () => l.ptr());
+    const placement = new ShardPlacement([{ shard: 0, fileOffset: dataOffset, len: loader.dataLength(), dstOffset: 0 }], dataOffset, size, () => l.ptr());
     const trusted = isTrusted(m, dataOffset, size, chunkSize);
     const r = await transfer({
       name: ctx.name, source, local: ctx.local, cache, manifest: m, placement, header, networkPrefix, chunkSize, oid, trusted, offline,

@@ -81,16 +81,21 @@ interface Segment {
   start: number;
   end: number;
   shard: number; // -1: gap (bytes in no shard: padding, unused tensors)
+  /** Where `start` goes in the shard. */
+  dst: number;
 }
 
-/** The whole model in this worker: shards mirror contiguous file ranges (plan ops with count 1). */
+/**
+ * The whole model in this worker: plan ops with count 1, each a contiguous file range to one
+ * place in a shard (one per shard, plus one per tensor stored in another form, src/weights.rs).
+ */
 export class ShardPlacement implements Placement {
   readonly segments: Segment[] = [];
   private ptrs: number[] = [];
   private heap = new Heap();
 
   constructor(
-    plan: Array<Pick<CopyOp, 'shard' | 'fileOffset' | 'len'>>,
+    plan: Array<Pick<CopyOp, 'shard' | 'fileOffset' | 'len' | 'dstOffset'>>,
     readonly dataStart: number,
     readonly fileSize: number,
     shardPtr: (i: number) => number,
@@ -98,12 +103,12 @@ export class ShardPlacement implements Placement {
     const sorted = [...plan].sort((a, b) => a.fileOffset - b.fileOffset);
     let pos = dataStart;
     for (const r of sorted) {
-      if (r.fileOffset > pos) this.segments.push({ start: pos, end: r.fileOffset, shard: -1 });
-      this.segments.push({ start: r.fileOffset, end: r.fileOffset + r.len, shard: r.shard });
+      if (r.fileOffset > pos) this.segments.push({ start: pos, end: r.fileOffset, shard: -1, dst: 0 });
+      this.segments.push({ start: r.fileOffset, end: r.fileOffset + r.len, shard: r.shard, dst: r.dstOffset });
       pos = r.fileOffset + r.len;
       this.ptrs[r.shard] = shardPtr(r.shard);
     }
-    if (pos < fileSize) this.segments.push({ start: pos, end: fileSize, shard: -1 });
+    if (pos < fileSize) this.segments.push({ start: pos, end: fileSize, shard: -1, dst: 0 });
   }
 
   route(start: number, end: number): Part[] {
@@ -113,7 +118,7 @@ export class ShardPlacement implements Placement {
       const a = Math.max(s.start, start);
       const b = Math.min(s.end, end);
       if (s.shard < 0) out.push({ kind: 'gap', start: a, end: b, buf: null });
-      else out.push({ kind: 'shard', start: a, end: b, shard: s.shard, shardOffset: a - s.start });
+      else out.push({ kind: 'shard', start: a, end: b, shard: s.shard, shardOffset: s.dst + (a - s.start) });
     }
     return out;
   }

@@ -19,6 +19,7 @@ export function emptyStats(): LoadStats {
     phaseMs: { header: 0, allocate: 0, data: 0, cacheRead: 0, deliver: 0, settle: 0, build: 0 },
     pulledByWorkers: false,
     pulledBytes: 0,
+    expanded: false,
   };
 }
 

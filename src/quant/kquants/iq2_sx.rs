@@ -1,0 +1,338 @@
+//! IQ2_S expanded ("IQ2_SX"): a load-time form of IQ2_S whose weights are read like Q3_K's, with
+//! no codebook lookup. 256 weights in 106 bytes (IQ2_S: 82), never stored in a file.
+//!
+//! An IQ2_S weight is `d · (0.5 + nib) · 0.25 · mag · sign`, its magnitude one of {8, 25, 43}
+//! found through a 10-bit index into a 1024-entry codebook per group of 8. The decode kernel is
+//! bound by those lookups (two dependent loads per 8 weights). Here each magnitude is stored as
+//! its 2-bit code `c` (0, 1, 2 → 8, 25, 43) and its sign as one bit, in Q3_K's places:
+//!
+//! | offset | bytes | field                                                                   |
+//! |--------|-------|-------------------------------------------------------------------------|
+//! | 0      | 32    | `signs`: bit k of byte l = weight `32k + l` negative                    |
+//! | 32     | 64    | `codes`: bits 2s.. of byte `32n + l` = code of weight `128n + 32s + l`  |
+//! | 96     | 8     | `scales`: IQ2_S's nibbles (byte b: low = weights 32b.., high = 32b+16..) |
+//! | 104    | 2     | `d` (fp16), as in IQ2_S                                                 |
+//!
+//! In the K-quant form: group g (16 weights) has `sc_g = 2·nib_g + 1`, `q = ±mag`, `d = d_w / 8`
+//! (exactly IQ2_S's values: `(d/8)·(2nib+1)` and `d·(0.5+nib)·0.25` are the same real number
+//! scaled by powers of two, so they round alike). The kernels turn `code | sign << 2` into the
+//! unsigned `u = q + 43 ∈ 0..=86` with one byte swizzle and take the 43 back through the
+//! activations' group sums, as Q3_K does with its 4.
+//!
+//! What it costs: 29 % more memory for IQ2_S matrices (2.5625 → 3.3125 bits per weight), and an
+//! expansion after loading ([`expand_in_place`], `weights.rs`).
+
+use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, kernels, kernels8, KBlock, QuantKernels, QK_K};
+use crate::quant::gemm8::Kernels8;
+use crate::quant::tables::IQ2S_GRID;
+use crate::quant::{f16_at, sanitize_f16, GgmlType};
+
+/// Bytes per expanded block.
+pub const BB: usize = 106;
+/// Bytes per IQ2_S block.
+pub const BB_IQ2S: usize = 82;
+
+pub(super) const KERNELS: QuantKernels = kernels::<Iq2Sx>(GgmlType::IQ2_SX, vec_dot, decode, sanitize);
+
+/// Int8 GEMM form: `u = q + 43 ∈ 0..=86`, the offset through the min term.
+pub(super) const KERNELS8: Kernels8 = kernels8::<Iq2Sx, 43>(GgmlType::IQ2_SX, 86, [false, true], decode8);
+
+/// Magnitude of each 2-bit code (code 3 does not occur).
+const MAG: [i8; 4] = [8, 25, 43, 0];
+
+struct Iq2Sx;
+
+impl KBlock for Iq2Sx {
+    const BB: usize = BB;
+    const HAS_MIN: bool = false;
+
+    fn d(blk: &[u8]) -> (f32, f32) {
+        (f16_at(blk, 104) * 0.125, 0.0)
+    }
+
+    fn scales(blk: &[u8]) -> ([i32; 16], [i32; 16]) {
+        (core::array::from_fn(|g| 2 * ((blk[96 + g / 2] >> (4 * (g % 2))) & 15) as i32 + 1), [0; 16])
+    }
+
+    fn decode(blk: &[u8], q: &mut [i8; QK_K]) {
+        for (w, qw) in q.iter_mut().enumerate() {
+            let (n, s, l) = (w / 128, (w % 128) / 32, w % 32);
+            let mag = MAG[((blk[32 + 32 * n + l] >> (2 * s)) & 3) as usize];
+            *qw = if blk[l] >> (w / 32) & 1 != 0 { -mag } else { mag };
+        }
+    }
+}
+
+fn sanitize(block: &mut [u8]) {
+    sanitize_f16(block, 104);
+    // Codes are 0..=2: a random byte's code 3 becomes 2.
+    for c in &mut block[32..96] {
+        let mut v = *c;
+        for s in 0..4 {
+            if (v >> (2 * s)) & 3 == 3 {
+                v &= !(1 << (2 * s));
+            }
+        }
+        *c = v;
+    }
+}
+
+/// Per IQ2_S codebook row: its eight 2-bit codes, byte j = code of element j (0, 1, 2).
+static CODES: [u64; 1024] = {
+    let mut out = [0u64; 1024];
+    let mut i = 0;
+    while i < 1024 {
+        let mut j = 0;
+        while j < 8 {
+            let m = (IQ2S_GRID[i] >> (8 * j)) & 0xff;
+            let c = if m == 8 { 0 } else if m == 25 { 1 } else { 2 };
+            out[i] |= c << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    out
+};
+
+/// Per sign byte: byte j = bit j of it (0 or 1).
+static SPREAD: [u64; 256] = {
+    let mut out = [0u64; 256];
+    let mut s = 0;
+    while s < 256 {
+        let mut j = 0;
+        while j < 8 {
+            out[s] |= (((s >> j) & 1) as u64) << (8 * j);
+            j += 1;
+        }
+        s += 1;
+    }
+    out
+};
+
+/// One IQ2_S block (82 bytes) → its expanded form (106 bytes).
+pub fn expand_block(src: &[u8], dst: &mut [u8]) {
+    let (src, dst): (&[u8; BB_IQ2S], &mut [u8; BB]) = (src.try_into().unwrap(), dst.try_into().unwrap());
+    // Group (b, l) = weights 32b + 8l + j: codes in bytes 32(b/4) + 8l + j at shift 2(b%4),
+    // signs in bytes 8l + j at bit b. Eight u64 words of codes, four of signs.
+    let (mut codes, mut signs) = ([0u64; 8], [0u64; 4]);
+    for b in 0..8 {
+        let qh = src[66 + b] as usize;
+        for l in 0..4 {
+            let idx = src[2 + 4 * b + l] as usize | ((qh >> (2 * l)) & 3) << 8;
+            codes[4 * (b / 4) + l] |= CODES[idx] << (2 * (b % 4));
+            signs[l] |= SPREAD[src[34 + 4 * b + l] as usize] << b;
+        }
+    }
+    let (d, scales) = ([src[0], src[1]], src[74..82].to_vec());
+    for (k, w) in signs.iter().enumerate() {
+        dst[8 * k..8 * k + 8].copy_from_slice(&w.to_le_bytes());
+    }
+    for (k, w) in codes.iter().enumerate() {
+        dst[32 + 8 * k..40 + 8 * k].copy_from_slice(&w.to_le_bytes());
+    }
+    dst[96..104].copy_from_slice(&scales);
+    dst[104..106].copy_from_slice(&d);
+}
+
+/// Bytes of the expanded form of `len` bytes of IQ2_S blocks.
+pub fn expanded_len(len: u64) -> u64 {
+    len / BB_IQ2S as u64 * BB as u64
+}
+
+/// Whether a tensor of the file is stored expanded where a load allows it: the IQ2_S matrices
+/// multiplied with every token (not `token_embd`, whose rows are only looked up).
+pub fn expands(name: &str, ty: GgmlType) -> bool {
+    ty == GgmlType::IQ2_S && name != "token_embd.weight"
+}
+
+static ENABLED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
+
+/// Whether loads that do not decide for themselves expand (the native and command-line
+/// loaders; the browser runtime decides per load, `www/src/loader.ts`).
+pub fn enabled() -> bool {
+    ENABLED.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// Sets [`enabled`]: for side-by-side measurements (`clef generate --layout plain`) and tests.
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Expands `nb` IQ2_S blocks at `buf[raw..]` into their expanded form at `buf[out..]`, in place
+/// (`out ≥ raw`; the two ranges may overlap). Back to front: block i's output starts at
+/// `out + 106 i ≥ raw + 82 i`, where the input of the blocks before it ends, and its own input is
+/// copied out first.
+pub fn expand_in_place(buf: &mut [u8], raw: usize, out: usize, nb: usize) {
+    assert!(out >= raw && out + nb * BB <= buf.len(), "expansion out of range");
+    let mut blk = [0u8; BB_IQ2S];
+    for i in (0..nb).rev() {
+        blk.copy_from_slice(&buf[raw + BB_IQ2S * i..raw + BB_IQ2S * (i + 1)]);
+        expand_block(&blk, &mut buf[out + BB * i..out + BB * (i + 1)]);
+    }
+}
+
+dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Iq2Sx>);
+dispatch_decode!(decode, simd::decode_row, Iq2Sx);
+dispatch_decode8!(decode8, simd::decode8_row, Iq2Sx, 43);
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd {
+    //! As Q3_K's kernels: per loop step the codes of 32 weights (`(codes >> 2s) & 3`) and their
+    //! sign bits (pre-shifted to bit 2) make `code | sign << 2`, a swizzle of [`BIASED`] turns
+    //! that into `u = ±mag + 43`, and the products are summed per group and scaled by
+    //! `i32x4.dot` with `sc_g`; `43 Σ_g sc_g bsum_g` is taken off per block (in i32: exact).
+    use super::super::simd::{block_ptrs, check_decode, f16_splat, store_scale_pairs};
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    use super::super::simd::dot_bytes_g16;
+    #[cfg(target_feature = "relaxed-simd")]
+    use super::super::simd::rdot16;
+    use super::super::{check_lens, Q8, QK_K};
+    use super::BB;
+    use crate::quant::gemm::Decoded;
+    use crate::quant::gemm8::{simd::{store_i16_and_scaled, store_pair_order}, Decoded8};
+    use crate::quant::simd::{hsum_f32, store_scaled16};
+    use core::arch::wasm32::*;
+
+    /// `u = q + 43` of lane `code | sign << 2`.
+    #[inline(always)]
+    fn biased() -> v128 {
+        core::hint::black_box(u8x16(51, 68, 86, 43, 35, 18, 0, 43, 0, 0, 0, 0, 0, 0, 0, 0))
+    }
+
+    /// The 16 group scales `2·nib + 1` as u8 lanes in group order.
+    #[inline(always)]
+    unsafe fn scales(x: *const u8) -> v128 {
+        let v = v128_load64_zero(x.add(96) as *const u64);
+        let lo = v128_and(v, u8x16_splat(15));
+        let hi = v128_and(u16x8_shr(v, 4), u8x16_splat(15));
+        let nib = i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(lo, hi);
+        i8x16_add(i8x16_add(nib, nib), u8x16_splat(1))
+    }
+
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_lens`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot(row: &[u8], act: Q8<'_>) -> f32 {
+        let nb = check_lens(row, BB, &act);
+        let table = biased();
+        let mut acc = f32x4_splat(0.0);
+        let mut sbuf = [i32x4_splat(0); 4];
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        let mut wbuf = [i32x4_splat(0); 16];
+        for b in 0..nb {
+            // SAFETY: check_lens guarantees nb whole blocks and the matching activations.
+            let (x, a, bs, da) = block_ptrs(row, BB, &act, b);
+            let sc = scales(x);
+            let (sc_lo, sc_hi) = (u16x8_extend_low_u8x16(sc), u16x8_extend_high_u8x16(sc));
+            store_scale_pairs(sbuf.as_mut_ptr(), sc_lo, sc_hi);
+            #[cfg(not(target_feature = "relaxed-simd"))]
+            let isum = {
+                let w = wbuf.as_mut_ptr();
+                decode(x, table, |g, v| v128_store(w.add(g), v));
+                dot_bytes_g16::<false>(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32)
+            };
+            #[cfg(target_feature = "relaxed-simd")]
+            let isum = dot_relaxed(x, a, sbuf.as_ptr() as *const u32, table);
+            let summs = i32x4_add(
+                i32x4_dot_i16x8(sc_lo, v128_load(bs as *const v128)),
+                i32x4_dot_i16x8(sc_hi, v128_load(bs.add(8) as *const v128)),
+            );
+            let isum = i32x4_sub(isum, i32x4_mul(summs, i32x4_splat(43)));
+            acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_mul(f16_splat(x.add(104)), da)));
+        }
+        0.125 * hsum_f32(acc)
+    }
+
+    /// `Σ_g sc_g Σ_l u·a` for one block, the codes made in registers (Q3_K's `dot_relaxed`).
+    ///
+    /// # Safety
+    /// `x` is a whole block, `a` its 256 activations, `s` 16 words `sc_g | sc_g << 16`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn dot_relaxed(x: *const u8, a: *const i8, s: *const u32, table: v128) -> v128 {
+        let (mut a, mut s) = (a, s);
+        let mut isum = i32x4_splat(0);
+        let steps = core::hint::black_box(4u32);
+        for n in 0..2 {
+            let mut q = [v128_load(x.add(32 + 32 * n) as *const v128), v128_load(x.add(48 + 32 * n) as *const v128)];
+            // Sign bits 4n.. to bit 2 of each byte (see Q3_K's hmask).
+            let half = |p: *const u8| i16x8_shl(u16x8_shr(v128_load(p as *const v128), 4 * n as u32), 2);
+            let mut h = [half(x), half(x.add(16))];
+            for _ in 0..steps {
+                let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
+                let u0 = i8x16_relaxed_swizzle(table, v128_or(v128_and(q[0], m3), v128_and(h[0], m4)));
+                let u1 = i8x16_relaxed_swizzle(table, v128_or(v128_and(q[1], m3), v128_and(h[1], m4)));
+                let p0 = rdot16(u0, v128_load(a as *const v128));
+                let p1 = rdot16(u1, v128_load(a.add(16) as *const v128));
+                let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
+                let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
+                isum = i32x4_add(isum, i32x4_add(s0, s1));
+                q = [u16x8_shr(q[0], 2), u16x8_shr(q[1], 2)];
+                h = [u16x8_shr(h[0], 1), u16x8_shr(h[1], 1)];
+                a = a.add(32);
+                s = s.add(2);
+            }
+        }
+        isum
+    }
+
+    /// `out(g, u)` for the 16 elements of group g, `u = q + 43`.
+    #[inline(always)]
+    unsafe fn decode(x: *const u8, table: v128, mut out: impl FnMut(usize, v128)) {
+        let hm = [v128_load(x as *const v128), v128_load(x.add(16) as *const v128)];
+        let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
+        for n in 0..2 {
+            for (h, &hmh) in hm.iter().enumerate() {
+                let q = v128_load(x.add(32 + 32 * n + 16 * h) as *const v128);
+                for j in 0..4 {
+                    let low = v128_and(u16x8_shr(q, 2 * j as u32), m3);
+                    let m = (4 * n + j) as u32; // sign bit → bit 2
+                    let high = if m < 2 { u16x8_shl(hmh, 2 - m) } else { u16x8_shr(hmh, m - 2) };
+                    out(8 * n + 2 * j + h, i8x16_swizzle(table, v128_or(low, v128_and(high, m4))));
+                }
+            }
+        }
+    }
+
+    /// Row → GEMM form: `(u − 43)·sc_g` per group, `d = d_w / 8`.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `check_decode`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode_row(row: &[u8], out: &mut Decoded) {
+        let nb = check_decode(row, BB, out, false);
+        let table = biased();
+        let mut sc = [0u8; 16];
+        let off = i8x16_splat(43);
+        for b in 0..nb {
+            // SAFETY: block b is row[106b..106b+106]; its weights are q[256b..256b+256].
+            let x = row.as_ptr().add(BB * b);
+            v128_store(sc.as_mut_ptr() as *mut v128, scales(x));
+            let q = out.q.as_mut_ptr().add(QK_K * b);
+            decode(x, table, |g, u| store_scaled16(q.add(16 * g), i8x16_sub(u, off), i16x8_splat(sc[g] as i16)));
+            out.d[b] = crate::quant::f16_at(core::slice::from_raw_parts(x, BB), 104) * 0.125;
+        }
+    }
+
+    /// Row → int8 GEMM form: `u` in pair order, `sc_g`, `mn_g = −43·sc_g`, `d = m = d_w / 8`.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked inside.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode8_row(row: &[u8], out: &mut Decoded8) {
+        let nb = out.check(crate::quant::GgmlType::IQ2_SX, row);
+        let table = biased();
+        let mut v = [u8x16_splat(0); 16];
+        let off = i16x8_splat(-43);
+        for b in 0..nb {
+            // SAFETY: block b is row[106b..106b+106]; its outputs are u[256b..], sc/mn[16b..16b+16].
+            let x = row.as_ptr().add(BB * b);
+            store_i16_and_scaled(out.sc.as_mut_ptr().add(16 * b), scales(x), out.mn.as_mut_ptr().add(16 * b), off);
+            decode(x, table, |g, u| v[g] = u);
+            store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * b));
+            let d = crate::quant::f16_at(core::slice::from_raw_parts(x, BB), 104) * 0.125;
+            out.d[b] = d;
+            out.m[b] = d;
+        }
+    }
+}

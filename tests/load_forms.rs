@@ -1,0 +1,68 @@
+//! Tensors stored in another form than the file's (`weights.rs` `Relocation`, IQ2_S → IQ2_SX):
+//! the IQ2 fixtures loaded whole and split across 2 and 3 shards hold their IQ2_S matrices
+//! expanded, in more memory, and give the same logits as with the expansion switched off — bit
+//! for bit natively, where both forms run their scalar references (which compute the same
+//! integers and the same f32 products, `tests/kernels.rs`).
+//!
+//! Its own test binary: the switch (`iq2_sx::set_enabled`) is process-wide.
+
+#![cfg(not(target_arch = "wasm32"))]
+
+use clef_web::cluster::Cluster;
+use clef_web::gguf::parse_header;
+use clef_web::model::{Logits, Model, Role, Scratch};
+use clef_web::ops::Precision;
+use clef_web::quant::kquants::iq2_sx;
+use clef_web::quant::GgmlType;
+use std::path::Path;
+
+const TOKENS: [u32; 5] = [8001, 846, 198, 3710, 369];
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/qwen35-tiny").join(name)).unwrap()
+}
+
+/// Logits of the whole model and through 2 and 3 shards, and how many tensors each held as
+/// IQ2_SX, and the weight bytes of every part.
+fn run(file: &[u8]) -> (Vec<Vec<f32>>, usize, Vec<u64>) {
+    let m = Model::from_bytes(file).unwrap();
+    let mut st = m.new_state(16);
+    let mut out = vec![m.forward(&mut st, &TOKENS, Logits::Last, Precision::Exact, &mut Scratch::default()).unwrap()];
+    let count = |m: &Model| m.store.tensors().iter().filter(|t| t.ty == GgmlType::IQ2_SX).count();
+    let mut expanded = count(&m);
+    let mut bytes = vec![m.store.total_bytes()];
+    for n in [2, 3] {
+        let (c0, mut c) = Cluster::from_bytes(file, n, 16).unwrap();
+        c.set_precision(Precision::Exact);
+        let mut n_past = 0;
+        out.push(c.forward(&c0, &mut n_past, 16, &TOKENS, Logits::Last).unwrap());
+        expanded += c.shards.iter().map(|s| count(&s.model)).sum::<usize>();
+        bytes.extend(c.shards.iter().map(|s| s.model.store.total_bytes()));
+    }
+    (out, expanded, bytes)
+}
+
+#[test]
+fn iq2_s_matrices_expand_and_compute_the_same() {
+    // (The IQ2_S file is IQ2_XS mostly; IQ2_M and IQ3_XXS hold IQ2_S matrices.)
+    for name in ["A-IQ2_M.gguf", "A-IQ3_XXS.gguf"] {
+        let file = fixture(name);
+        let h = parse_header(&file, Some(file.len() as u64)).unwrap();
+        let iq2s: Vec<_> = h.tensors.iter().filter(|t| t.ty == GgmlType::IQ2_S && t.name != "token_embd.weight").collect();
+        assert!(!iq2s.is_empty(), "{name}: no IQ2_S matrices to expand");
+
+        iq2_sx::set_enabled(false);
+        let (plain, none, plain_bytes) = run(&file);
+        iq2_sx::set_enabled(true);
+        let (expanded, count, bytes) = run(&file);
+        assert_eq!(none, 0, "{name}: expanded while switched off");
+        // Whole: every IQ2_S matrix; each split holds each matrix's part once or more.
+        assert!(count >= 3 * iq2s.len(), "{name}: {count} IQ2_SX tensors over whole + 2 + 3 shards, {} matrices", iq2s.len());
+        let growth: u64 = iq2s.iter().map(|t| t.size / 82 * 24).sum();
+        assert!(bytes[0] >= plain_bytes[0] + growth, "{name}: whole model {} bytes, plain {}", bytes[0], plain_bytes[0]);
+        assert_eq!(Model::role_memory(&h, Role::Whole, true).unwrap().0, bytes[0], "{name}: the fit's figure is what is allocated");
+        for (i, (a, b)) in plain.iter().zip(&expanded).enumerate() {
+            assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "{name}: logits differ (run {i})");
+        }
+    }
+}
