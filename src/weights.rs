@@ -266,10 +266,10 @@ impl Layout {
                 return Err(StoreError::TensorTooLarge { name: t.name.clone(), size });
             }
             let start = h.data_offset + t.offset;
-            let expand = size != t.size;
+            let expanded = size != t.size;
             // The shard's length with this tensor in it.
             let grown = match (plan.last(), shard_len.last()) {
-                (Some(op), Some(_)) if run && !expand => op.dst_offset + (start + size - op.file_offset),
+                (Some(op), Some(_)) if run && !expanded => op.dst_offset + (start + size - op.file_offset),
                 (_, Some(&len)) => len.next_multiple_of(32) + size,
                 _ => u64::MAX,
             };
@@ -278,7 +278,7 @@ impl Layout {
                 run = false;
             }
             let shard = shard_len.len() - 1;
-            let offset = if run && !expand {
+            let offset = if run && !expanded {
                 let op = plan.last_mut().unwrap();
                 op.len = op.len.max(start + t.size - op.file_offset);
                 (op.file_stride, op.dst_stride) = (op.len, op.len);
@@ -286,13 +286,13 @@ impl Layout {
             } else {
                 let base = shard_len[shard].next_multiple_of(32);
                 plan.push(CopyOp::contiguous(shard, base, start, t.size));
-                if expand {
+                if expanded {
                     relocations.push(Relocation { shard, at: base, len: t.size });
                 }
                 base
             };
             shard_len[shard] = shard_len[shard].max(offset + size);
-            run = !expand;
+            run = !expanded;
             tensors.push(TensorView {
                 name: t.name.clone(),
                 ty,
