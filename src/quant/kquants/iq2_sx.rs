@@ -178,15 +178,16 @@ dispatch_decode8!(decode8, simd::decode8_row, Iq2Sx, 43);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
-    //! As Q3_K's kernels: per loop step the codes of 32 weights (`(codes >> 2s) & 3`) and their
-    //! sign bits (pre-shifted to bit 2) make `code | sign << 2`, a swizzle of [`BIASED`] turns
-    //! that into `u = ±mag + 43`, and the products are summed per group and scaled by
-    //! `i32x4.dot` with `sc_g`; `43 Σ_g sc_g bsum_g` is taken off per block (in i32: exact).
-    use super::super::simd::{block_ptrs, check_decode, f16_splat, store_scale_pairs};
+    //! Q3_K's kernels (`dot_3bit_relaxed`, `decode_3bit`: the same bit layout): per loop step the
+    //! codes of 32 weights (`(codes >> 2s) & 3`) and their sign bits (pre-shifted to bit 2) make
+    //! `code | sign << 2`, a swizzle of [`biased`]'s table turns that into `u = ±mag + 43`, and
+    //! the products are summed per group and scaled by `i32x4.dot` with `sc_g`;
+    //! `43 Σ_g sc_g bsum_g` is taken off per block (in i32: exact).
+    use super::super::simd::{block_ptrs, check_decode, decode_3bit, f16_splat, store_scale_pairs};
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g16;
     #[cfg(target_feature = "relaxed-simd")]
-    use super::super::simd::rdot16;
+    use super::super::simd::dot_3bit_relaxed;
     use super::super::{check_lens, Q8, QK_K};
     use super::BB;
     use crate::quant::gemm::Decoded;
@@ -229,11 +230,11 @@ mod simd {
             #[cfg(not(target_feature = "relaxed-simd"))]
             let isum = {
                 let w = wbuf.as_mut_ptr();
-                decode(x, table, |g, v| v128_store(w.add(g), v));
+                decode_3bit(x, |u| i8x16_swizzle(table, u), |g, v| v128_store(w.add(g), v));
                 dot_bytes_g16::<false>(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32)
             };
             #[cfg(target_feature = "relaxed-simd")]
-            let isum = dot_relaxed(x, a, sbuf.as_ptr() as *const u32, table);
+            let isum = dot_3bit_relaxed(x, a, sbuf.as_ptr() as *const u32, |u| i8x16_relaxed_swizzle(table, u));
             let summs = i32x4_add(
                 i32x4_dot_i16x8(sc_lo, v128_load(bs as *const v128)),
                 i32x4_dot_i16x8(sc_hi, v128_load(bs.add(8) as *const v128)),
@@ -242,57 +243,6 @@ mod simd {
             acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_mul(f16_splat(x.add(104)), da)));
         }
         0.125 * hsum_f32(acc)
-    }
-
-    /// `Σ_g sc_g Σ_l u·a` for one block, the codes made in registers (Q3_K's `dot_relaxed`).
-    ///
-    /// # Safety
-    /// `x` is a whole block, `a` its 256 activations, `s` 16 words `sc_g | sc_g << 16`.
-    #[cfg(target_feature = "relaxed-simd")]
-    #[inline(always)]
-    unsafe fn dot_relaxed(x: *const u8, a: *const i8, s: *const u32, table: v128) -> v128 {
-        let (mut a, mut s) = (a, s);
-        let mut isum = i32x4_splat(0);
-        let steps = core::hint::black_box(4u32);
-        for n in 0..2 {
-            let mut q = [v128_load(x.add(32 + 32 * n) as *const v128), v128_load(x.add(48 + 32 * n) as *const v128)];
-            // Sign bits 4n.. to bit 2 of each byte (see Q3_K's hmask).
-            let half = |p: *const u8| i16x8_shl(u16x8_shr(v128_load(p as *const v128), 4 * n as u32), 2);
-            let mut h = [half(x), half(x.add(16))];
-            for _ in 0..steps {
-                let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
-                let u0 = i8x16_relaxed_swizzle(table, v128_or(v128_and(q[0], m3), v128_and(h[0], m4)));
-                let u1 = i8x16_relaxed_swizzle(table, v128_or(v128_and(q[1], m3), v128_and(h[1], m4)));
-                let p0 = rdot16(u0, v128_load(a as *const v128));
-                let p1 = rdot16(u1, v128_load(a.add(16) as *const v128));
-                let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
-                let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
-                isum = i32x4_add(isum, i32x4_add(s0, s1));
-                q = [u16x8_shr(q[0], 2), u16x8_shr(q[1], 2)];
-                h = [u16x8_shr(h[0], 1), u16x8_shr(h[1], 1)];
-                a = a.add(32);
-                s = s.add(2);
-            }
-        }
-        isum
-    }
-
-    /// `out(g, u)` for the 16 elements of group g, `u = q + 43`.
-    #[inline(always)]
-    unsafe fn decode(x: *const u8, table: v128, mut out: impl FnMut(usize, v128)) {
-        let hm = [v128_load(x as *const v128), v128_load(x.add(16) as *const v128)];
-        let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
-        for n in 0..2 {
-            for (h, &hmh) in hm.iter().enumerate() {
-                let q = v128_load(x.add(32 + 32 * n + 16 * h) as *const v128);
-                for j in 0..4 {
-                    let low = v128_and(u16x8_shr(q, 2 * j as u32), m3);
-                    let m = (4 * n + j) as u32; // sign bit → bit 2
-                    let high = if m < 2 { u16x8_shl(hmh, 2 - m) } else { u16x8_shr(hmh, m - 2) };
-                    out(8 * n + 2 * j + h, i8x16_swizzle(table, v128_or(low, v128_and(high, m4))));
-                }
-            }
-        }
     }
 
     /// Row → GEMM form: `(u − 43)·sc_g` per group, `d = d_w / 8`.
@@ -310,7 +260,7 @@ mod simd {
             let x = row.as_ptr().add(BB * b);
             v128_store(sc.as_mut_ptr() as *mut v128, scales(x));
             let q = out.q.as_mut_ptr().add(QK_K * b);
-            decode(x, table, |g, u| store_scaled16(q.add(16 * g), i8x16_sub(u, off), i16x8_splat(sc[g] as i16)));
+            decode_3bit(x, |u| i8x16_swizzle(table, u), |g, u| store_scaled16(q.add(16 * g), i8x16_sub(u, off), i16x8_splat(sc[g] as i16)));
             out.d[b] = crate::quant::f16_at(core::slice::from_raw_parts(x, BB), 104) * 0.125;
         }
     }
@@ -329,7 +279,7 @@ mod simd {
             // SAFETY: block b is row[106b..106b+106]; its outputs are u[256b..], sc/mn[16b..16b+16].
             let x = row.as_ptr().add(BB * b);
             store_i16_and_scaled(out.sc.as_mut_ptr().add(16 * b), scales(x), out.mn.as_mut_ptr().add(16 * b), off);
-            decode(x, table, |g, u| v[g] = u);
+            decode_3bit(x, |u| i8x16_swizzle(table, u), |g, u| v[g] = u);
             store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * b));
             let d = crate::quant::f16_at(core::slice::from_raw_parts(x, BB), 104) * 0.125;
             out.d[b] = d;

@@ -515,6 +515,69 @@ mod simd {
         i16x8_relaxed_dot_i8x16_i7x16(a, w)
     }
 
+    /// Relaxed SIMD over a block in Q3_K's bit layout (`hmask` at 0..32: bit 4n + j of byte
+    /// 16h + l; `qs` at 32..96: two bits at shift 2j of byte 32n + 16h + l — element
+    /// 128n + 32j + 16h + l): `Σ_g sc_g Σ_l map(u)·a` with `u = low | high << 2 ∈ 0..7` made in
+    /// registers (no stack round trip) and `map` its 7-bit weight (Q3_K: `u` itself; IQ2_SX: a
+    /// swizzle). One loop step = shift j of half n, i.e. groups 8n+2j and 8n+2j+1; `qs` moves
+    /// right by 2 and `hmask` (pre-shifted: its step bit at bit 2) by 1 per step.
+    ///
+    /// # Safety
+    /// `x` is a whole block, `a` its 256 activations, `s` 16 words `sc_g | sc_g << 16`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub unsafe fn dot_3bit_relaxed(x: *const u8, a: *const i8, s: *const u32, map: impl Fn(v128) -> v128) -> v128 {
+        let (mut a, mut s) = (a, s);
+        let mut isum = i32x4_splat(0);
+        let steps = core::hint::black_box(4u32);
+        for n in 0..2 {
+            let mut q = [v128_load(x.add(32 + 32 * n) as *const v128), v128_load(x.add(48 + 32 * n) as *const v128)];
+            // hmask bits 4n.. moved to bit 2 of each byte once per half (bit 2 + j of a byte is
+            // bit j of hmask: a u16 shift left by 2 loses only bits 6, 7 of the high byte, never
+            // read), so each step needs one `and` for the high bit.
+            let half = |p: *const u8| i16x8_shl(u16x8_shr(v128_load(p as *const v128), 4 * n as u32), 2);
+            let mut h = [half(x), half(x.add(16))];
+            for _ in 0..steps {
+                let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
+                let u0 = map(v128_or(v128_and(q[0], m3), v128_and(h[0], m4)));
+                let u1 = map(v128_or(v128_and(q[1], m3), v128_and(h[1], m4)));
+                let p0 = rdot16(u0, v128_load(a as *const v128));
+                let p1 = rdot16(u1, v128_load(a.add(16) as *const v128));
+                let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
+                let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
+                isum = i32x4_add(isum, i32x4_add(s0, s1));
+                q = [u16x8_shr(q[0], 2), u16x8_shr(q[1], 2)];
+                h = [u16x8_shr(h[0], 1), u16x8_shr(h[1], 1)];
+                a = a.add(32);
+                s = s.add(2);
+            }
+        }
+        isum
+    }
+
+    /// `out(g, map(u))` for the 16 elements of group g of a block in Q3_K's bit layout (see
+    /// [`dot_3bit_relaxed`]): `u = (qs >> 2j) & 3 | (hmask bit 4n+j) << 2`. Byte lanes are
+    /// shifted as u16 lanes; the masks drop the bits that cross a byte.
+    ///
+    /// # Safety
+    /// `x` is a whole block.
+    #[inline(always)]
+    pub unsafe fn decode_3bit(x: *const u8, map: impl Fn(v128) -> v128, mut out: impl FnMut(usize, v128)) {
+        let hm = [v128_load(x as *const v128), v128_load(x.add(16) as *const v128)];
+        let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
+        for n in 0..2 {
+            for (h, &hmh) in hm.iter().enumerate() {
+                let q = v128_load(x.add(32 + 32 * n + 16 * h) as *const v128);
+                for j in 0..4 {
+                    let low = v128_and(u16x8_shr(q, 2 * j as u32), m3);
+                    let m = (4 * n + j) as u32; // hmask bit → bit 2
+                    let high = if m < 2 { u16x8_shl(hmh, 2 - m) } else { u16x8_shr(hmh, m - 2) };
+                    out(8 * n + 2 * j + h, map(v128_or(low, v128_and(high, m4))));
+                }
+            }
+        }
+    }
+
     /// Like [`dot_bytes_g16`] for 8 sub-blocks of 32 with unsigned weights (four products per i16
     /// lane: |w·a| < 2^13), `s` = 8 words `sc_k | sc_k << 16`. Same opaque loop.
     ///

@@ -99,12 +99,12 @@ mod simd {
     //! Each block is first decoded to 256 bytes `u = q + 4 ∈ 0..7` on the stack (16 lanes per
     //! operation), then multiplied by `dot_bytes_g16`; the `-4` comes back as `4 Σ_g sc_g bsum_g`.
     //! With relaxed SIMD the codes stay in registers and go straight into the relaxed dot
-    //! (`dot_relaxed`).
-    use super::super::simd::{block_ptrs, check_decode, f16_splat, fold_block, store_scale_pairs};
+    //! (`dot_3bit_relaxed`; both walks of the bit layout are shared with IQ2_SX).
+    use super::super::simd::{block_ptrs, check_decode, decode_3bit, f16_splat, fold_block, store_scale_pairs};
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g16;
     #[cfg(target_feature = "relaxed-simd")]
-    use super::super::simd::{f16_lanes, rdot16};
+    use super::super::simd::{dot_3bit_relaxed, f16_lanes, rdot16};
     use crate::quant::simd::store_scaled16;
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::f16_at;
@@ -137,11 +137,11 @@ mod simd {
             #[cfg(not(target_feature = "relaxed-simd"))]
             let isum = {
                 let w = wbuf.as_mut_ptr();
-                decode(x, |g, v| v128_store(w.add(g), v));
+                decode_3bit(x, |u| u, |g, v| v128_store(w.add(g), v));
                 dot_bytes_g16::<false>(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32)
             };
             #[cfg(target_feature = "relaxed-simd")]
-            let isum = dot_relaxed(x, a, sbuf.as_ptr() as *const u32);
+            let isum = dot_3bit_relaxed(x, a, sbuf.as_ptr() as *const u32, |u| u);
             let summs = i32x4_add(
                 i32x4_dot_i16x8(sc_lo, v128_load(bs as *const v128)),
                 i32x4_dot_i16x8(sc_hi, v128_load(bs.add(8) as *const v128)),
@@ -150,66 +150,6 @@ mod simd {
             acc = fold_block(acc, isum, dall, summs, f32x4_mul(dall, f32x4_splat(4.0)));
         }
         hsum_f32(acc)
-    }
-
-    /// Relaxed SIMD: `Σ_g sc_g Σ_l u·a` for one block with the codes `u ∈ 0..7` made in registers
-    /// (no stack round trip): one loop step = shift j of half n, i.e. groups 8n+2j and 8n+2j+1;
-    /// `qs` moves right by 2 and `hmask` (pre-shifted: its step bit at bit 2) by 1 per step.
-    ///
-    /// # Safety
-    /// `x` is a whole block, `a` its 256 activations, `s` 16 words `sc_g | sc_g << 16`.
-    #[cfg(target_feature = "relaxed-simd")]
-    #[inline(always)]
-    unsafe fn dot_relaxed(x: *const u8, a: *const i8, s: *const u32) -> v128 {
-        let (mut a, mut s) = (a, s);
-        let mut isum = i32x4_splat(0);
-        let steps = core::hint::black_box(4u32);
-        for n in 0..2 {
-            let mut q = [v128_load(x.add(32 + 32 * n) as *const v128), v128_load(x.add(48 + 32 * n) as *const v128)];
-            // hmask bits 4n.. moved to bit 2 of each byte once per half (bit 2 + j of a byte is
-            // bit j of hmask: a u16 shift left by 2 loses only bits 6, 7 of the high byte, never
-            // read), so each step needs one `and` for the high bit.
-            let half = |p: *const u8| i16x8_shl(u16x8_shr(v128_load(p as *const v128), 4 * n as u32), 2);
-            let mut h = [half(x), half(x.add(16))];
-            for _ in 0..steps {
-                let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
-                let u0 = v128_or(v128_and(q[0], m3), v128_and(h[0], m4));
-                let u1 = v128_or(v128_and(q[1], m3), v128_and(h[1], m4));
-                let p0 = rdot16(u0, v128_load(a as *const v128));
-                let p1 = rdot16(u1, v128_load(a.add(16) as *const v128));
-                let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
-                let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
-                isum = i32x4_add(isum, i32x4_add(s0, s1));
-                q = [u16x8_shr(q[0], 2), u16x8_shr(q[1], 2)];
-                h = [u16x8_shr(h[0], 1), u16x8_shr(h[1], 1)];
-                a = a.add(32);
-                s = s.add(2);
-            }
-        }
-        isum
-    }
-
-    /// `out(g, u)` for the 16 elements of group g: `u = (qs >> 2j) & 3 | (hmask bit 4n+j) << 2`.
-    /// Byte lanes are shifted as u16 lanes; the masks drop the bits that cross a byte.
-    #[inline(always)]
-    unsafe fn decode(x: *const u8, mut out: impl FnMut(usize, v128)) {
-        let hm = [v128_load(x as *const v128), v128_load(x.add(16) as *const v128)];
-        let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
-        for n in 0..2 {
-            for (h, &hmh) in hm.iter().enumerate() {
-                let q = v128_load(x.add(32 + 32 * n + 16 * h) as *const v128);
-                for j in 0..4 {
-                    let low = v128_and(u16x8_shr(q, 2 * j as u32), m3);
-                    let m = (4 * n + j) as u32; // hmask bit → bit 2
-                    let high = if m < 2 {
-                        u16x8_shl(hmh, 2 - m)
-                    } else {
-                        u16x8_shr(hmh, m - 2)
-                    };
-                    out(8 * n + 2 * j + h, v128_or(low, v128_and(high, m4)));
-                }
-            }
-        }
     }
 
     /// The 16 scales as signed bytes (lane g = sc_g). `hi_mul` = `i32x4(64, 16, 4, 1)`.
@@ -247,7 +187,7 @@ mod simd {
             let x = row.as_ptr().add(BB * b);
             v128_store(sc.as_mut_ptr() as *mut v128, unpack_scales(x, hi_mul));
             let q = out.q.as_mut_ptr().add(QK_K * b);
-            decode(x, |g, u| store_scaled16(q.add(16 * g), i8x16_sub(u, off), i16x8_splat(sc[g] as i16)));
+            decode_3bit(x, |u| u, |g, u| store_scaled16(q.add(16 * g), i8x16_sub(u, off), i16x8_splat(sc[g] as i16)));
             out.d[b] = f16_at(core::slice::from_raw_parts(x, BB), 108);
         }
     }
@@ -255,7 +195,7 @@ mod simd {
     /// Four interleaved rows (the R4 layout above) · `NY` activation rows, as Q2_K's `vec_dot4`:
     /// word k of a quarter (n, h) holds elements 4k..4k+4 of group g = 8n + 2j + h of each row
     /// at shift j; the high bits come from the hmask words of the same elements, pre-shifted per
-    /// quarter so that bit 2 of each byte is the step's bit (as in `dot_relaxed`). `u = q + 4`
+    /// quarter so that bit 2 of each byte is the step's bit (as in `dot_3bit_relaxed`). `u = q + 4`
     /// (≤ 7) times each token's broadcast activation word, four products summed in i16
     /// (≤ 4·2·7·127), then `i32x4.dot` with the group's scales of the four rows (sign-extended
     /// from a per-block buffer of each scale byte twice) puts row r's group sum in lane r. The
@@ -364,7 +304,7 @@ mod simd {
             let x = row.as_ptr().add(BB * b);
             let sc = unpack_scales(x, hi_mul);
             store_i16_and_scaled(out.sc.as_mut_ptr().add(16 * b), sc, out.mn.as_mut_ptr().add(16 * b), off);
-            decode(x, |g, u| v[g] = u);
+            decode_3bit(x, |u| u, |g, u| v[g] = u);
             store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * b));
             let d = f16_at(core::slice::from_raw_parts(x, BB), 108);
             out.d[b] = d;
