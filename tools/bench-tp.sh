@@ -164,7 +164,7 @@ try:
     s = r.get("split")  # usage.split of a split model: {workers, prompt, completion}
     d.update(workers=r["workers"], pp=t["prompt_tokens"] * 1000 / t["prompt_ms"], tg=gen * 1000 / t["decode_ms"],
              prompt_tokens=t["prompt_tokens"], prompt_ms=t["prompt_ms"], decode_ms=t["decode_ms"], gen=gen,
-             split={"prompt": s["prompt"], "decode": s["completion"]} if s else None)
+             expanded=r.get("expanded"), split={"prompt": s["prompt"], "decode": s["completion"]} if s else None)
 except Exception as e:  # noqa: BLE001 — recorded, the run goes on
     d["error"] = f"unreadable result: {e!r}"
 print(json.dumps(d))
@@ -201,7 +201,7 @@ for row in j["results"]:
         if "error" in v:
             d["error"] = v["error"]
         else:
-            d.update(pp=v["pp"], tg=v["tg"], prompt_tokens=v["n"], gen=gen, threads=v.get("threads"), simd=v.get("simd"))
+            d.update(pp=v["pp"], tg=v["tg"], prompt_tokens=v["n"], gen=gen, threads=v.get("threads"), simd=v.get("simd"), expanded=v.get("expanded"))
             s = v.get("split")
             if s:  # the page's usage.split ({workers, prompt, completion}) in the Node records' shape
                 d["split"] = {"prompt": s["prompt"], "decode": s["completion"]}

@@ -137,9 +137,14 @@ def main():
             cells = []
             for e in engines:
                 r = runs.get((e, n))
-                cells.append("—" if r is None else f"failed: {r['error'][:80]}" if "error" in r else f"{speed(r, 'pp')} / {speed(r, 'tg')}")
+                mark = " ˣ" if r and r.get("expanded") else ""
+                cells.append("—" if r is None else f"failed: {r['error'][:80]}" if "error" in r else f"{speed(r, 'pp')} / {speed(r, 'tg')}{mark}")
             p(f"| {f} | {n} | " + " | ".join(cells) + " |")
     p("")
+    if any(r.get("expanded") for runs in rows.values() for r in runs.values()):
+        p("ˣ IQ2_S matrices held expanded (IQ2_SX, where memory allows it with the same context): "
+          "ratios between a ˣ run and a plain one compare two weight forms.")
+        p("")
     # ---- ratios
     p("### Ratios (prompt / decode)")
     p("")

@@ -98,7 +98,7 @@ async function generateSplit(args) {
     const u = r.usage;
     if (flag('json')) {
       host.write(JSON.stringify({
-        tokens: c.token_ids, text, finish_reason: c.finish_reason, workers: engine.info.workers, exchange: engine.info.exchange, engineShard: engine.info.engineShard, split: u.split,
+        tokens: c.token_ids, text, finish_reason: c.finish_reason, workers: engine.info.workers, exchange: engine.info.exchange, engineShard: engine.info.engineShard, expanded: engine.info.stats.expanded, split: u.split,
         timings: {
           prompt_tokens: u.prompt_tokens, prompt_ms: u.prompt_ms, prompt_tokens_per_s: u.prompt_tokens_per_second,
           decode_ms: u.completion_ms, decode_tokens_per_s: u.completion_tokens_per_second,
