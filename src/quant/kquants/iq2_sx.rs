@@ -109,9 +109,10 @@ static SPREAD: [u64; 256] = {
     out
 };
 
-/// One IQ2_S block (82 bytes) → its expanded form (106 bytes). ~100 ns a block (natively and in
-/// wasm: a 2-worker load of the 9B IQ2_M file spends ~1.3 s here, BENCHMARKS.md; a SIMD version
-/// with the same per-group index arithmetic measured no faster).
+/// One IQ2_S block (82 bytes) → its expanded form (106 bytes): the reference of the SIMD
+/// expansion [`expand_in_place`] runs in wasm, which makes the 32 codebook indices 8 at a time
+/// (a 2-worker load of the 9B IQ2_M file: ~0.75 s of expansion against ~1.45 s with this per-group
+/// index arithmetic; codes made by comparing the codebook bytes measured no faster, BENCHMARKS.md).
 pub fn expand_block(src: &[u8], dst: &mut [u8]) {
     let (src, dst): (&[u8; BB_IQ2S], &mut [u8; BB]) = (src.try_into().unwrap(), dst.try_into().unwrap());
     // Group (b, l) = weights 32b + 8l + j: codes in bytes 32(b/4) + 8l + j at shift 2(b%4),
@@ -168,7 +169,14 @@ pub fn expand_in_place(buf: &mut [u8], raw: usize, out: usize, nb: usize) {
     let mut blk = [0u8; BB_IQ2S];
     for i in (0..nb).rev() {
         blk.copy_from_slice(&buf[raw + BB_IQ2S * i..raw + BB_IQ2S * (i + 1)]);
-        expand_block(&blk, &mut buf[out + BB * i..out + BB * (i + 1)]);
+        let dst: &mut [u8; BB] = (&mut buf[out + BB * i..out + BB * (i + 1)]).try_into().unwrap();
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        // SAFETY: simd128 is enabled for this build.
+        unsafe {
+            simd::expand_block(&blk, dst)
+        };
+        #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+        expand_block(&blk, dst);
     }
 }
 
@@ -194,6 +202,47 @@ mod simd {
     use crate::quant::gemm8::{simd::{store_i16_and_scaled, store_pair_order}, Decoded8};
     use crate::quant::simd::{hsum_f32, store_scaled16};
     use core::arch::wasm32::*;
+
+    /// [`super::expand_block`] with the 32 codebook indices made in SIMD (as the IQ2_S kernel
+    /// does), then per group a code row from [`super::CODES`] and a sign row from
+    /// [`super::SPREAD`], as the reference.
+    ///
+    /// # Safety
+    /// Requires simd128.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn expand_block(src: &[u8; super::BB_IQ2S], dst: &mut [u8; BB]) {
+        const Z: u8 = 0x80; // swizzle: an index ≥ 16 gives 0
+        let s = src.as_ptr();
+        // qh[b] into the u16 lanes of sub-block b's four groups (two sub-blocks per vector), then
+        // bits 2l..2l+1 to bits 8..9 by a multiply (black_box: kept as a multiply, not shifts).
+        let spread = |b: u8| u8x16(b, Z, b, Z, b, Z, b, Z, b + 1, Z, b + 1, Z, b + 1, Z, b + 1, Z);
+        let mul = core::hint::black_box(u16x8(256, 64, 16, 4, 256, 64, 16, 4));
+        let qh = v128_load64_zero(s.add(66) as *const u64);
+        let mut idx = [0u16; 32];
+        for h in 0..2 {
+            let lo = v128_load(s.add(2 + 16 * h) as *const v128);
+            for j in 0..2 {
+                let low = if j == 0 { u16x8_extend_low_u8x16(lo) } else { u16x8_extend_high_u8x16(lo) };
+                let hi = i16x8_mul(i8x16_swizzle(qh, spread((4 * h + 2 * j) as u8)), mul);
+                v128_store(idx.as_mut_ptr().add(16 * h + 8 * j) as *mut v128, v128_or(low, v128_and(hi, u16x8_splat(0x300))));
+            }
+        }
+        let (mut codes, mut signs) = ([0u64; 8], [0u64; 4]);
+        for b in 0..8 {
+            for l in 0..4 {
+                codes[4 * (b / 4) + l] |= super::CODES[idx[4 * b + l] as usize & 1023] << (2 * (b % 4));
+                signs[l] |= super::SPREAD[src[34 + 4 * b + l] as usize] << b;
+            }
+        }
+        for (k, w) in signs.iter().enumerate() {
+            dst[8 * k..8 * k + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        for (k, w) in codes.iter().enumerate() {
+            dst[32 + 8 * k..40 + 8 * k].copy_from_slice(&w.to_le_bytes());
+        }
+        dst[96..104].copy_from_slice(&src[74..82]);
+        dst[104..106].copy_from_slice(&src[0..2]);
+    }
 
     /// `u = q + 43` of lane `code | sign << 2`.
     #[inline(always)]
