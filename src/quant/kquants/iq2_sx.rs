@@ -115,14 +115,18 @@ static SPREAD: [u64; 256] = {
 /// index arithmetic; codes made by comparing the codebook bytes measured no faster, BENCHMARKS.md).
 pub fn expand_block(src: &[u8], dst: &mut [u8]) {
     let (src, dst): (&[u8; BB_IQ2S], &mut [u8; BB]) = (src.try_into().unwrap(), dst.try_into().unwrap());
+    write_expanded(src, |b, l| src[2 + 4 * b + l] as usize | ((src[66 + b] as usize >> (2 * l)) & 3) << 8, dst);
+}
+
+/// Writes the expanded form of `src` given the codebook index of each group (b, l).
+#[inline(always)]
+fn write_expanded(src: &[u8; BB_IQ2S], index: impl Fn(usize, usize) -> usize, dst: &mut [u8; BB]) {
     // Group (b, l) = weights 32b + 8l + j: codes in bytes 32(b/4) + 8l + j at shift 2(b%4),
     // signs in bytes 8l + j at bit b. Eight u64 words of codes, four of signs.
     let (mut codes, mut signs) = ([0u64; 8], [0u64; 4]);
     for b in 0..8 {
-        let qh = src[66 + b] as usize;
         for l in 0..4 {
-            let idx = src[2 + 4 * b + l] as usize | ((qh >> (2 * l)) & 3) << 8;
-            codes[4 * (b / 4) + l] |= CODES[idx] << (2 * (b % 4));
+            codes[4 * (b / 4) + l] |= CODES[index(b, l) & 1023] << (2 * (b % 4));
             signs[l] |= SPREAD[src[34 + 4 * b + l] as usize] << b;
         }
     }
@@ -204,8 +208,7 @@ mod simd {
     use core::arch::wasm32::*;
 
     /// [`super::expand_block`] with the 32 codebook indices made in SIMD (as the IQ2_S kernel
-    /// does), then per group a code row from [`super::CODES`] and a sign row from
-    /// [`super::SPREAD`], as the reference.
+    /// does); the code and sign rows per group as the reference (`write_expanded`).
     ///
     /// # Safety
     /// Requires simd128.
@@ -227,21 +230,7 @@ mod simd {
                 v128_store(idx.as_mut_ptr().add(16 * h + 8 * j) as *mut v128, v128_or(low, v128_and(hi, u16x8_splat(0x300))));
             }
         }
-        let (mut codes, mut signs) = ([0u64; 8], [0u64; 4]);
-        for b in 0..8 {
-            for l in 0..4 {
-                codes[4 * (b / 4) + l] |= super::CODES[idx[4 * b + l] as usize & 1023] << (2 * (b % 4));
-                signs[l] |= super::SPREAD[src[34 + 4 * b + l] as usize] << b;
-            }
-        }
-        for (k, w) in signs.iter().enumerate() {
-            dst[8 * k..8 * k + 8].copy_from_slice(&w.to_le_bytes());
-        }
-        for (k, w) in codes.iter().enumerate() {
-            dst[32 + 8 * k..40 + 8 * k].copy_from_slice(&w.to_le_bytes());
-        }
-        dst[96..104].copy_from_slice(&src[74..82]);
-        dst[104..106].copy_from_slice(&src[0..2]);
+        super::write_expanded(src, |b, l| idx[4 * b + l] as usize, dst);
     }
 
     /// `u = q + 43` of lane `code | sign << 2`.
