@@ -418,6 +418,8 @@ pub(super) mod simd {
     //! `256 · Σ code·a`; the driver shifts the reduced sums right by 8 (exact).
     use super::super::gemm::Decoded;
     use super::super::simd::{hsum_f32, hsum_i32, store_i8x16};
+    #[cfg(target_feature = "relaxed-simd")]
+    use super::super::simd::{iq4nl_sign_tables, rdot16_signed};
     use super::super::tables::KVALUES_IQ4NL;
     use super::{GgmlType, Q8, QK};
     use crate::quant::f16_bits_to_f32;
@@ -701,12 +703,9 @@ pub(super) mod simd {
         })
     }
 
-    /// IQ4_NL keeps the SIMD128 kernel in both builds: its values are signed (−127..113), and the
-    /// relaxed route (|kv| as the 7-bit operand, signs moved onto the activations) measured slower
-    /// (4.8 vs 6.1 GB/s).
-    ///
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
     pub unsafe fn vec_dot_iq4_nl(row: &[u8], act: Q8<'_>) -> f32 {
         // SAFETY: KVALUES_IQ4NL is 16 bytes.
@@ -747,6 +746,23 @@ pub(super) mod simd {
     #[inline(always)]
     fn widen(p: v128) -> v128 {
         i32x4_dot_i16x8(p, i16x8_splat(1))
+    }
+
+    /// IQ4_NL's values are signed (−127..113): `|kv|` is the 7-bit operand and the sign moves
+    /// onto the activations, both looked up from the index ([`rdot16_signed`]). Two products of
+    /// up to 127² fill an i16 lane, so each half is widened on its own.
+    ///
+    /// # Safety
+    /// Requires relaxed-simd; lengths are checked by the driver.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_iq4_nl(row: &[u8], act: Q8<'_>) -> f32 {
+        let (kabs, kneg) = iq4nl_sign_tables();
+        dot_rows::<18, 0, false, 0>(row, act, |p, a, c| {
+            let (lo, hi) = nibbles(p.add(2), c);
+            let (a0, a1) = act2(a);
+            i32x4_add(widen(rdot16_signed(lo, a0, kabs, kneg)), widen(rdot16_signed(hi, a1, kabs, kneg)))
+        })
     }
 
     /// Q5 codes `nibble + 16·high bit` ∈ 0..32 as bytes (unsigned, unlike [`q5_signed`]).

@@ -372,6 +372,28 @@ pub mod simd {
     //! SIMD128 helpers shared by the family kernels.
     use core::arch::wasm32::*;
 
+    /// `|kv|` and the sign masks (−1 where `kv < 0`) of IQ4_NL's codebook, for
+    /// [`rdot16_signed`].
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub fn iq4nl_sign_tables() -> (v128, v128) {
+        let kv = super::tables::KVALUES_IQ4NL;
+        let abs: [u8; 16] = core::array::from_fn(|i| kv[i].unsigned_abs());
+        let neg: [i8; 16] = core::array::from_fn(|i| if kv[i] < 0 { -1 } else { 0 });
+        // SAFETY: both arrays are 16 bytes.
+        unsafe { (v128_load(abs.as_ptr() as *const v128), v128_load(neg.as_ptr() as *const v128)) }
+    }
+
+    /// Pairwise i16 sums of `kv[idx]·a` for 16 signed codebook values (indices `idx` < 16):
+    /// `|kv|·((a ^ m) − m)` with `m` = −1 where `kv < 0` — both looked up from the index, so the
+    /// sign costs an `xor` and a `sub` (activations are never −128: the negation is exact).
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub fn rdot16_signed(idx: v128, a: v128, kabs: v128, kneg: v128) -> v128 {
+        let m = i8x16_relaxed_swizzle(kneg, idx);
+        i16x8_relaxed_dot_i8x16_i7x16(i8x16_sub(v128_xor(a, m), m), i8x16_relaxed_swizzle(kabs, idx))
+    }
+
     /// Sum of the four i32 lanes.
     #[inline(always)]
     pub fn hsum_i32(v: v128) -> i32 {

@@ -486,8 +486,10 @@ mod simd {
             };
             #[cfg(not(target_feature = "relaxed-simd"))]
             let (p0, p1) = simd128();
-            // Relaxed SIMD for unsigned (7-bit) weights; signed ones (IQ4_XS) keep the SIMD128
-            // products: the sign trick's extra work measured slower (4.5 vs 4.8 GB/s).
+            // Relaxed SIMD for unsigned (7-bit) weights. Signed ones take the SIMD128 products
+            // here: the sign trick on decoded bytes (`i8x16.shr_s` for the sign, `abs`) measured
+            // slower (4.5 vs 4.8 GB/s); IQ4_XS's relaxed kernel looks both up from its indices
+            // instead (`crate::quant::simd::rdot16_signed`) and does not come here.
             #[cfg(target_feature = "relaxed-simd")]
             let (p0, p1) = if SIGNED {
                 simd128()
