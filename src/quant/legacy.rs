@@ -481,13 +481,10 @@ pub(super) mod simd {
         }
     }
 
-    /// `256 · Σ w·a` (i32x4 partial sums) for 16 signed weight bytes and 16 activations, both in
-    /// element order: weights ×256 in the high byte, activations sign-extended.
+    /// [`crate::quant::simd::dot16_x256`] with the mask from `c`.
     #[inline(always)]
     fn dot16_x256(w: v128, a: v128, c: Consts) -> v128 {
-        let even = i32x4_dot_i16x8(i16x8_shl(w, 8), i16x8_shr(i16x8_shl(a, 8), 8));
-        let odd = i32x4_dot_i16x8(v128_and(w, c.hi8), i16x8_shr(a, 8));
-        i32x4_add(even, odd)
+        crate::quant::simd::dot16_x256(w, a, c.hi8)
     }
 
     /// `256 · Σ q·a` for the 32 unsigned nibbles packed in `x` (element j < 16: low nibble of

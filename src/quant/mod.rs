@@ -372,6 +372,17 @@ pub mod simd {
     //! SIMD128 helpers shared by the family kernels.
     use core::arch::wasm32::*;
 
+    /// `256 · Σ w·a` (i32x4 partial sums, each lane a multiple of 256) for 16 signed weight bytes
+    /// and 16 activations, both in element order, with SIMD128's i16 products: the even bytes
+    /// moved to the high byte (×256) against the even activations sign-extended, the odd bytes
+    /// masked in place (`hi8` = `u16x8_splat(0xff00)`: ×256) against the odd activations.
+    #[inline(always)]
+    pub fn dot16_x256(w: v128, a: v128, hi8: v128) -> v128 {
+        let even = i32x4_dot_i16x8(i16x8_shl(w, 8), i16x8_shr(i16x8_shl(a, 8), 8));
+        let odd = i32x4_dot_i16x8(v128_and(w, hi8), i16x8_shr(a, 8));
+        i32x4_add(even, odd)
+    }
+
     /// `|kv|` and the sign masks (−1 where `kv < 0`) of IQ4_NL's codebook, for
     /// [`rdot16_signed`].
     #[cfg(target_feature = "relaxed-simd")]

@@ -389,6 +389,7 @@ mod simd {
     ///
     /// # Safety
     /// `p..p+8` must be readable.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[inline(always)]
     pub unsafe fn ld_u8x8(p: *const u8) -> v128 {
         u16x8_load_extend_u8x8(p)
@@ -398,6 +399,7 @@ mod simd {
     ///
     /// # Safety
     /// `p..p+8` must be readable.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[inline(always)]
     pub unsafe fn ld_i8x8(p: *const i8) -> v128 {
         i16x8_load_extend_i8x8(p)
@@ -408,6 +410,7 @@ mod simd {
     ///
     /// # Safety
     /// `a..a+16` must be readable; |w·a| must stay below 2^14.
+    #[cfg(not(target_feature = "relaxed-simd"))]
     #[inline(always)]
     pub unsafe fn mul16(w0: v128, w1: v128, a: *const i8) -> v128 {
         i16x8_add(i16x8_mul(w0, ld_i8x8(a)), i16x8_mul(w1, ld_i8x8(a.add(8))))
@@ -467,38 +470,26 @@ mod simd {
     }
 
     /// `Σ_g sc_g Σ_{l<16} w[16g+l]·a[16g+l]` over one super-block (i32x4 partial sums): `w` = the
-    /// 256 weights decoded to bytes (read as i8 if `SIGNED`, else as u8; two products must fit an
-    /// i16 lane: |w·a| < 2^14), `s` = 16 words `sc_g | sc_g << 16` (see [`store_scale_pairs`]).
-    /// With relaxed SIMD the products come from [`rdot16`] (16 byte products per instruction).
+    /// 256 weights decoded to unsigned bytes (two products must fit an i16 lane: w·|a| < 2^14),
+    /// `s` = 16 words `sc_g | sc_g << 16` (see [`store_scale_pairs`]). With relaxed SIMD the
+    /// products come from [`rdot16`] (16 byte products per instruction; the weights 7-bit).
     ///
     /// # Safety
     /// `w` and `a` must hold 256 bytes, `s` 16 words.
     #[inline(always)]
-    pub unsafe fn dot_bytes_g16<const SIGNED: bool>(w: *const u8, a: *const i8, s: *const u32) -> v128 {
+    pub unsafe fn dot_bytes_g16(w: *const u8, a: *const i8, s: *const u32) -> v128 {
         let (mut w, mut a, mut s) = (w, a, s);
         let mut isum = i32x4_splat(0);
         // An opaque trip count keeps this a loop: when V8 (TurboFan) sees the whole block
         // unrolled it hoists all loads to the top and spills most of them.
         for _ in 0..core::hint::black_box(8u32) {
-            let simd128 = || {
-                let ld = |p: *const u8| if SIGNED { ld_i8x8(p as *const i8) } else { ld_u8x8(p) };
-                (mul16(ld(w), ld(w.add(8)), a), mul16(ld(w.add(16)), ld(w.add(24)), a.add(16)))
-            };
             #[cfg(not(target_feature = "relaxed-simd"))]
-            let (p0, p1) = simd128();
-            // Relaxed SIMD for unsigned (7-bit) weights. Signed ones take the SIMD128 products
-            // here: the sign trick on decoded bytes (`i8x16.shr_s` for the sign, `abs`) measured
-            // slower (4.5 vs 4.8 GB/s); IQ4_XS's relaxed kernel looks both up from its indices
-            // instead (`crate::quant::simd::rdot16_signed`) and does not come here.
+            let (p0, p1) = (mul16(ld_u8x8(w), ld_u8x8(w.add(8)), a), mul16(ld_u8x8(w.add(16)), ld_u8x8(w.add(24)), a.add(16)));
             #[cfg(target_feature = "relaxed-simd")]
-            let (p0, p1) = if SIGNED {
-                simd128()
-            } else {
-                (
-                    rdot16(v128_load(w as *const v128), v128_load(a as *const v128)),
-                    rdot16(v128_load(w.add(16) as *const v128), v128_load(a.add(16) as *const v128)),
-                )
-            };
+            let (p0, p1) = (
+                rdot16(v128_load(w as *const v128), v128_load(a as *const v128)),
+                rdot16(v128_load(w.add(16) as *const v128), v128_load(a.add(16) as *const v128)),
+            );
             let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
             let s1 = i32x4_dot_i16x8(p1, v128_load32_splat(s.add(1)));
             isum = i32x4_add(isum, i32x4_add(s0, s1));

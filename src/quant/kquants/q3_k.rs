@@ -138,7 +138,7 @@ mod simd {
             let isum = {
                 let w = wbuf.as_mut_ptr();
                 decode_3bit(x, |u| u, |g, v| v128_store(w.add(g), v));
-                dot_bytes_g16::<false>(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32)
+                dot_bytes_g16(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32)
             };
             #[cfg(target_feature = "relaxed-simd")]
             let isum = dot_3bit_relaxed(x, a, sbuf.as_ptr() as *const u32, |u| u);

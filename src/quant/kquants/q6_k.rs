@@ -96,7 +96,7 @@ mod simd {
             store_scale_pairs(sbuf.as_mut_ptr(), sc_lo, sc_hi);
             let w = wbuf.as_mut_ptr();
             decode(x, |g, v| v128_store(w.add(g), v));
-            let isum = dot_bytes_g16::<false>(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32);
+            let isum = dot_bytes_g16(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32);
             let summs = i32x4_add(
                 i32x4_dot_i16x8(sc_lo, v128_load(bs as *const v128)),
                 i32x4_dot_i16x8(sc_hi, v128_load(bs.add(8) as *const v128)),
