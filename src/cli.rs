@@ -232,8 +232,8 @@ fn info(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     Ok(())
 }
 
-/// `--layout auto` (the default: interleaved rows and expanded IQ2_S where this build has the
-/// faster kernels, as the runtime loads them) or `plain` (the file's layout, for comparisons).
+/// `--layout auto` (the default: interleaved rows and expanded IQ2_S / IQ2_XS where this build has
+/// the faster kernels, as the runtime loads them) or `plain` (the file's layout, for comparisons).
 fn layout(a: &Args) -> Result<(), String> {
     let faster = match a.get("layout") {
         None | Some("auto") => true,

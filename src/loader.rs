@@ -79,7 +79,7 @@ pub fn load_model_role(src: &mut dyn ByteSource, role: Role, mut progress: impl 
     if h.file_size() > size {
         return Err(GgufError::Truncated { what: format!("file has {size} bytes, the header describes {}", h.file_size()) }.into());
     }
-    let (cfg, mut store) = Model::allocate_role(&h, role, crate::quant::kquants::iq2_sx::enabled())?;
+    let (cfg, mut store) = Model::allocate_role_auto(&h, role)?;
     let total = store.total_bytes();
     let mut done = 0u64;
     for op in store.plan().to_vec() {

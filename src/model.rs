@@ -495,7 +495,21 @@ impl Model {
     /// Plans and allocates the weight store of the whole model for a parsed header; the caller
     /// then fills it (see [`WeightStore::plan`]) and calls [`Model::from_store`].
     pub fn allocate(h: &Header) -> Result<(Config, WeightStore), ModelError> {
-        Model::allocate_role(h, Role::Whole, crate::quant::kquants::iq2_sx::enabled())
+        Model::allocate_role_auto(h, Role::Whole)
+    }
+
+    /// [`Model::allocate_role`] for loaders that do not decide the stored forms themselves (the
+    /// native and command-line ones; the browser's fits each part first): the faster forms where
+    /// [`iq2_sx::enabled`](crate::quant::kquants::iq2_sx::enabled), else — or when they do not fit
+    /// in memory (a 9B IQ2_XS file expanded is over 4 GiB: one wasm32 instance) — the file's.
+    pub fn allocate_role_auto(h: &Header, role: Role) -> Result<(Config, WeightStore), ModelError> {
+        if crate::quant::kquants::iq2_sx::enabled() {
+            match Model::allocate_role(h, role, true) {
+                Err(ModelError::Store(StoreError::OutOfMemory { .. })) => {}
+                r => return r,
+            }
+        }
+        Model::allocate_role(h, role, false)
     }
 
     /// [`Model::allocate`] for the part of the model that `role` holds; `expand`: store the
@@ -693,7 +707,7 @@ impl Model {
     /// [`Model::from_bytes`] for one role.
     pub fn from_bytes_role(file: &[u8], role: Role) -> Result<Model, ModelError> {
         let h = gguf::parse_header(file, Some(file.len() as u64))?;
-        let (cfg, mut store) = Model::allocate_role(&h, role, crate::quant::kquants::iq2_sx::enabled())?;
+        let (cfg, mut store) = Model::allocate_role_auto(&h, role)?;
         if let Some(end) = store.plan().iter().map(|op| op.file_end()).max() {
             if end > file.len() as u64 {
                 return Err(GgufError::Truncated { what: format!("tensor data ends at {end}, the file has {} bytes", file.len()) }.into());

@@ -14,8 +14,8 @@
 //!   each tensor keeps only its [`Cut`] — some rows (one op per row range) or some columns of
 //!   every row (one strided op per column range: a per-row scatter).
 //!
-//! A tensor may be stored in another form than the file's: IQ2_S matrices become IQ2_SX
-//! (`quant::kquants::iq2_sx`, 106 bytes per block instead of 82). Its space is the stored size;
+//! A tensor may be stored in another form than the file's: IQ2_S and IQ2_XS matrices become
+//! IQ2_SX (`quant::kquants::iq2_sx`, 106 bytes per block instead of 82 or 74). Its space is the stored size;
 //! the file bytes are copied to the start of it (its own op, so they land packed, as any tensor's)
 //! and expanded in place once the load is complete ([`Relocation`], [`WeightStore::finish_load`]).
 
@@ -66,12 +66,14 @@ impl CopyOp {
 }
 
 /// A tensor whose stored form differs from its file bytes: once loaded, its `len` file bytes
-/// at `at` in shard `shard` are expanded in place to IQ2_SX ([`crate::quant::kquants::iq2_sx`]).
+/// (blocks of `from`) at `at` in shard `shard` are expanded in place to IQ2_SX
+/// ([`crate::quant::kquants::iq2_sx`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Relocation {
     pub shard: usize,
     pub at: u64,
     pub len: u64,
+    pub from: GgmlType,
 }
 
 /// The type and size a file tensor is stored with (`name`: which tensors expand; `expand`: the
@@ -79,7 +81,7 @@ pub struct Relocation {
 fn stored_form(name: &str, ty: GgmlType, file_len: u64, expand: bool) -> (GgmlType, u64) {
     use crate::quant::kquants::iq2_sx;
     if expand && iq2_sx::expands(name, ty) {
-        (GgmlType::IQ2_SX, iq2_sx::expanded_len(file_len))
+        (GgmlType::IQ2_SX, iq2_sx::expanded_len(ty, file_len))
     } else {
         (ty, file_len)
     }
@@ -287,7 +289,7 @@ impl Layout {
                 let base = shard_len[shard].next_multiple_of(32);
                 plan.push(CopyOp::contiguous(shard, base, start, t.size));
                 if expanded {
-                    relocations.push(Relocation { shard, at: base, len: t.size });
+                    relocations.push(Relocation { shard, at: base, len: t.size, from: t.ty });
                 }
                 base
             };
@@ -387,7 +389,7 @@ impl Layout {
                 }
             }
             if size != file_size {
-                relocations.push(Relocation { shard, at: base, len: file_size });
+                relocations.push(Relocation { shard, at: base, len: file_size, from: t.ty });
             }
             tensors.push(TensorView { name: t.name.clone(), ty, dims: local_dims, shard, offset: base as usize, size: size as usize });
         }
@@ -434,8 +436,8 @@ impl WeightStore {
         for r in std::mem::take(&mut self.relocations) {
             let len = self.shard_len[r.shard] as usize;
             let shard = &mut bytemuck::cast_slice_mut(&mut self.shards[r.shard])[..len];
-            let nb = (r.len / crate::quant::kquants::iq2_sx::BB_IQ2S as u64) as usize;
-            crate::quant::kquants::iq2_sx::expand_in_place(shard, r.at as usize, r.at as usize, nb);
+            let nb = (r.len / crate::quant::kquants::iq2_sx::source_bytes(r.from) as u64) as usize;
+            crate::quant::kquants::iq2_sx::expand_in_place(r.from, shard, r.at as usize, r.at as usize, nb);
         }
     }
 

@@ -510,50 +510,56 @@ fn rows_outer_is_vec_dot_of_the_row_or_of_its_pieces() {
     }
 }
 
-/// IQ2_SX is IQ2_S expanded after loading (`quant::kquants::iq2_sx`): the same weights bit for bit
-/// (dequantised, the golden vectors too), the same reference dot product bit for bit, and rows
-/// expanded in place (the IQ2_S bytes at the start of the space, or shifted into it by any offset)
-/// equal the rows expanded block by block.
+/// IQ2_SX is IQ2_S or IQ2_XS expanded after loading (`quant::kquants::iq2_sx`): the same
+/// weights bit for bit (dequantised, the golden vectors too), the same reference dot product bit
+/// for bit, and rows expanded in place (the file's bytes at the start of the space, or shifted
+/// into it by any offset) equal the rows expanded block by block.
 #[test]
-fn iq2_s_expanded_holds_the_same_weights() {
+fn iq2_types_expanded_hold_the_same_weights() {
     use clef_web::quant::kquants::iq2_sx;
     assert_eq!(GgmlType::from_id(GgmlType::IQ2_SX as u32), None, "a load-time form is no file type");
-    let (s, sx) = (kernels(GgmlType::IQ2_S).unwrap(), kernels(GgmlType::IQ2_SX).unwrap());
-    let expand = |row: &[u8]| -> Vec<u8> {
-        let mut out = vec![0u8; row.len() / 82 * 106];
-        for (src, dst) in row.chunks_exact(82).zip(out.chunks_exact_mut(106)) {
-            iq2_sx::expand_block(src, dst);
+    let sx = kernels(GgmlType::IQ2_SX).unwrap();
+    for ty in [GgmlType::IQ2_S, GgmlType::IQ2_XS] {
+        let (k, bb) = (kernels(ty).unwrap(), ty.block_bytes());
+        assert_eq!(iq2_sx::source_bytes(ty), bb);
+        assert!(iq2_sx::expands("blk.0.ffn_up.weight", ty) && !iq2_sx::expands("token_embd.weight", ty));
+        assert!(!iq2_sx::expands("blk.0.ffn_up.weight", GgmlType::IQ2_XXS));
+        let expand = |row: &[u8]| -> Vec<u8> {
+            let mut out = vec![0u8; iq2_sx::expanded_len(ty, row.len() as u64) as usize];
+            for (src, dst) in row.chunks_exact(bb).zip(out.chunks_exact_mut(106)) {
+                iq2_sx::expand_block(ty, src, dst);
+            }
+            out
+        };
+        let (_, golden) = GOLDEN.iter().find(|(t, _)| *t == ty).unwrap();
+        let nb = u32::from_le_bytes(golden[0..4].try_into().unwrap()) as usize;
+        let raw = &golden[4..4 + bb * nb];
+        let (mut want, mut got) = (vec![0.0f32; 256 * nb], vec![0.0f32; 256 * nb]);
+        (k.dequantize)(raw, &mut want);
+        (sx.dequantize)(&expand(raw), &mut got);
+        assert!(want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "golden {ty} blocks");
+
+        let mut rng = Rng(0x5eed_1a2b_3c4d_5e6f);
+        let mut act = QAct::default();
+        for r in 0..200 {
+            let n = 256 * (1 + r % 9);
+            let mut row = vec![0u8; ty.row_bytes(n)];
+            rng.bytes(&mut row);
+            row.chunks_exact_mut(bb).for_each(k.sanitize);
+            let x = expand(&row);
+            let (mut w, mut wx) = (vec![0.0f32; n], vec![0.0f32; n]);
+            (k.dequantize)(&row, &mut w);
+            (sx.dequantize)(&x, &mut wx);
+            assert!(w.iter().zip(&wx).all(|(a, b)| a.to_bits() == b.to_bits()), "{ty} row {r}: weights differ");
+            quantize_q8(ty.act_kind(), &rng.act(n), n, &mut act);
+            let (d, dx) = ((k.vec_dot_ref)(&row, act.row(0)), (sx.vec_dot_ref)(&x, act.row(0)));
+            assert_eq!(d.to_bits(), dx.to_bits(), "{ty} row {r}: reference dots {d} vs {dx}");
+
+            let shift = [0, 1, 24, 100, x.len()][r % 5];
+            let mut space = vec![0xa5u8; shift + x.len()];
+            space[..row.len()].copy_from_slice(&row);
+            iq2_sx::expand_in_place(ty, &mut space, 0, shift, row.len() / bb);
+            assert_eq!(&space[shift..], &x[..], "{ty} row {r}: in-place expansion by {shift}");
         }
-        out
-    };
-    let (_, golden) = GOLDEN.iter().find(|(t, _)| *t == GgmlType::IQ2_S).unwrap();
-    let nb = u32::from_le_bytes(golden[0..4].try_into().unwrap()) as usize;
-    let raw = &golden[4..4 + 82 * nb];
-    let (mut want, mut got) = (vec![0.0f32; 256 * nb], vec![0.0f32; 256 * nb]);
-    (s.dequantize)(raw, &mut want);
-    (sx.dequantize)(&expand(raw), &mut got);
-    assert!(want.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()), "golden IQ2_S blocks");
-
-    let mut rng = Rng(0x5eed_1a2b_3c4d_5e6f);
-    let mut act = QAct::default();
-    for r in 0..200 {
-        let n = 256 * (1 + r % 9);
-        let mut row = vec![0u8; GgmlType::IQ2_S.row_bytes(n)];
-        rng.bytes(&mut row);
-        row.chunks_exact_mut(82).for_each(s.sanitize);
-        let x = expand(&row);
-        let (mut w, mut wx) = (vec![0.0f32; n], vec![0.0f32; n]);
-        (s.dequantize)(&row, &mut w);
-        (sx.dequantize)(&x, &mut wx);
-        assert!(w.iter().zip(&wx).all(|(a, b)| a.to_bits() == b.to_bits()), "row {r}: weights differ");
-        quantize_q8(GgmlType::IQ2_S.act_kind(), &rng.act(n), n, &mut act);
-        let (d, dx) = ((s.vec_dot_ref)(&row, act.row(0)), (sx.vec_dot_ref)(&x, act.row(0)));
-        assert_eq!(d.to_bits(), dx.to_bits(), "row {r}: reference dots {d} vs {dx}");
-
-        let shift = [0, 1, 24, 100, x.len()][r % 5];
-        let mut space = vec![0xa5u8; shift + x.len()];
-        space[..row.len()].copy_from_slice(&row);
-        iq2_sx::expand_in_place(&mut space, 0, shift, row.len() / 82);
-        assert_eq!(&space[shift..], &x[..], "row {r}: in-place expansion by {shift}");
     }
 }

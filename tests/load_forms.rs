@@ -1,6 +1,6 @@
-//! Tensors stored in another form than the file's (`weights.rs` `Relocation`, IQ2_S → IQ2_SX):
-//! the IQ2 fixtures loaded whole and split across 2 and 3 shards hold their IQ2_S matrices
-//! expanded, in more memory, and give the same logits as with the expansion switched off — bit
+//! Tensors stored in another form than the file's (`weights.rs` `Relocation`, IQ2_S / IQ2_XS →
+//! IQ2_SX): the IQ2 fixtures loaded whole and split across 2 and 3 shards hold those
+//! matrices expanded, in more memory, and give the same logits as with the expansion switched off — bit
 //! for bit natively, where both forms run their scalar references (which compute the same
 //! integers and the same f32 products, `tests/kernels.rs`).
 //!
@@ -43,13 +43,13 @@ fn run(file: &[u8]) -> (Vec<Vec<f32>>, usize, Vec<u64>) {
 }
 
 #[test]
-fn iq2_s_matrices_expand_and_compute_the_same() {
-    // (The IQ2_S file is IQ2_XS mostly; IQ2_M and IQ3_XXS hold IQ2_S matrices.)
-    for name in ["A-IQ2_M.gguf", "A-IQ3_XXS.gguf"] {
+fn iq2_matrices_expand_and_compute_the_same() {
+    // IQ2_M and IQ3_XXS hold IQ2_S matrices, the IQ2_S and IQ2_XS files IQ2_XS ones.
+    for name in ["A-IQ2_M.gguf", "A-IQ3_XXS.gguf", "A-IQ2_S.gguf", "A-IQ2_XS.gguf"] {
         let file = fixture(name);
         let h = parse_header(&file, Some(file.len() as u64)).unwrap();
-        let iq2s: Vec<_> = h.tensors.iter().filter(|t| t.ty == GgmlType::IQ2_S && t.name != "token_embd.weight").collect();
-        assert!(!iq2s.is_empty(), "{name}: no IQ2_S matrices to expand");
+        let iq2s: Vec<_> = h.tensors.iter().filter(|t| iq2_sx::expands(&t.name, t.ty)).collect();
+        assert!(!iq2s.is_empty(), "{name}: no IQ2 matrices to expand");
 
         iq2_sx::set_enabled(false);
         let (plain, none, plain_bytes) = run(&file);
@@ -58,7 +58,7 @@ fn iq2_s_matrices_expand_and_compute_the_same() {
         assert_eq!(none, 0, "{name}: expanded while switched off");
         // Whole: every IQ2_S matrix; each split holds each matrix's part once or more.
         assert!(count >= 3 * iq2s.len(), "{name}: {count} IQ2_SX tensors over whole + 2 + 3 shards, {} matrices", iq2s.len());
-        let growth: u64 = iq2s.iter().map(|t| t.size / 82 * 24).sum();
+        let growth: u64 = iq2s.iter().map(|t| iq2_sx::expanded_len(t.ty, t.size) - t.size).sum();
         assert!(bytes[0] >= plain_bytes[0] + growth, "{name}: whole model {} bytes, plain {}", bytes[0], plain_bytes[0]);
         assert_eq!(Model::role_memory(&h, Role::Whole, true).unwrap().0, bytes[0], "{name}: the fit's figure is what is allocated");
         for (i, (a, b)) in plain.iter().zip(&expanded).enumerate() {

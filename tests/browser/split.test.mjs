@@ -65,14 +65,15 @@ test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one wo
   }
   await assert.rejects(ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers: 2, sha256: sha256.replace(/^./, (c) => (c === '0' ? '1' : '0')) }), (e) => e.code === 'integrity');
   // Quantized files (every block family): 2 and 3 workers give the one-worker tokens.
-  for (const q of ['Q8_0', 'Q4_K_M', 'IQ2_M', 'Q1_0']) {
+  for (const q of ['Q8_0', 'Q4_K_M', 'IQ2_M', 'IQ2_XS', 'Q1_0']) {
     const path = join(fixturesDir, `A-${q}.gguf`);
     const runs = [];
     for (const workers of [1, 2, 3]) {
       const engine = await ClefEngine.load(path, { workers });
       try {
-        // IQ2_M's IQ2_S matrices are held expanded (IQ2_SX) wherever memory allows, as here.
-        assert.equal(engine.info.stats.expanded, q === 'IQ2_M', `${q}, ${workers} workers: expanded`);
+        // IQ2_M's IQ2_S and IQ2_XS's IQ2_XS matrices are held expanded (IQ2_SX) wherever memory
+        // allows, as here.
+        assert.equal(engine.info.stats.expanded, q.startsWith('IQ2_'), `${q}, ${workers} workers: expanded`);
         runs.push(await greedyIds(engine, A.cases[0].prompt_ids, 12));
       } finally {
         await engine.unload();

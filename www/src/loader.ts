@@ -4,7 +4,7 @@
 //             satisfied; learn size, ETag and sha256 (the Hub's LFS oid)          load/header.ts
 //   fit       weights + state + KV for the context against the memory limit; fail here, before
 //             any weight byte is downloaded, naming a smaller quant; the faster stored forms
-//             of some tensors (IQ2_S → IQ2_SX) where they cost no context          load/fit.ts
+//             of some tensors (IQ2_S/XS → IQ2_SX) where they cost no context       load/fit.ts
 //   cache     reuse a valid OPFS manifest (if the file did not change), or start a fresh one
 //                                                                                   load/cached.ts
 //   workers   the whole model in this worker, or split across N shard workers (tensor
@@ -170,7 +170,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   const available = (i: number) => (i === 0 ? here : limit - FRESH_INSTANCE_BYTES);
   const headerBytes = head.header.subarray(0, info.dataOffset);
   // Each instance's memory shape with n workers: the whole model, or the coordinator then each shard;
-  // `expand`: with the faster stored forms of some tensors (IQ2_S → IQ2_SX, src/weights.rs: more memory).
+  // `expand`: with the faster stored forms of some tensors (IQ2_S, IQ2_XS → IQ2_SX, src/weights.rs: more memory).
   // An f16 KV cache stores half the bytes per token of the figures (which are f32).
   const kvScale = params.kvCache === 'f16' ? 0.5 : 1;
   const shapeCache = new Map<string, MemoryShape[]>();

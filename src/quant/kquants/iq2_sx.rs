@@ -1,35 +1,38 @@
-//! IQ2_S expanded ("IQ2_SX"): a load-time form of IQ2_S whose weights are read like Q3_K's, with
-//! no codebook lookup. 256 weights in 106 bytes (IQ2_S: 82), never stored in a file.
+//! IQ2_S and IQ2_XS expanded ("IQ2_SX"): a load-time form of both whose weights are read like
+//! Q3_K's, with no codebook lookup. 256 weights in 106 bytes (IQ2_S: 82, IQ2_XS: 74), never stored
+//! in a file.
 //!
-//! An IQ2_S weight is `d · (0.5 + nib) · 0.25 · mag · sign`, its magnitude one of {8, 25, 43}
-//! found through a 10-bit index into a 1024-entry codebook per group of 8. The decode kernel is
-//! bound by those lookups (two dependent loads per 8 weights). Here each magnitude is stored as
-//! its 2-bit code `c` (0, 1, 2 → 8, 25, 43) and its sign as one bit, in Q3_K's places:
+//! A weight of these types is `d · (0.5 + nib) · 0.25 · mag · sign`, its magnitude one of {8, 25,
+//! 43} found through a codebook index per group of 8 (10 bits in IQ2_S, 9 in IQ2_XS) and its sign
+//! stored (IQ2_S) or looked up from a 7-bit index (IQ2_XS). The decode kernels are bound by those
+//! lookups (dependent loads per 8 weights). Here each magnitude is
+//! stored as its 2-bit code `c` (0, 1, 2 → 8, 25, 43) and its sign as one bit, in Q3_K's places:
 //!
 //! | offset | bytes | field                                                                   |
 //! |--------|-------|-------------------------------------------------------------------------|
 //! | 0      | 32    | `signs`: bit k of byte l = weight `32k + l` negative                    |
 //! | 32     | 64    | `codes`: bits 2s.. of byte `32n + l` = code of weight `128n + 32s + l`  |
-//! | 96     | 8     | `scales`: IQ2_S's nibbles (byte b: low = weights 32b.., high = 32b+16..) |
-//! | 104    | 2     | `d` (fp16), as in IQ2_S                                                 |
+//! | 96     | 8     | `scales`: nibbles (byte b: low = weights 32b.., high = 32b+16..), as both |
+//! | 104    | 2     | `d` (fp16), as in the source                                            |
 //!
 //! In the K-quant form: group g (16 weights) has `sc_g = 2·nib_g + 1`, `q = ±mag`, `d = d_w / 8`
-//! (exactly IQ2_S's values: `(d/8)·(2nib+1)` and `d·(0.5+nib)·0.25` are the same real number
+//! (exactly the source's values: `(d/8)·(2nib+1)` and `d·(0.5+nib)·0.25` are the same real number
 //! scaled by powers of two, so they round alike). The kernels turn `code | sign << 2` into the
 //! unsigned `u = q + 43 ∈ 0..=86` with one byte swizzle and take the 43 back through the
 //! activations' group sums, as Q3_K does with its 4.
 //!
-//! What it costs: 29 % more memory for IQ2_S matrices (2.5625 → 3.3125 bits per weight), and an
-//! expansion after loading ([`expand_in_place`], `weights.rs`).
+//! What it costs: more memory (IQ2_S +29 %, IQ2_XS +43 %: 3.3125 bits per weight),
+//! and an expansion after loading ([`expand_in_place`], `weights.rs`). The browser's loader
+//! expands only where that costs no context (`www/src/loader.ts`).
 
 use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, kernels, kernels8, KBlock, QuantKernels, QK_K};
 use crate::quant::gemm8::Kernels8;
-use crate::quant::tables::IQ2S_GRID;
+use crate::quant::tables::{IQ2S_GRID, IQ2XS_GRID, KSIGNS_IQ2XS};
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 /// Bytes per expanded block.
 pub const BB: usize = 106;
-/// Bytes per IQ2_S block.
+/// Bytes per IQ2_S block (the largest source block).
 pub const BB_IQ2S: usize = 82;
 
 pub(super) const KERNELS: QuantKernels = kernels::<Iq2Sx>(GgmlType::IQ2_SX, vec_dot, decode, sanitize);
@@ -77,22 +80,31 @@ fn sanitize(block: &mut [u8]) {
     }
 }
 
-/// Per IQ2_S codebook row: its eight 2-bit codes, byte j = code of element j (0, 1, 2).
-static CODES: [u64; 1024] = {
-    let mut out = [0u64; 1024];
+/// Per codebook row: its eight 2-bit codes, byte j = code of element j (0, 1, 2 for magnitudes
+/// 8, 25, 43; the three IQ2 codebooks hold no other values — checked while the tables are built).
+const fn codes<const N: usize>(grid: &[u64; N]) -> [u64; N] {
+    let mut out = [0u64; N];
     let mut i = 0;
-    while i < 1024 {
+    while i < N {
         let mut j = 0;
         while j < 8 {
-            let m = (IQ2S_GRID[i] >> (8 * j)) & 0xff;
-            let c = if m == 8 { 0 } else if m == 25 { 1 } else { 2 };
+            let m = (grid[i] >> (8 * j)) & 0xff;
+            let c = match m {
+                8 => 0,
+                25 => 1,
+                43 => 2,
+                _ => panic!("an IQ2 codebook magnitude other than 8, 25, 43"),
+            };
             out[i] |= c << (8 * j);
             j += 1;
         }
         i += 1;
     }
     out
-};
+}
+
+static CODES_S: [u64; 1024] = codes(&IQ2S_GRID);
+static CODES_XS: [u64; 512] = codes(&IQ2XS_GRID);
 
 /// Per sign byte: byte j = bit j of it (0 or 1).
 static SPREAD: [u64; 256] = {
@@ -109,46 +121,95 @@ static SPREAD: [u64; 256] = {
     out
 };
 
-/// One IQ2_S block (82 bytes) → its expanded form (106 bytes): the reference of the SIMD
-/// expansion [`expand_in_place`] runs in wasm, which makes the 32 codebook indices 8 at a time
-/// (a 2-worker load of the 9B IQ2_M file: ~0.75 s of expansion against ~1.45 s with this per-group
-/// index arithmetic; codes made by comparing the codebook bytes measured no faster, BENCHMARKS.md).
-pub fn expand_block(src: &[u8], dst: &mut [u8]) {
-    let (src, dst): (&[u8; BB_IQ2S], &mut [u8; BB]) = (src.try_into().unwrap(), dst.try_into().unwrap());
-    write_expanded(src, |b, l| src[2 + 4 * b + l] as usize | ((src[66 + b] as usize >> (2 * l)) & 3) << 8, dst);
+/// Per 7-bit sign index of IQ2_XS: `SPREAD[KSIGNS_IQ2XS[i]]` (one lookup instead of two).
+static SPREAD_KSIGNS: [u64; 128] = {
+    let mut out = [0u64; 128];
+    let mut i = 0;
+    while i < 128 {
+        out[i] = SPREAD[KSIGNS_IQ2XS[i] as usize];
+        i += 1;
+    }
+    out
+};
+
+/// One block of `ty` (IQ2_S or IQ2_XS: [`source_bytes`]) → its expanded form (106 bytes): the
+/// reference of [`expand_in_place`]. In wasm, IQ2_S's codebook indices are made 8 at a time in
+/// SIMD (a 2-worker load of the 9B IQ2_M file: ~0.75 s of expansion against ~1.45 s with this
+/// per-group index arithmetic; codes made by comparing the codebook bytes measured no faster,
+/// BENCHMARKS.md); IQ2_XS's are 9-bit fields of a u16.
+pub fn expand_block(ty: GgmlType, src: &[u8], dst: &mut [u8]) {
+    let dst: &mut [u8; BB] = dst.try_into().unwrap();
+    assert_eq!(src.len(), source_bytes(ty), "{ty}: not one block");
+    match ty {
+        GgmlType::IQ2_S => {
+            let src: &[u8; BB_IQ2S] = src.try_into().unwrap();
+            write_iq2s(src, |b, l| src[2 + 4 * b + l] as usize | ((src[66 + b] as usize >> (2 * l)) & 3) << 8, dst)
+        }
+        GgmlType::IQ2_XS => write_iq2xs(src.try_into().unwrap(), dst),
+        _ => panic!("{ty} has no expanded form"),
+    }
 }
 
-/// Writes the expanded form of `src` given the codebook index of each group (b, l).
+/// Writes the expanded form of an IQ2_S block given the codebook index of each group (b, l).
 #[inline(always)]
-fn write_expanded(src: &[u8; BB_IQ2S], index: impl Fn(usize, usize) -> usize, dst: &mut [u8; BB]) {
+fn write_iq2s(src: &[u8; BB_IQ2S], index: impl Fn(usize, usize) -> usize, dst: &mut [u8; BB]) {
+    let scales = src[74..82].try_into().unwrap();
+    write_expanded(|b, l| CODES_S[index(b, l) & 1023], |b, l| SPREAD[src[34 + 4 * b + l] as usize], scales, [src[0], src[1]], dst);
+}
+
+/// IQ2_XS (74 bytes): `d`, then per group (b, l) a u16 at `2 + 8b + 2l` (9-bit codebook index,
+/// 7-bit sign index into `ksigns`), then the 8 scale bytes as IQ2_S's.
+fn write_iq2xs(src: &[u8; 74], dst: &mut [u8; BB]) {
+    let q = |b: usize, l: usize| u16::from_le_bytes([src[2 + 8 * b + 2 * l], src[3 + 8 * b + 2 * l]]) as usize;
+    let scales = src[66..74].try_into().unwrap();
+    write_expanded(|b, l| CODES_XS[q(b, l) & 511], |b, l| SPREAD_KSIGNS[q(b, l) >> 9], scales, [src[0], src[1]], dst);
+}
+
+/// Writes an expanded block from its groups' code words (`codes(b, l)`: group l of sub-block b,
+/// byte j = the 2-bit code of weight 32b + 8l + j), their signs (`signs(b, l)`: byte j = 1 where
+/// weight 32b + 8l + j is negative, else 0: [`SPREAD`] of the sign bits), the eight scale bytes
+/// (low nibble: weights 32b.., high: 32b+16..) and `d`.
+#[inline(always)]
+fn write_expanded(codes: impl Fn(usize, usize) -> u64, signs: impl Fn(usize, usize) -> u64, scales: [u8; 8], d: [u8; 2], dst: &mut [u8; BB]) {
     // Group (b, l) = weights 32b + 8l + j: codes in bytes 32(b/4) + 8l + j at shift 2(b%4),
     // signs in bytes 8l + j at bit b. Eight u64 words of codes, four of signs.
-    let (mut codes, mut signs) = ([0u64; 8], [0u64; 4]);
+    let (mut code_words, mut sign_words) = ([0u64; 8], [0u64; 4]);
     for b in 0..8 {
         for l in 0..4 {
-            codes[4 * (b / 4) + l] |= CODES[index(b, l) & 1023] << (2 * (b % 4));
-            signs[l] |= SPREAD[src[34 + 4 * b + l] as usize] << b;
+            code_words[4 * (b / 4) + l] |= codes(b, l) << (2 * (b % 4));
+            sign_words[l] |= signs(b, l) << b;
         }
     }
-    for (k, w) in signs.iter().enumerate() {
+    for (k, w) in sign_words.iter().enumerate() {
         dst[8 * k..8 * k + 8].copy_from_slice(&w.to_le_bytes());
     }
-    for (k, w) in codes.iter().enumerate() {
+    for (k, w) in code_words.iter().enumerate() {
         dst[32 + 8 * k..40 + 8 * k].copy_from_slice(&w.to_le_bytes());
     }
-    dst[96..104].copy_from_slice(&src[74..82]);
-    dst[104..106].copy_from_slice(&src[0..2]);
+    dst[96..104].copy_from_slice(&scales);
+    dst[104..106].copy_from_slice(&d);
 }
 
-/// Bytes of the expanded form of `len` bytes of IQ2_S blocks.
-pub fn expanded_len(len: u64) -> u64 {
-    len / BB_IQ2S as u64 * BB as u64
+/// Bytes per block of a type that expands: IQ2_S 82, IQ2_XS 74.
+pub fn source_bytes(ty: GgmlType) -> usize {
+    match ty {
+        GgmlType::IQ2_S => BB_IQ2S,
+        GgmlType::IQ2_XS => 74,
+        _ => panic!("{ty} has no expanded form"),
+    }
 }
 
-/// Whether a tensor of the file is stored expanded where a load allows it: the IQ2_S matrices
-/// multiplied with every token (not `token_embd`, whose rows are only looked up).
+/// Bytes of the expanded form of `len` bytes of `ty` blocks.
+pub fn expanded_len(ty: GgmlType, len: u64) -> u64 {
+    len / source_bytes(ty) as u64 * BB as u64
+}
+
+/// Whether a tensor of the file is stored expanded where a load allows it: the IQ2_S and IQ2_XS
+/// matrices multiplied with every token (not `token_embd`, whose rows are only looked up). Not
+/// IQ2_XXS: its kernel is the closest of the three to IQ2_SX's speed (8.8 against 10.0 G weights/s
+/// in Node) and its matrices would grow the most (+61 %), BENCHMARKS.md.
 pub fn expands(name: &str, ty: GgmlType) -> bool {
-    ty == GgmlType::IQ2_S && name != "token_embd.weight"
+    matches!(ty, GgmlType::IQ2_S | GgmlType::IQ2_XS) && name != "token_embd.weight"
 }
 
 static ENABLED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
@@ -164,23 +225,25 @@ pub fn set_enabled(on: bool) {
     ENABLED.store(on, core::sync::atomic::Ordering::Relaxed);
 }
 
-/// Expands `nb` IQ2_S blocks at `buf[raw..]` into their expanded form at `buf[out..]`, in place
+/// Expands `nb` blocks of `ty` at `buf[raw..]` into their expanded form at `buf[out..]`, in place
 /// (`out ≥ raw`; the two ranges may overlap). Back to front: block i's output starts at
-/// `out + 106 i ≥ raw + 82 i`, where the input of the blocks before it ends, and its own input is
+/// `out + 106 i ≥ raw + bb i`, where the input of the blocks before it ends, and its own input is
 /// copied out first.
-pub fn expand_in_place(buf: &mut [u8], raw: usize, out: usize, nb: usize) {
+pub fn expand_in_place(ty: GgmlType, buf: &mut [u8], raw: usize, out: usize, nb: usize) {
+    let bb = source_bytes(ty);
     assert!(out >= raw && out + nb * BB <= buf.len(), "expansion out of range");
     let mut blk = [0u8; BB_IQ2S];
     for i in (0..nb).rev() {
-        blk.copy_from_slice(&buf[raw + BB_IQ2S * i..raw + BB_IQ2S * (i + 1)]);
-        let dst: &mut [u8; BB] = (&mut buf[out + BB * i..out + BB * (i + 1)]).try_into().unwrap();
+        let blk = &mut blk[..bb];
+        blk.copy_from_slice(&buf[raw + bb * i..raw + bb * (i + 1)]);
+        let dst = &mut buf[out + BB * i..out + BB * (i + 1)];
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        // SAFETY: simd128 is enabled for this build.
-        unsafe {
-            simd::expand_block(&blk, dst)
-        };
-        #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-        expand_block(&blk, dst);
+        if ty == GgmlType::IQ2_S {
+            // SAFETY: simd128 is enabled for this build.
+            unsafe { simd::expand_block((&*blk).try_into().unwrap(), dst.try_into().unwrap()) };
+            continue;
+        }
+        expand_block(ty, blk, dst);
     }
 }
 
@@ -230,7 +293,7 @@ mod simd {
                 v128_store(idx.as_mut_ptr().add(16 * h + 8 * j) as *mut v128, v128_or(low, v128_and(hi, u16x8_splat(0x300))));
             }
         }
-        super::write_expanded(src, |b, l| idx[4 * b + l] as usize, dst);
+        super::write_iq2s(src, |b, l| idx[4 * b + l] as usize, dst);
     }
 
     /// `u = q + 43` of lane `code | sign << 2`.

@@ -128,7 +128,8 @@ export function pageCores(): number {
  * Memory the runtime needs for a file of `fileBytes` (Clef-Flash files; small test files roughly),
  * split across the workers it would choose on a machine with `cores` cores (load/workers.ts). The
  * weights as in the file: where the memory allows it with the same context, the loader holds
- * IQ2_S matrices in a faster form 29 % larger (IQ2_M: +0.5 GB, loader.ts), never in place of context.
+ * IQ2_S / IQ2_XS matrices in a faster form 29 % / 43 % larger (IQ2_M: +0.5 GB, IQ2_XS: +1.1 GB,
+ * loader.ts), never in place of context.
  */
 export function estimateMemory(fileBytes: number, cores = pageCores()): MemoryEstimate {
   if (fileBytes < GiB) {
