@@ -233,11 +233,12 @@ fn parse_role(role: &str, index: usize, count: usize) -> Result<Role, JsValue> {
 }
 
 /// The memory each part of a model split across `count` shard workers needs (before any
-/// download): `[{role, index, weightBytes, stateBytes, kvBytesPerToken}]` — the coordinator, then
-/// each shard; `count` = 1: the whole model in one worker. `expand`: with the tensors that have
-/// a faster stored form in it (`weights.rs` `Relocation`; the same flag goes to `forRole`).
+/// download): `[{role, index, weightBytes, expandedWeightBytes, stateBytes, kvBytesPerToken}]` —
+/// the coordinator, then each shard; `count` = 1: the whole model in one worker.
+/// `expandedWeightBytes`: the weights with the tensors that have a faster stored form held in it
+/// (`weights.rs` `Relocation`; `expand` to `forRole`), from the same parse of the header.
 #[wasm_bindgen(js_name = splitInfo)]
-pub fn split_info(prefix: &[u8], file_size: f64, count: usize, expand: bool) -> Result<Array, JsValue> {
+pub fn split_info(prefix: &[u8], file_size: f64, count: usize) -> Result<Array, JsValue> {
     let h = read_header(prefix, file_size, Detail::Layout)?;
     let roles: Vec<Role> = if count <= 1 {
         vec![Role::Whole]
@@ -246,7 +247,8 @@ pub fn split_info(prefix: &[u8], file_size: f64, count: usize, expand: bool) -> 
     };
     let out = Array::new();
     for role in roles {
-        let (w, rec, kv) = Model::role_memory(&h, role, expand).map_err(|e| model_err(&e))?;
+        let (w, rec, kv) = Model::role_memory(&h, role, false).map_err(|e| model_err(&e))?;
+        let (wx, _, _) = Model::role_memory(&h, role, true).map_err(|e| model_err(&e))?;
         let o = Object::new();
         let (name, index) = match role {
             Role::Whole => ("whole", 0),
@@ -256,6 +258,7 @@ pub fn split_info(prefix: &[u8], file_size: f64, count: usize, expand: bool) -> 
         set(&o, "role", name);
         set(&o, "index", index as u32);
         set(&o, "weightBytes", w as f64);
+        set(&o, "expandedWeightBytes", wx as f64);
         set(&o, "stateBytes", rec as f64);
         set(&o, "kvBytesPerToken", kv as f64);
         out.push(&o);
@@ -284,7 +287,8 @@ impl ModelLoader {
     }
 
     /// The part of a split model one worker holds: `role` = "whole", "coordinator" or "shard"
-    /// (`index` of `count`); `expand` as for `splitInfo`.
+    /// (`index` of `count`); `expand`: store the tensors that have a faster stored form in it
+    /// (`splitInfo`'s `expandedWeightBytes`).
     #[wasm_bindgen(js_name = forRole)]
     pub fn for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize, expand: bool) -> Result<ModelLoader, JsValue> {
         let role = parse_role(role, index, count)?;

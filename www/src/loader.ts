@@ -169,28 +169,28 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   const here = limit - (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
   const available = (i: number) => (i === 0 ? here : limit - FRESH_INSTANCE_BYTES);
   const headerBytes = head.header.subarray(0, info.dataOffset);
-  // Each instance's memory shape with n workers: the whole model, or the coordinator then each shard;
-  // `expand`: with the faster stored forms of some tensors (IQ2_S, IQ2_XS → IQ2_SX, src/weights.rs: more memory).
+  // Each instance's memory shape with n workers: the whole model, or the coordinator then each shard,
+  // with the weights as in the file and with the faster stored forms of some tensors (IQ2_S, IQ2_XS →
+  // IQ2_SX, src/weights.rs: more memory), from one parse of the header per n.
   // An f16 KV cache stores half the bytes per token of the figures (which are f32).
   const kvScale = params.kvCache === 'f16' ? 0.5 : 1;
-  const shapeCache = new Map<string, MemoryShape[]>();
-  const layoutShapes = (n: number, expand: boolean): MemoryShape[] => {
-    const key = `${n}/${expand}`;
-    if (!shapeCache.has(key)) {
-      const s = splitInfo(headerBytes, size, n, expand) as MemoryShape[];
-      shapeCache.set(key, s.map((p) => ({ ...p, nVocab: info.nVocab, kvBytesPerToken: p.kvBytesPerToken * kvScale })));
+  type LayoutShape = MemoryShape & { expandedWeightBytes: number };
+  const shapeCache = new Map<number, LayoutShape[]>();
+  const layoutShapes = (n: number): LayoutShape[] => {
+    if (!shapeCache.has(n)) {
+      const s = splitInfo(headerBytes, size, n) as LayoutShape[];
+      shapeCache.set(n, s.map((p) => ({ ...p, nVocab: info.nVocab, kvBytesPerToken: p.kvBytesPerToken * kvScale })));
     }
-    return shapeCache.get(key)!;
+    return shapeCache.get(n)!;
   };
   // One worker: the header's figures (a tensor too large for one allocation is then out_of_memory,
   // below, rather than a layout error).
-  const shapes = (n: number): MemoryShape[] => (n === 1 ? [{ ...info, kvBytesPerToken: info.kvBytesPerToken * kvScale }] : layoutShapes(n, false));
+  const shapes = (n: number): MemoryShape[] => (n === 1 ? [{ ...info, kvBytesPerToken: info.kvBytesPerToken * kvScale }] : layoutShapes(n));
   /** The parts with the faster stored forms, where the file has tensors that have one (else null). */
   const fastShapes = (n: number): MemoryShape[] | null => {
     try {
-      const fast = layoutShapes(n, true);
-      const base = layoutShapes(n, false);
-      return fast.some((p, i) => p.weightBytes !== base[i].weightBytes) ? fast : null;
+      const s = layoutShapes(n);
+      return s.some((p) => p.expandedWeightBytes !== p.weightBytes) ? s.map((p) => ({ ...p, weightBytes: p.expandedWeightBytes })) : null;
     } catch {
       return null;
     }
