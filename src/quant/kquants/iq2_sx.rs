@@ -5,8 +5,8 @@
 //! A weight of these types is `d · (0.5 + nib) · 0.25 · mag · sign`, its magnitude one of {8, 25,
 //! 43} found through a codebook index per group of 8 (10 bits in IQ2_S, 9 in IQ2_XS) and its sign
 //! stored (IQ2_S) or looked up from a 7-bit index (IQ2_XS). The decode kernels are bound by those
-//! lookups (dependent loads per 8 weights). Here each magnitude is
-//! stored as its 2-bit code `c` (0, 1, 2 → 8, 25, 43) and its sign as one bit, in Q3_K's places:
+//! lookups (dependent loads per 8 weights). Here each magnitude is stored as its 2-bit code `c`
+//! (0, 1, 2 → 8, 25, 43) and its sign as one bit, in Q3_K's places:
 //!
 //! | offset | bytes | field                                                                   |
 //! |--------|-------|-------------------------------------------------------------------------|
@@ -21,9 +21,9 @@
 //! unsigned `u = q + 43 ∈ 0..=86` with one byte swizzle and take the 43 back through the
 //! activations' group sums, as Q3_K does with its 4.
 //!
-//! What it costs: more memory (IQ2_S +29 %, IQ2_XS +43 %: 3.3125 bits per weight),
-//! and an expansion after loading ([`expand_in_place`], `weights.rs`). The browser's loader
-//! expands only where that costs no context (`www/src/loader.ts`).
+//! What it costs: more memory (IQ2_S +29 %, IQ2_XS +43 %: 3.3125 bits per weight), and an
+//! expansion after loading ([`expand_in_place`], `weights.rs`). The browser's loader expands only
+//! where that costs no context (`www/src/loader.ts`).
 
 use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, kernels, kernels8, KBlock, QuantKernels, QK_K};
 use crate::quant::gemm8::Kernels8;
