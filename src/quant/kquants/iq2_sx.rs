@@ -190,13 +190,15 @@ fn write_expanded(codes: impl Fn(usize, usize) -> u64, signs: impl Fn(usize, usi
     dst[104..106].copy_from_slice(&d);
 }
 
-/// Bytes per block of a type that expands: IQ2_S 82, IQ2_XS 74.
+/// Whether `ty` has this expanded form: IQ2_S and IQ2_XS.
+fn has_expanded_form(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::IQ2_S | GgmlType::IQ2_XS)
+}
+
+/// Bytes per block of a type that expands (its file block: IQ2_S 82, IQ2_XS 74).
 pub fn source_bytes(ty: GgmlType) -> usize {
-    match ty {
-        GgmlType::IQ2_S => BB_IQ2S,
-        GgmlType::IQ2_XS => 74,
-        _ => panic!("{ty} has no expanded form"),
-    }
+    assert!(has_expanded_form(ty), "{ty} has no expanded form");
+    ty.block_bytes()
 }
 
 /// Bytes of the expanded form of `len` bytes of `ty` blocks.
@@ -209,7 +211,7 @@ pub fn expanded_len(ty: GgmlType, len: u64) -> u64 {
 /// IQ2_XXS: its kernel is the closest of the three to IQ2_SX's speed (8.8 against 10.0 G weights/s
 /// in Node) and its matrices would grow the most (+61 %), BENCHMARKS.md.
 pub fn expands(name: &str, ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::IQ2_S | GgmlType::IQ2_XS) && name != "token_embd.weight"
+    has_expanded_form(ty) && name != "token_embd.weight"
 }
 
 static ENABLED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
