@@ -43,6 +43,9 @@ pub struct KernelBench {
     /// The same matvec touching each next row before multiplying the current one
     /// ([`crate::ops::rows_outer`]; quantized types).
     pub touch_gbps: Option<f64>,
+    /// Nanoseconds per block of the load-time expansion (`iq2_sx::expand_in_place` over the whole
+    /// matrix, the copy of the file's bytes into place taken off), where the type has that form.
+    pub expand_ns: Option<f64>,
 }
 
 /// A deterministic `rows × n` weight matrix of `ty` with valid blocks.
@@ -154,7 +157,30 @@ pub fn bench_type(ty: GgmlType, rows: usize, min_ms: f64) -> Option<KernelBench>
         }
     };
     let gb = w.len() as f64 / 1e9;
-    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4, touch_gbps: touch.map(|t| gb / t) })
+    let expand_ns = time_expansion(ty, &w, min_ms);
+    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4, touch_gbps: touch.map(|t| gb / t), expand_ns })
+}
+
+/// Nanoseconds per block of expanding the matrix `w` in place as a load does (its bytes copied to
+/// the start of the expanded buffer, then `expand_in_place`), less the copy alone.
+fn time_expansion(ty: GgmlType, w: &[u8], min_ms: f64) -> Option<f64> {
+    use quant::kquants::iq2_sx;
+    if !iq2_sx::has_expanded_form(ty) {
+        return None;
+    }
+    let nb = w.len() / ty.block_bytes();
+    let mut buf = vec![0u8; iq2_sx::expanded_len(ty, w.len() as u64) as usize];
+    let mut copy = |expand: bool| {
+        time_best(min_ms / 2.0, || {
+            buf[..w.len()].copy_from_slice(w);
+            if expand {
+                iq2_sx::expand_in_place(ty, &mut buf, 0, 0, nb);
+            }
+            buf[buf.len() - 1] as f32
+        })
+    };
+    let (copied, expanded) = (copy(false), copy(true));
+    Some((expanded - copied) * 1e9 / nb as f64)
 }
 
 /// Benchmarks every supported type (or only `only`, when given) on `rows`×4096 matrices.

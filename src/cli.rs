@@ -691,6 +691,7 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
                 ("scalar_gbps", format!("{:.3}", b.scalar_gbps)),
                 ("r4_gbps", b.r4_gbps.map_or("null".into(), |v| format!("{v:.3}"))),
                 ("touch_gbps", b.touch_gbps.map_or("null".into(), |v| format!("{v:.3}"))),
+                ("expand_ns_per_block", b.expand_ns.map_or("null".into(), |v| format!("{v:.1}"))),
             ])
         });
         host.out(&json::object([("simd", json::string(crate::quant::SIMD_LEVEL)), ("kernels", json::array(items))]));
@@ -709,6 +710,9 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
                 b.simd_gbps / b.scalar_gbps,
                 r4.trim_end()
             ));
+            if let Some(ns) = b.expand_ns {
+                host.out(&format!("{:8} expanded after loading (IQ2_SX): {ns:.1} ns per block\n", ""));
+            }
         }
     }
     Ok(())

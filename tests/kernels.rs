@@ -510,6 +510,16 @@ fn rows_outer_is_vec_dot_of_the_row_or_of_its_pieces() {
     }
 }
 
+/// The wasm expansion of IQ2_XS makes its sign bytes instead of looking them up in `ksigns`:
+/// the 7-bit index with bit 7 set where the index has an odd number of ones (so that every sign
+/// byte has an even number).
+#[test]
+fn ksigns_is_the_index_made_even() {
+    for (i, &k) in clef_web::quant::tables::KSIGNS_IQ2XS.iter().enumerate() {
+        assert_eq!(k as u32, i as u32 | (i.count_ones() & 1) << 7, "ksigns[{i}]");
+    }
+}
+
 /// IQ2_SX is IQ2_S or IQ2_XS expanded after loading (`quant::kquants::iq2_sx`): the same
 /// weights bit for bit (dequantised, the golden vectors too), the same reference dot product bit
 /// for bit, and rows expanded in place (the file's bytes at the start of the space, or shifted

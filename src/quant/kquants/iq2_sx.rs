@@ -133,26 +133,24 @@ static SPREAD_KSIGNS: [u64; 128] = {
 };
 
 /// One block of `ty` (IQ2_S or IQ2_XS: [`source_bytes`]) → its expanded form (106 bytes): the
-/// reference of [`expand_in_place`]. In wasm, IQ2_S's codebook indices are made 8 at a time in
-/// SIMD (a 2-worker load of the 9B IQ2_M file: ~0.75 s of expansion against ~1.45 s with this
-/// per-group index arithmetic; codes made by comparing the codebook bytes measured no faster,
-/// BENCHMARKS.md); IQ2_XS's are 9-bit fields of a u16.
+/// reference of [`expand_in_place`], which in wasm runs `simd::expand_iq2s` / `expand_iq2xs`
+/// (the same bytes: IQ2_S's codebook indices made 8 at a time, the sign bits transposed 64 at a
+/// time, the code words one at a time: BENCHMARKS.md "Expanding faster").
 pub fn expand_block(ty: GgmlType, src: &[u8], dst: &mut [u8]) {
     let dst: &mut [u8; BB] = dst.try_into().unwrap();
     assert_eq!(src.len(), source_bytes(ty), "{ty}: not one block");
     match ty {
-        GgmlType::IQ2_S => {
-            let src: &[u8; BB_IQ2S] = src.try_into().unwrap();
-            write_iq2s(src, |b, l| src[2 + 4 * b + l] as usize | ((src[66 + b] as usize >> (2 * l)) & 3) << 8, dst)
-        }
+        GgmlType::IQ2_S => write_iq2s(src.try_into().unwrap(), dst),
         GgmlType::IQ2_XS => write_iq2xs(src.try_into().unwrap(), dst),
         _ => panic!("{ty} has no expanded form"),
     }
 }
 
-/// Writes the expanded form of an IQ2_S block given the codebook index of each group (b, l).
-#[inline(always)]
-fn write_iq2s(src: &[u8; BB_IQ2S], index: impl Fn(usize, usize) -> usize, dst: &mut [u8; BB]) {
+/// IQ2_S (82 bytes): `d`, the low 8 bits of each group's (b, l) 10-bit codebook index at
+/// `2 + 4b + l` (the high 2 at bits 2l of byte `66 + b`), its sign byte at `34 + 4b + l`, then the
+/// 8 scale bytes.
+fn write_iq2s(src: &[u8; BB_IQ2S], dst: &mut [u8; BB]) {
+    let index = |b: usize, l: usize| src[2 + 4 * b + l] as usize | ((src[66 + b] as usize >> (2 * l)) & 3) << 8;
     let scales = src[74..82].try_into().unwrap();
     write_expanded(|b, l| CODES_S[index(b, l) & 1023], |b, l| SPREAD[src[34 + 4 * b + l] as usize], scales, [src[0], src[1]], dst);
 }
@@ -191,7 +189,7 @@ fn write_expanded(codes: impl Fn(usize, usize) -> u64, signs: impl Fn(usize, usi
 }
 
 /// Whether `ty` has this expanded form: IQ2_S and IQ2_XS.
-fn has_expanded_form(ty: GgmlType) -> bool {
+pub fn has_expanded_form(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::IQ2_S | GgmlType::IQ2_XS)
 }
 
@@ -232,20 +230,30 @@ pub fn set_enabled(on: bool) {
 /// `out + 106 i ≥ raw + bb i`, where the input of the blocks before it ends, and its own input is
 /// copied out first.
 pub fn expand_in_place(ty: GgmlType, buf: &mut [u8], raw: usize, out: usize, nb: usize) {
-    let bb = source_bytes(ty);
     assert!(out >= raw && out + nb * BB <= buf.len(), "expansion out of range");
-    let mut blk = [0u8; BB_IQ2S];
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    // SAFETY (both): simd128 is enabled for this build.
+    match ty {
+        GgmlType::IQ2_S => expand_blocks::<BB_IQ2S>(buf, raw, out, nb, |src, dst| unsafe { simd::expand_iq2s(src, dst) }),
+        GgmlType::IQ2_XS => expand_blocks::<74>(buf, raw, out, nb, |src, dst| unsafe { simd::expand_iq2xs(src, dst) }),
+        _ => panic!("{ty} has no expanded form"),
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    match ty {
+        GgmlType::IQ2_S => expand_blocks::<BB_IQ2S>(buf, raw, out, nb, write_iq2s),
+        GgmlType::IQ2_XS => expand_blocks::<74>(buf, raw, out, nb, write_iq2xs),
+        _ => panic!("{ty} has no expanded form"),
+    }
+}
+
+/// [`expand_in_place`] for source blocks of `SB` bytes. The block is copied out as a fixed-size
+/// array (a copy of a run-time length is a `memory.copy` in wasm, a call into the engine that cost
+/// as much as the expansion itself).
+#[inline(always)]
+fn expand_blocks<const SB: usize>(buf: &mut [u8], raw: usize, out: usize, nb: usize, expand: impl Fn(&[u8; SB], &mut [u8; BB])) {
     for i in (0..nb).rev() {
-        let blk = &mut blk[..bb];
-        blk.copy_from_slice(&buf[raw + bb * i..raw + bb * (i + 1)]);
-        let dst = &mut buf[out + BB * i..out + BB * (i + 1)];
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        if ty == GgmlType::IQ2_S {
-            // SAFETY: simd128 is enabled for this build.
-            unsafe { simd::expand_block((&*blk).try_into().unwrap(), dst.try_into().unwrap()) };
-            continue;
-        }
-        expand_block(ty, blk, dst);
+        let blk: [u8; SB] = buf[raw + SB * i..][..SB].try_into().unwrap();
+        expand(&blk, (&mut buf[out + BB * i..][..BB]).try_into().unwrap());
     }
 }
 
@@ -272,13 +280,13 @@ mod simd {
     use crate::quant::simd::{hsum_f32, store_scaled16};
     use core::arch::wasm32::*;
 
-    /// [`super::expand_block`] with the 32 codebook indices made in SIMD (as the IQ2_S kernel
-    /// does); the code and sign rows per group as the reference (`write_expanded`).
+    /// [`super::expand_block`] of an IQ2_S block: the 32 codebook indices made in SIMD (as the
+    /// IQ2_S kernel does), then [`write_block`].
     ///
     /// # Safety
     /// Requires simd128.
     #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn expand_block(src: &[u8; super::BB_IQ2S], dst: &mut [u8; BB]) {
+    pub(super) unsafe fn expand_iq2s(src: &[u8; super::BB_IQ2S], dst: &mut [u8; BB]) {
         const Z: u8 = 0x80; // swizzle: an index ≥ 16 gives 0
         let s = src.as_ptr();
         // qh[b] into the u16 lanes of sub-block b's four groups (two sub-blocks per vector), then
@@ -295,7 +303,83 @@ mod simd {
                 v128_store(idx.as_mut_ptr().add(16 * h + 8 * j) as *mut v128, v128_or(low, v128_and(hi, u16x8_splat(0x300))));
             }
         }
-        super::write_iq2s(src, |b, l| idx[4 * b + l] as usize, dst);
+        let signs = [v128_load(s.add(34) as *const v128), v128_load(s.add(50) as *const v128)];
+        let scales = &*(s.add(74) as *const [u8; 8]);
+        write_block(|k| super::CODES_S[idx[k] as usize & 1023], signs, scales, [src[0], src[1]], dst);
+    }
+
+    /// [`super::expand_block`] of an IQ2_XS block: per group k = 4b + l a u16 at `2 + 2k` (a
+    /// 9-bit codebook index, a 7-bit index into `ksigns`), taken 8 at a time; the sign bytes
+    /// made from the 7-bit indices in SIMD (`ksigns[i]` is `i` with bit 7 set where `i` has an
+    /// odd number of ones: the parity of each nibble from a 16-byte table), then [`write_block`].
+    ///
+    /// # Safety
+    /// Requires simd128.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn expand_iq2xs(src: &[u8; 74], dst: &mut [u8; BB]) {
+        let s = src.as_ptr();
+        let q: [v128; 4] = core::array::from_fn(|i| v128_load(s.add(2 + 16 * i) as *const v128));
+        let mut idx = [0u16; 32];
+        for (i, &qi) in q.iter().enumerate() {
+            v128_store(idx.as_mut_ptr().add(8 * i) as *mut v128, v128_and(qi, u16x8_splat(511)));
+        }
+        const P: u8 = 0x80; // bit 7 where the nibble has an odd number of ones
+        let parity = u8x16(0, P, P, 0, P, 0, 0, P, P, 0, 0, P, 0, P, P, 0);
+        let signs = [(q[0], q[1]), (q[2], q[3])].map(|(a, b)| {
+            let i = u8x16_narrow_i16x8(u16x8_shr(a, 9), u16x8_shr(b, 9));
+            let odd = v128_xor(i8x16_swizzle(parity, v128_and(i, u8x16_splat(15))), i8x16_swizzle(parity, u8x16_shr(i, 4)));
+            v128_or(i, odd)
+        });
+        let scales = &*(s.add(66) as *const [u8; 8]);
+        write_block(|k| super::CODES_XS[idx[k] as usize & 511], signs, scales, [src[0], src[1]], dst);
+    }
+
+    /// Writes an expanded block (the reference is `super::write_expanded`) from the code word of
+    /// each group (`codes(k)`, k = 4b + l: group l of sub-block b, byte j = the 2-bit code of
+    /// weight 32b + 8l + j), the 32 sign bytes in the same order (bit j: weight j of the group
+    /// negative; two vectors), the 8 scale bytes and `d`. Each code word is made whole and stored
+    /// once (a few values live at a time); the signs are [`transpose_signs`].
+    #[inline(always)]
+    unsafe fn write_block(codes: impl Fn(usize) -> u64, signs: [v128; 2], scales: &[u8; 8], d: [u8; 2], dst: &mut [u8; BB]) {
+        let out = dst.as_mut_ptr();
+        transpose_signs(signs, out);
+        // Code word 4n + l (bytes 32 + 8(4n + l)..): group l of sub-blocks 4n..4n+4 at shifts 0, 2, 4, 6.
+        for n in 0..2 {
+            for l in 0..4 {
+                let c = |s: usize| codes(4 * (4 * n + s) + l) << (2 * s);
+                let w = c(0) | c(1) | c(2) | c(3);
+                (out.add(32 + 8 * (4 * n + l)) as *mut u64).write_unaligned(w.to_le());
+            }
+        }
+        dst[96..104].copy_from_slice(scales);
+        dst[104..106].copy_from_slice(&d);
+    }
+
+    /// The expanded form's sign bytes from the source's (`signs`: bytes 0..16 and 16..32): bit b
+    /// of `out[8l + j]` = bit j of source byte `4b + l` (weight 32b + 8l + j). For each group
+    /// position l the 8 sign bytes of the sub-blocks are an 8 × 8 bit matrix (row b) that this
+    /// transposes; two per vector.
+    #[inline(always)]
+    unsafe fn transpose_signs([a, b]: [v128; 2], out: *mut u8) {
+        // u64 lane h of vector p: byte b = source byte 4b + 2p + h (row b of group position 2p + h).
+        let v0 = i8x16_shuffle::<0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29>(a, b);
+        let v1 = i8x16_shuffle::<2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31>(a, b);
+        v128_store(out as *mut v128, transpose8x8(v0));
+        v128_store(out.add(16) as *mut v128, transpose8x8(v1));
+    }
+
+    /// Each u64 lane as an 8 × 8 bit matrix (byte r = row r, bit c = column c) transposed: bit
+    /// 8r + c → 8c + r, by three rounds of swapping bit blocks across the diagonal (2 × 2, 4 × 4,
+    /// then 8 × 8: the block at (r, c) with c > r moves by 7 (c − r) bit positions).
+    #[inline(always)]
+    fn transpose8x8(x: v128) -> v128 {
+        let swap = |x: v128, shift: u32, mask: u64| {
+            let t = v128_and(v128_xor(x, u64x2_shr(x, shift)), u64x2_splat(mask));
+            v128_xor(v128_xor(x, t), i64x2_shl(t, shift))
+        };
+        let x = swap(x, 7, 0x00aa_00aa_00aa_00aa);
+        let x = swap(x, 14, 0x0000_cccc_0000_cccc);
+        swap(x, 28, 0x0000_0000_f0f0_f0f0)
     }
 
     /// `u = q + 43` of lane `code | sign << 2`.
