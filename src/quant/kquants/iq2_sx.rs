@@ -135,7 +135,7 @@ static SPREAD_KSIGNS: [u64; 128] = {
 /// One block of `ty` (IQ2_S or IQ2_XS: [`source_bytes`]) → its expanded form (106 bytes): the
 /// reference of [`expand_in_place`], which in wasm runs `simd::expand_iq2s` / `expand_iq2xs`
 /// (the same bytes: IQ2_S's codebook indices made 8 at a time, the sign bits transposed 64 at a
-/// time, the code words one at a time: BENCHMARKS.md "Expanding faster").
+/// time, the code words one at a time: BENCHMARKS.md, "… the IQ2 expansion twice as fast").
 pub fn expand_block(ty: GgmlType, src: &[u8], dst: &mut [u8]) {
     let dst: &mut [u8; BB] = dst.try_into().unwrap();
     assert_eq!(src.len(), source_bytes(ty), "{ty}: not one block");
