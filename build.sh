@@ -45,11 +45,8 @@ npx --no-install wasm-opt -O3 $opt_features www/pkg/clef_web_bg.wasm -o www/pkg/
 npx --no-install wasm-opt -O3 $opt_features --enable-relaxed-simd \
   www/pkg-relaxed.tmp/clef_web_bg.wasm -o www/pkg/clef_web_relaxed_bg.wasm
 rm -rf www/pkg-relaxed.tmp
-# i32x4.relaxed_dot_i8x16_i7x16_add_s is miscomputed by Node 20's V8 (where the tests run; Chromium 148
-# is right), and LLVM fuses `extadd_pairwise(i16x8 relaxed dot) + x` into it: keep it out (src/quant/mod.rs).
-if npx --no-install wasm-opt --all-features --print www/pkg/clef_web_relaxed_bg.wasm | grep -q relaxed_dot_i8x16_i7x16_add_s; then
-  echo "build.sh: the relaxed build uses i32x4.relaxed_dot_i8x16_i7x16_add_s (see src/quant/mod.rs)" >&2; exit 1
-fi
+# i32x4.relaxed_dot_i8x16_i7x16_add_s (miscomputed by Node 20's V8) runs only after the engine's own
+# exactness check (gemm8::quad_add_exact, src/quant/mod.rs); the kernel tests in Node catch it anywhere else.
 # The build choice (probe + file names) for the Node tools beside the glue: www/cli.mjs, tests/js.
 npx --no-install esbuild www/src/simd.ts --format=esm --log-level=warning --outfile=www/pkg/simd.js
 ls -l www/pkg/clef_web_bg.wasm www/pkg/clef_web_relaxed_bg.wasm | awk '{printf "build.sh: %s %.0f KiB\n", $9, $5/1024}'

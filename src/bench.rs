@@ -224,7 +224,7 @@ pub struct R4Prefill {
 /// Benchmarks the prompt GEMM of one quantized type: a 4096×4096 matrix times `tokens` tokens
 /// (activation quantization and packing included, as in `ops::matmul`), against `tokens`
 /// `vec_dot` passes over the same matrix.
-pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<PrefillBench> {
+pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64, quads: bool) -> Option<PrefillBench> {
     let (rows, n) = (4096, 4096);
     let k = kernels(ty)?;
     let w = random_matrix(ty, rows, n, 0x5eed ^ ty as u64);
@@ -234,7 +234,7 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<Pr
     let mut y = vec![0.0f32; rows * tokens];
     let gemm = time_best(min_ms, || {
         quantize_q8(ty.act_kind(), &x, n, &mut act);
-        prompt_rows(k, quant::r4::Rows::plain(&w), 0..rows, &act, &mut scratch, &mut y, rows);
+        prompt_rows(k, quant::r4::Rows::plain(&w), 0..rows, &act, &mut scratch, &mut y, rows, quads);
         y[0]
     });
     quantize_q8(ty.act_kind(), &x, n, &mut act);
@@ -246,7 +246,7 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<Pr
         let rows4 = quant::r4::Rows { data: &packed, r4: true };
         let gemm = time_best(min_ms, || {
             quantize_q8(ty.act_kind(), &x, n, &mut act);
-            prompt_rows(k, rows4, 0..rows, &act, &mut scratch, &mut y, rows);
+            prompt_rows(k, rows4, 0..rows, &act, &mut scratch, &mut y, rows, quads);
             y[0]
         });
         let tiles = time_best(min_ms, || {
@@ -268,11 +268,11 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64) -> Option<Pr
 }
 
 /// Prefill benchmark of every quantized type (or only `only`).
-pub fn bench_prefill(only: Option<GgmlType>, tokens: usize, min_ms: f64) -> Vec<PrefillBench> {
+pub fn bench_prefill(only: Option<GgmlType>, tokens: usize, min_ms: f64, quads: bool) -> Vec<PrefillBench> {
     GgmlType::ALL
         .iter()
         .copied()
         .filter(|t| only.is_none_or(|o| o == *t))
-        .filter_map(|t| bench_prefill_type(t, tokens, min_ms))
+        .filter_map(|t| bench_prefill_type(t, tokens, min_ms, quads))
         .collect()
 }

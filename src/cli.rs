@@ -7,10 +7,11 @@
 //! clef generate --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
 //!               [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
 //!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead auto|on|off]
+//!               [--gemm-dot auto|pairs|quads]
 //! clef tokenize --model F --text TEXT [--special]
 //! clef decide   --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
 //! clef bench-decide --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
-//! clef bench-kernels [--json] [--type T] [--ms MS] [--rows R] [--prefill T] [--gemm narrow|wide]
+//! clef bench-kernels [--json] [--type T] [--ms MS] [--rows R] [--prefill T] [--gemm narrow|wide] [--dot pairs|quads]
 //! clef bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
 //! ```
 
@@ -42,12 +43,13 @@ pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench
   generate      --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
                 [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
                 [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead auto|on|off]
+                [--gemm-dot auto|pairs|quads]
   tokenize      --model F --text TEXT [--special]
   decide        --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
                 [--precision fast|exact]   (SystemOne request JSON in, response JSON out)
   bench-decide  --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
                 (a decision of about N prompt tokens vs the plain prompt of the same tokens; JSON)
-  bench-kernels [--json] [--type T] [--ms MS] [--rows R] [--prefill TOKENS] [--gemm narrow|wide]
+  bench-kernels [--json] [--type T] [--ms MS] [--rows R] [--prefill TOKENS] [--gemm narrow|wide] [--dot pairs|quads]
   bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
                 (constrained decoding over F's vocabulary: build, compile and per-token mask times; JSON)
   self-test     [--rows N]   (fast kernels vs scalar references in this build; JSON, exit 1 on a mismatch)";
@@ -157,7 +159,8 @@ fn self_test(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     }
 }
 
-/// The self-test report `{"simd": …, "ok": …, "kernels": [{type, rows, max_dot_err, decode_mismatches, ok}]}`
+/// The self-test report `{"simd": …, "dot_add": …, "ok": …, "kernels": [{type, rows, max_dot_err, decode_mismatches, ok}]}`
+/// (`dot_add`: whether this engine runs the int8 GEMM's dot-add form, checked in the kernels)
 /// and whether every type passed (shared with `kernelSelfTest` in wasm.rs).
 pub fn self_test_json(rows: usize) -> (String, bool) {
     let checks = crate::quant::selftest::check_kernels(rows, 0x9e37_79b9_7f4a_7c15);
@@ -173,6 +176,7 @@ pub fn self_test_json(rows: usize) -> (String, bool) {
     });
     let report = json::object([
         ("simd", json::string(crate::quant::SIMD_LEVEL)),
+        ("dot_add", crate::quant::gemm8::quad_add_exact().to_string()),
         ("ok", ok.to_string()),
         ("kernels", json::array(items)),
     ]);
@@ -526,7 +530,7 @@ pub fn chat_prompt(h: &Header, user: &str, no_think: bool) -> Result<String, Str
 fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     a.check_known(&[
         "model", "tokens", "prompt", "chat", "no-think", "max-tokens", "temperature", "seed", "top-k", "top-p",
-        "min-p", "repeat-penalty", "ignore-eos", "json", "ctx", "precision", "layout", "touch-ahead",
+        "min-p", "repeat-penalty", "ignore-eos", "json", "ctx", "precision", "layout", "touch-ahead", "gemm-dot",
     ])?;
     let prec = a.precision()?;
     layout(a)?;
@@ -535,6 +539,13 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         Some("on") => crate::ops::set_touch_ahead(crate::ops::TouchAhead::Prior),
         Some("off") => crate::ops::set_touch_ahead(crate::ops::TouchAhead::Off),
         Some(other) => return Err(format!("--touch-ahead must be auto, on or off, not {other}")),
+    }
+    use crate::ops::{set_gemm_dot, GemmDot};
+    match a.get("gemm-dot") {
+        None | Some("auto") => set_gemm_dot(GemmDot::Auto),
+        Some("pairs") => set_gemm_dot(GemmDot::Pairs),
+        Some("quads") => set_gemm_dot(GemmDot::Quads),
+        Some(other) => return Err(format!("--gemm-dot must be auto, pairs or quads, not {other}")),
     }
     let max_tokens: usize = a.num("max-tokens", 64)?;
     let defaults = SamplerParams::default();
@@ -603,6 +614,7 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
             ("finish_reason", json::string(reason)),
             ("timings", timings),
             ("touch_ahead", touch_report_json()),
+            ("gemm_dot", gemm_dot_report_json()),
         ]));
     } else {
         host.out(&tail);
@@ -612,8 +624,8 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
 }
 
 /// `bench-kernels --prefill T`: the prompt GEMM (4096×4096 × T tokens) per quantized type.
-fn bench_prefill(only: Option<GgmlType>, tokens: usize, ms: f64, json_out: bool, host: &mut dyn Host) -> Result<(), String> {
-    let rows = crate::bench::bench_prefill(only, tokens, ms);
+fn bench_prefill(only: Option<GgmlType>, tokens: usize, ms: f64, quads: bool, json_out: bool, host: &mut dyn Host) -> Result<(), String> {
+    let rows = crate::bench::bench_prefill(only, tokens, ms, quads);
     if json_out {
         let items = rows.iter().map(|b| {
             json::object([
@@ -648,7 +660,13 @@ fn bench_prefill(only: Option<GgmlType>, tokens: usize, ms: f64, json_out: bool,
 }
 
 fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
-    a.check_known(&["json", "type", "ms", "prefill", "gemm", "rows"])?;
+    a.check_known(&["json", "type", "ms", "prefill", "gemm", "rows", "dot"])?;
+    let quads = match a.get("dot") {
+        None | Some("pairs") => false,
+        Some("quads") if crate::quant::gemm8::quad_add_exact() => true,
+        Some("quads") => return Err("--dot quads: this build or engine has no exact dot-add (relaxed SIMD in Chromium has)".into()),
+        Some(other) => return Err(format!("--dot must be pairs or quads, not {other}")),
+    };
     use crate::quant::gemm8::{set_profile, Profile};
     match a.get("gemm") {
         None | Some("narrow") => set_profile(Profile::Narrow),
@@ -672,7 +690,7 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         if tokens == 0 {
             return Err("--prefill needs at least 1 token".into());
         }
-        return bench_prefill(only, tokens, ms, a.flag("json"), host);
+        return bench_prefill(only, tokens, ms, quads, a.flag("json"), host);
     }
     // A wasm32 allocation holds at most 2 GiB; keep each test matrix within 1 GiB.
     let types = GgmlType::ALL.iter().filter(|t| only.is_none_or(|o| o == **t));
@@ -716,6 +734,21 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// What the int8 prompt GEMM's dot trial measured per type ([`crate::ops::gemm_dot_report`]):
+/// `{"IQ2_S": {"quads": true, "gmacs_pairs": 52.1, "gmacs_quads": 61.0}, …}` (`quads` null while
+/// undecided; empty where the engine has no exact dot-add).
+fn gemm_dot_report_json() -> String {
+    let num = |v: f64| if v.is_finite() { format!("{v:.3}") } else { "null".into() };
+    let items: Vec<(String, String)> = crate::ops::gemm_dot_report()
+        .into_iter()
+        .map(|(ty, decided, pairs, quads)| {
+            let d = decided.map_or("null".to_string(), |b| b.to_string());
+            (ty.to_string(), json::object([("quads", d), ("gmacs_pairs", num(pairs)), ("gmacs_quads", num(quads))]))
+        })
+        .collect();
+    json::object(items.iter().map(|(k, v)| (k.as_str(), v.clone())))
 }
 
 /// What the decode matvec's touch-ahead trial measured per type ([`crate::ops::touch_report`]):

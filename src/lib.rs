@@ -11,6 +11,7 @@ pub mod tokenizer;
 pub mod bench;
 pub mod model;
 pub mod ops;
+pub mod tune;
 pub mod weights;
 pub mod checksum;
 pub mod split;

@@ -2,6 +2,8 @@
 //! RMSNorm, activations, RoPE.
 
 use crate::quant::gemm::{self, PromptScratch};
+use crate::quant::gemm8;
+use crate::tune::{Plan, Trial};
 use crate::quant::{self, dequantize_row, float, kernels, quantize_q8, GgmlType, QAct};
 use crate::weights::{TensorView, WeightStore};
 
@@ -192,8 +194,8 @@ pub fn matmul_rows(
     if !w.r4 && t_count < gemm_min_tokens(ty) {
         let bytes = rows.len() * w.row_bytes;
         match touch_plan(ty, t_count, bytes) {
-            TouchPlan::Fixed(ahead) => rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, ahead),
-            TouchPlan::Trial(ahead) => {
+            Plan::Fixed(ahead) => rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, ahead),
+            Plan::Trial(ahead) => {
                 let t0 = crate::bench::now_ms();
                 rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, ahead);
                 touch_record(ty, ahead, bytes, crate::bench::now_ms() - t0);
@@ -202,7 +204,20 @@ pub fn matmul_rows(
         return;
     }
     // Panels of rows, each decoded once and multiplied with every token.
-    gemm::prompt_rows(k, rows4, rows, &s.act, &mut s.prompt, y, n_out);
+    let macs = rows.len() * n_in * t_count;
+    match gemm_dot_plan(ty, t_count, macs) {
+        Plan::Fixed(quads) => gemm::prompt_rows(k, rows4, rows, &s.act, &mut s.prompt, y, n_out, quads),
+        Plan::Trial(quads) => {
+            let t0 = crate::bench::now_ms();
+            gemm::prompt_rows(k, rows4, rows, &s.act, &mut s.prompt, y, n_out, quads);
+            let mut t = GEMM_DOT.lock().unwrap_or_else(|e| e.into_inner());
+            t.1.record(ty, quads, false, macs as f64, crate::bench::now_ms() - t0);
+            // Settled on quads: check the kernels again, now in V8's optimizing tier.
+            if t.1.plan(ty, false, false) == Plan::Fixed(true) && !gemm8::recheck_quad_add() {
+                t.1 = Trial::new();
+            }
+        }
+    }
 }
 
 /// Elements per kernel call when the decode matvec touches ahead ([`rows_outer`]).
@@ -318,128 +333,91 @@ pub enum TouchAhead {
 /// [`TouchAhead::Prior`]) and forgets every trial. Touched rows go to the kernel a piece at a time:
 /// the products differ from whole rows' by f32 rounding only.
 pub fn set_touch_ahead(mode: TouchAhead) {
-    let mut t = TOUCH.lock().unwrap_or_else(|e| e.into_inner());
-    *t = TouchTuner::new(mode);
+    *TOUCH.lock().unwrap_or_else(|e| e.into_inner()) = (mode, Trial::new());
 }
 
-/// What one decode matvec does: a fixed choice, or one timed for the trial.
-enum TouchPlan {
-    Fixed(bool),
-    Trial(bool),
-}
-
-/// **Touching ahead is chosen per machine.** Whether it wins depends on the CPU: on the Intel Xeon
-/// of sessions 12–13 it gained 5–30 % per kernel, on a 2-core AMD EPYC (2026-12-03) the same
-/// touched pieces ran 0.61–0.96× the whole untouched rows and the 8-layer IQ2_M file decoded 12 %
-/// faster untouched (BENCHMARKS.md). Nothing in a browser names the CPU, so each wasm instance
-/// (each worker) times its own decode matvecs: for each quantized type, the calls of at least
-/// [`TRIAL_MIN_BYTES`] run touched or not (chosen by a fixed pseudo-random sequence, so that no
-/// layer's matrix always gets the same variant) until each variant has [`TRIAL_CALLS`] timings
-/// after [`TRIAL_WARMUP`]; then the variant whose median GB/s is higher by [`TRIAL_MARGIN`] is
-/// kept for the rest of the instance's life, and the prior where neither is. Layer types are
-/// settled within the first decoded token of a 9B file, the LM head's type within ~30 tokens.
-/// Smaller calls (and prompts) keep the prior, so the test fixtures never see a trial.
-static TOUCH: std::sync::Mutex<TouchTuner> = std::sync::Mutex::new(TouchTuner::new(TouchAhead::Auto));
+/// **Touching ahead is chosen per machine** ([`crate::tune`]): on the Intel Xeon of sessions
+/// 12–13 it gained 5–30 % per kernel, on a 2-core AMD EPYC (2026-12-03) the same touched pieces
+/// ran 0.61–0.96× the whole untouched rows and the 8-layer IQ2_M file decoded 12 % faster
+/// untouched (BENCHMARKS.md). Timed: decode calls (one token) of at least [`TRIAL_MIN_BYTES`],
+/// rated in GB/s. Layer types are settled within the first decoded token of a 9B file, the LM
+/// head's type within ~30 tokens. Smaller calls (and prompts) keep the prior, so the test
+/// fixtures never see a trial.
+static TOUCH: std::sync::Mutex<(TouchAhead, Trial)> = std::sync::Mutex::new((TouchAhead::Auto, Trial::new()));
 
 /// Calls smaller than this (bytes of weights) are not timed: their time is mostly the clock's.
 pub const TRIAL_MIN_BYTES: usize = 1 << 20;
-/// Timings per variant before deciding.
-pub const TRIAL_CALLS: usize = 12;
-/// Timings per variant thrown away first (V8 may still run a kernel's baseline code).
-pub const TRIAL_WARMUP: usize = 2;
-/// How much faster (median GB/s) a variant must be to replace the prior.
-pub const TRIAL_MARGIN: f64 = 1.04;
-
-const N_TYPES: usize = 64; // > every GgmlType discriminant
-
-struct TouchTuner {
-    mode: TouchAhead,
-    /// Per type: `Some(ahead)` once decided.
-    decided: [Option<bool>; N_TYPES],
-    /// Per type and variant (0 untouched, 1 touched): GB/s of the timed calls.
-    samples: [[Vec<f32>; 2]; N_TYPES],
-    /// Per type: calls seen, per variant (warm-up included).
-    seen: [[usize; 2]; N_TYPES],
-    rng: u32,
-}
-
-impl TouchTuner {
-    const fn new(mode: TouchAhead) -> TouchTuner {
-        const NONE: [Vec<f32>; 2] = [Vec::new(), Vec::new()];
-        TouchTuner { mode, decided: [None; N_TYPES], samples: [NONE; N_TYPES], seen: [[0; 2]; N_TYPES], rng: 0x9e37_79b9 }
-    }
-}
 
 /// Touch or not for a decode matvec of `t_count` tokens over `bytes` of `ty` weights.
-fn touch_plan(ty: GgmlType, t_count: usize, bytes: usize) -> TouchPlan {
+fn touch_plan(ty: GgmlType, t_count: usize, bytes: usize) -> Plan {
     let prior = touches_ahead(ty);
     let mut t = TOUCH.lock().unwrap_or_else(|e| e.into_inner());
-    let i = ty as usize;
-    match t.mode {
-        TouchAhead::Off => return TouchPlan::Fixed(false),
-        TouchAhead::Prior => return TouchPlan::Fixed(prior),
-        TouchAhead::Auto => {}
+    match t.0 {
+        TouchAhead::Off => Plan::Fixed(false),
+        TouchAhead::Prior => Plan::Fixed(prior),
+        TouchAhead::Auto => t.1.plan(ty, prior, t_count == 1 && bytes >= TRIAL_MIN_BYTES && !ty.is_float()),
     }
-    if let Some(ahead) = t.decided.get(i).copied().flatten() {
-        return TouchPlan::Fixed(ahead);
-    }
-    if t_count != 1 || bytes < TRIAL_MIN_BYTES || i >= N_TYPES || ty.is_float() {
-        return TouchPlan::Fixed(prior);
-    }
-    // xorshift32: a fixed sequence of variants, the same in every run.
-    t.rng ^= t.rng << 13;
-    t.rng ^= t.rng >> 17;
-    t.rng ^= t.rng << 5;
-    let mut v = (t.rng >> 16) as usize & 1;
-    if t.samples[i][v].len() >= TRIAL_CALLS {
-        v ^= 1; // this variant has its timings: the other one runs
-    }
-    TouchPlan::Trial(v == 1)
 }
 
-/// Records one timed call of the trial; decides `ty` once both variants have their timings.
+/// Records one timed call of the trial.
 fn touch_record(ty: GgmlType, ahead: bool, bytes: usize, ms: f64) {
     let mut t = TOUCH.lock().unwrap_or_else(|e| e.into_inner());
-    let (i, v) = (ty as usize, ahead as usize);
-    if t.decided[i].is_some() {
-        return;
-    }
-    t.seen[i][v] += 1;
-    if t.seen[i][v] > TRIAL_WARMUP && t.samples[i][v].len() < TRIAL_CALLS {
-        // A clock that did not move (browsers coarsen it to 0.1 ms) counts as half a tick.
-        t.samples[i][v].push((bytes as f64 / ms.max(0.05) / 1e6) as f32);
-    }
-    if t.samples[i].iter().all(|s| s.len() >= TRIAL_CALLS) {
-        let [off, on] = [median(&t.samples[i][0]), median(&t.samples[i][1])];
-        t.decided[i] = Some(if on > TRIAL_MARGIN * off {
-            true
-        } else if off > TRIAL_MARGIN * on {
-            false
-        } else {
-            touches_ahead(ty)
-        });
-    }
-}
-
-fn median(v: &[f32]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f32::total_cmp);
-    s[s.len() / 2] as f64
+    t.1.record(ty, ahead, touches_ahead(ty), bytes as f64, ms);
 }
 
 /// Per quantized type that has been tried: (type, decided, median GB/s untouched, touched) — what
 /// the trial measured (`clef generate --json` reports it).
 pub fn touch_report() -> Vec<(GgmlType, Option<bool>, f64, f64)> {
-    let t = TOUCH.lock().unwrap_or_else(|e| e.into_inner());
-    GgmlType::ALL
-        .iter()
-        .filter(|ty| (**ty as usize) < N_TYPES && t.seen[**ty as usize].iter().any(|&n| n > 0))
-        .map(|&ty| {
-            let i = ty as usize;
-            let med = |v: usize| if t.samples[i][v].is_empty() { f64::NAN } else { median(&t.samples[i][v]) };
-            (ty, t.decided[i], med(0), med(1))
-        })
-        .collect()
+    TOUCH.lock().unwrap_or_else(|e| e.into_inner()).1.report()
+}
+
+/// How the int8 prompt GEMM multiplies ([`set_gemm_dot`]): pair sums widened by the group scales,
+/// or dot-add into quad sums ([`gemm8`]'s module docs, "Dot-add").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmDot {
+    /// Per weight type, what this machine runs faster ([`crate::tune`]); the default.
+    Auto,
+    /// Always pair sums.
+    Pairs,
+    /// Dot-add wherever this engine computes it exactly ([`gemm8::quad_add_exact`]).
+    Quads,
+}
+
+/// **The int8 GEMM's dot is chosen per machine** ([`crate::tune`]): the dot-add form is one
+/// instruction per 16 products where the CPU has AVX-VNNI (arm64: `sdot`) and three elsewhere,
+/// and it pays a scale multiply per 64 elements, so it wins on some CPUs and types and loses on
+/// others (BENCHMARKS.md). Both give the same results bit for bit. Timed: prompt calls of at least
+/// [`GEMM_TRIAL_MIN_MACS`], rated in G multiply-adds a second; a 9B file's layer types are settled
+/// within its first 128-token prompt pass.
+static GEMM_DOT: std::sync::Mutex<(GemmDot, Trial)> = std::sync::Mutex::new((GemmDot::Auto, Trial::new()));
+
+/// Prompt calls smaller than this (multiply-adds) are not timed.
+pub const GEMM_TRIAL_MIN_MACS: usize = 1 << 26;
+
+/// Sets how the int8 prompt GEMM multiplies (`clef generate --gemm-dot auto|pairs|quads`) and
+/// forgets every trial.
+pub fn set_gemm_dot(mode: GemmDot) {
+    *GEMM_DOT.lock().unwrap_or_else(|e| e.into_inner()) = (mode, Trial::new());
+}
+
+/// Pairs (`false`) or quads for a prompt product of `macs` multiply-adds of `ty` over `t_count`
+/// tokens.
+fn gemm_dot_plan(ty: GgmlType, t_count: usize, macs: usize) -> Plan {
+    if !gemm8::enabled(ty, t_count) || !gemm8::quad_add_exact() {
+        return Plan::Fixed(false);
+    }
+    let mut t = GEMM_DOT.lock().unwrap_or_else(|e| e.into_inner());
+    match t.0 {
+        GemmDot::Pairs => Plan::Fixed(false),
+        GemmDot::Quads => Plan::Fixed(true),
+        GemmDot::Auto => t.1.plan(ty, false, macs >= GEMM_TRIAL_MIN_MACS),
+    }
+}
+
+/// Per int8 GEMM type that has been tried: (type, decided quads, median G MAC/s with pairs, with
+/// quads) (`clef generate --json` reports it).
+pub fn gemm_dot_report() -> Vec<(GgmlType, Option<bool>, f64, f64)> {
+    GEMM_DOT.lock().unwrap_or_else(|e| e.into_inner()).1.report()
 }
 
 /// Reads one byte of every 64 (a cache line) of `bytes` and returns their OR: the CPU starts
@@ -580,15 +558,15 @@ mod touch_tests {
         const BYTES: usize = 4 << 20;
         for _ in 0..1000 {
             match touch_plan(ty, 1, BYTES) {
-                TouchPlan::Trial(ahead) => touch_record(ty, ahead, BYTES, if ahead { ms_on } else { ms_off }),
-                TouchPlan::Fixed(ahead) => return ahead,
+                Plan::Trial(ahead) => touch_record(ty, ahead, BYTES, if ahead { ms_on } else { ms_off }),
+                Plan::Fixed(ahead) => return ahead,
             }
         }
         panic!("{ty}: the trial never ended");
     }
 
     #[test]
-    fn the_faster_variant_is_kept_and_a_tie_keeps_the_prior() {
+    fn touching_ahead_is_tried_on_decode_calls() {
         // Types no other test multiplies with ≥ 1 MiB per call (the tuner is process-wide).
         assert!(trial(GgmlType::IQ1_M, 1.0, 2.0), "touched twice as fast");
         assert!(!trial(GgmlType::IQ1_S, 2.0, 1.0), "untouched twice as fast");
@@ -600,7 +578,7 @@ mod touch_tests {
         assert!((iq1m.2 - 4.0 * 1.048_576 / 2.0).abs() < 1e-3 && (iq1m.3 - 4.0 * 1.048_576).abs() < 1e-3, "{iq1m:?}");
         // Prompts and small calls are never timed. (The fixed modes are not switched here: other
         // tests multiply at the same time.)
-        assert!(matches!(touch_plan(GgmlType::IQ2_XXS, 2, 4 << 20), TouchPlan::Fixed(_)));
-        assert!(matches!(touch_plan(GgmlType::IQ2_XXS, 1, 1000), TouchPlan::Fixed(_)));
+        assert!(matches!(touch_plan(GgmlType::IQ2_XXS, 2, 4 << 20), Plan::Fixed(_)));
+        assert!(matches!(touch_plan(GgmlType::IQ2_XXS, 1, 1000), Plan::Fixed(_)));
     }
 }

@@ -326,7 +326,72 @@ fn int8_gemm_agrees_on_random_and_extreme_blocks() {
             for t in 0..tokens {
                 assert!(y[t * (rows + 1)].is_nan(), "{ty} case {case}: gemm wrote outside its rows");
             }
+            // The dot-add form (quad order) gives the same bits, natively (the portable kernel on
+            // both layouts) and in wasm where the engine computes it exactly.
+            if cfg!(not(target_arch = "wasm32")) || gemm8::quad_add_exact() {
+                packed.pack_ordered(&act, if case % 2 == 0 { 2 } else { 4 }, true);
+                let mut yq = vec![f32::NAN; tokens * (rows + 1)];
+                gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut yq[1..], rows + 1);
+                for (i, (a, b)) in y.iter().zip(&yq).enumerate() {
+                    assert!(a.to_bits() == b.to_bits(), "{ty} case {case}: quads {b} vs pairs {a} at {i}");
+                }
+            }
         }
+    }
+}
+
+/// The dot-add form runs where the engine computes it exactly, and is not silently off where it
+/// should run: Node 20's V8 miscomputes its instruction in the baseline tier (the engine's check
+/// turns the form off there) and computes it right in the optimizing tier, so under
+/// `--no-liftoff` (tests/run.sh runs `int8_gemm` that way too) the kernels must pass their check —
+/// and `int8_gemm_agrees_on_random_and_extreme_blocks` then compares them with the pair form.
+#[test]
+fn int8_gemm_dot_add_runs_where_exact() {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    {
+        let optimizing_only = js_sys::eval("typeof process !== 'undefined' && process.execArgv.includes('--no-liftoff')")
+            .ok()
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        if optimizing_only {
+            assert!(gemm8::quad_add_exact(), "V8's optimizing tier: the dot-add kernels must pass their check");
+        }
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")))]
+    assert!(!gemm8::quad_add_exact(), "no dot-add form without relaxed SIMD");
+}
+
+/// Quad order: a bijection within each 64-element unit that keeps pairs whole, and the reorder of
+/// a pair-ordered row ([`gemm8::row_to_quads`]) puts every element where `quad_pos` says.
+#[test]
+fn quad_order_is_pair_order_interleaved() {
+    let mut seen = vec![false; 512];
+    for i in 0..512 {
+        let q = gemm8::quad_pos(i);
+        assert_eq!(q / 64, i / 64, "element {i} left its unit");
+        assert!(!seen[q], "position {q} taken twice");
+        seen[q] = true;
+        if i % 2 == 0 {
+            assert_eq!(gemm8::quad_pos(i + 1), q + 1, "pair {i} split");
+        }
+    }
+    // Element i's index, stored at its pair-order position, reordered: found at its quad position.
+    let n = 1024;
+    let mut u = vec![0u8; n];
+    let mut hi = vec![0u8; n];
+    for i in 0..n {
+        u[gemm8::pair_pos(i)] = (i % 256) as u8;
+        hi[gemm8::pair_pos(i)] = (i / 256) as u8;
+    }
+    gemm8::row_to_quads(&mut u);
+    gemm8::row_to_quads(&mut hi);
+    for i in 0..n {
+        let q = gemm8::quad_pos(i);
+        assert_eq!(u[q] as usize + 256 * hi[q] as usize, i, "element {i} at quad position {q}");
+    }
+    // The built-in exactness check passes where the portable kernel runs both forms.
+    if cfg!(not(target_arch = "wasm32")) {
+        assert!(gemm8::quads_equal_pairs(&[2, 4]));
     }
 }
 

@@ -363,7 +363,9 @@ pub struct PromptScratch {
 /// The prompt product of output rows `rows` of a weight matrix (`weights`: rows of `k.ty`, plain
 /// or interleaved) with the quantized activations `act` (quantized for `k.ty`): the int8 GEMM
 /// ([`gemm8`]) where this build runs it for the type ([`gemm8::enabled`]), else the i16 GEMM
-/// ([`gemm_rows`]); results go to `y[t·y_stride + r]`.
+/// ([`gemm_rows`]); results go to `y[t·y_stride + r]`. `quads`: the int8 GEMM's dot-add form
+/// (quad order, [`gemm8`]'s module docs), only where [`gemm8::quad_add_exact`].
+#[allow(clippy::too_many_arguments)]
 pub fn prompt_rows(
     k: &QuantKernels,
     weights: Rows<'_>,
@@ -372,10 +374,11 @@ pub fn prompt_rows(
     s: &mut PromptScratch,
     y: &mut [f32],
     y_stride: usize,
+    quads: bool,
 ) {
     match gemm8::kernels8(k.ty).filter(|_| gemm8::enabled(k.ty, act.rows)) {
         Some(k8) => {
-            s.packed8.pack(act);
+            s.packed8.pack(act, quads && gemm8::quad_add_exact());
             gemm8::gemm_rows(k8, weights, rows, &s.packed8, &mut s.gemm8, y, y_stride);
         }
         None => {

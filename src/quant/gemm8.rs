@@ -81,8 +81,23 @@
 //! runs as, and IQ2_S and Q6_K use the int8 form in the browsers' profile. Not in Node 20's (narrow tiles: IQ2_S 33.7 → 23.3,
 //! Q6_K 31.9 → 25.0 G MAC/s against the i16 GEMM at T = 32; 36.6 → 24.7 and 36.1 → 25.6 at 128).
 //!
-//! `i32x4.relaxed_dot_i8x16_i7x16_add_s` is never used (see `quant/mod.rs`): the i16 sums are
-//! added with `i16x8.add` and widened with `i32x4.dot_i16x8_s`.
+//! **Dot-add** (2026-12-04, [`simd::tile_quad`]): `i32x4.relaxed_dot_i8x16_i7x16_add_s` sums 4
+//! byte products into each i32 lane — one `vpdpbusd` where the CPU has AVX-VNNI (Intel since Alder
+//! Lake, AMD since Zen 5), one `sdot` on arm64, and V8's three-instruction `pmaddubsw` form
+//! elsewhere. Lane j then holds bytes 4j..4j+3, so the codes and activations are stored in
+//! **quad order** ([`quad_pos`]: every 64 elements, the 4 × 4 transpose of their 4-byte quads) and
+//! lane g of every vector belongs to group g. Four dot-adds per (row, token) sum a unit's 16
+//! products per group in i32, and one `i32x4.mul` by the unit's 4 group scales adds them to the
+//! block's sums: the same integers as the pair form, so the same results bit for bit. Decoders
+//! keep writing pair order; a panel's rows are reordered after decoding ([`row_to_quads`]: two
+//! 16-bit interleaves per 32 bytes), activations are packed in quad order. Chromium 156 on a Zen 5
+//! EPYC (`bench-kernels --prefill 128 --dot pairs|quads`, G MAC/s): IQ2_S 52.6–53.6 → 61.5–61.9,
+//! Q6_K 55.1–57.3 → 65.1–65.5, IQ3_XXS 52.5–53.8 → 60.7–62.8; the types summed in i16 lose
+//! (Q2_K 71–76 → 66–68, Q4_K 70 → 63). The scale multiply per 64 elements and the unit's
+//! zeroing are what keep it from the instruction's 2×. So the choice is per machine and per type
+//! (`ops::GemmDot`, timed on the prompt's own calls by [`crate::tune`]), and only where the
+//! engine computes the instruction exactly ([`quad_add_exact`]: Node 20's V8 does not, see
+//! `quant/mod.rs`).
 
 use super::act::QAct;
 use super::r4::Rows;
@@ -145,6 +160,16 @@ const ROWS: usize = 2;
 pub fn pair_pos(i: usize) -> usize {
     let (unit, g, k, e) = (i / UNIT, (i % UNIT) / 16, (i % 16) / 2, i % 2);
     UNIT * unit + 16 * k + 2 * g + e
+}
+
+/// Position of element `i` of a row in quad order: in each 64-element unit, quad `k` of group `g`
+/// (elements `16g + 4k .. +4`) sits at bytes `16k + 4g ..`. Pairs stay whole, so a pair-ordered
+/// 128-element unit becomes two quad-ordered ones by interleaving its vectors' 16-bit lanes
+/// ([`simd::pairs_to_quads`]).
+#[inline]
+pub fn quad_pos(i: usize) -> usize {
+    let (unit, g, k, e) = (i / 64, (i % 64) / 16, (i % 16) / 4, i % 4);
+    64 * unit + 16 * k + 4 * g + e
 }
 
 /// One weight row in the int8 GEMM form (module docs):
@@ -255,35 +280,47 @@ pub struct PackedAct8 {
     pub tokens: usize,
     /// Tokens per tile (2 or 4: [`Profile::tile`]).
     pub tile: usize,
+    /// Quad order ([`quad_pos`], [`Dot::QuadAdd`]) instead of pair order.
+    pub quad: bool,
     pub qs: Vec<i8>,
     pub da: Vec<f32>,
     pub bs: Vec<i16>,
 }
 
 impl PackedAct8 {
-    /// Packs Q8_K activation rows in tiles of the current profile's width.
-    pub fn pack(&mut self, act: &QAct) {
-        self.pack_tiles(act, profile().tile());
+    /// Packs Q8_K activation rows in tiles of the current profile's width, in quad order
+    /// ([`quad_pos`]) or pair order ([`pair_pos`]).
+    pub fn pack(&mut self, act: &QAct, quad: bool) {
+        self.pack_ordered(act, profile().tile(), quad);
     }
 
-    /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens.
+    /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens, in pair order.
     pub fn pack_tiles(&mut self, act: &QAct, tile: usize) {
+        self.pack_ordered(act, tile, false);
+    }
+
+    /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens, in quad or pair
+    /// order.
+    pub fn pack_ordered(&mut self, act: &QAct, tile: usize, quad: bool) {
         let (n, tokens) = (act.n, act.rows);
         assert!(n % QK_K == 0, "int8 GEMM rows are whole 256-element blocks");
         assert!((1..=MAX_TILE).contains(&tile), "tile of {tile} tokens");
         self.n = n;
         self.tokens = tokens;
         self.tile = tile;
+        self.quad = quad;
         self.qs.clear();
         self.qs.resize(tokens * n, 0);
         super::gemm::pack_scales(act, QK_K, n, tile, &mut self.da, &mut self.bs);
+        // Both orders keep an element pair together.
+        let pos = if quad { quad_pos } else { pair_pos };
         for j in 0..tokens.div_ceil(tile) {
             let (t0, c) = (tile * j, (tokens - tile * j).min(tile));
             let qs = &mut self.qs[t0 * n..(t0 + c) * n];
             for t in 0..c {
                 let a = act.row(t0 + t).qs;
                 for (p, v) in a.chunks_exact(2).enumerate() {
-                    let x = pair_pos(2 * p);
+                    let x = pos(2 * p);
                     let dst = &mut qs[((x / 16) * c + t) * 16 + x % 16..][..2];
                     dst.copy_from_slice(v);
                 }
@@ -294,6 +331,138 @@ impl PackedAct8 {
     fn tiles(&self) -> usize {
         self.tokens.div_ceil(self.tile)
     }
+}
+
+/// The 8 pair-ordered vectors of a 128-element unit as the 8 vectors of its two quad-ordered
+/// 64-element units (vector k of pair order holds pair k of groups 0..7; vector k of a quad unit
+/// holds quad k = pairs 2k, 2k+1 of its 4 groups).
+pub fn pairs_to_quads_ref(p: &[[u8; 16]; 8]) -> [[u8; 16]; 8] {
+    let mut q = [[0u8; 16]; 8];
+    for k in 0..4 {
+        for g in 0..8 {
+            let dst = &mut q[4 * (g / 4) + k][4 * (g % 4)..][..4];
+            dst[..2].copy_from_slice(&p[2 * k][2 * g..2 * g + 2]);
+            dst[2..].copy_from_slice(&p[2 * k + 1][2 * g..2 * g + 2]);
+        }
+    }
+    q
+}
+
+/// Reorders a decoded row's codes from pair order to quad order.
+pub fn row_to_quads(u: &mut [u8]) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    // SAFETY: simd128 is enabled; chunks_exact gives whole 128-byte units.
+    unsafe {
+        for unit in u.chunks_exact_mut(UNIT) {
+            simd::pairs_to_quads(unit.as_mut_ptr());
+        }
+        return;
+    }
+    #[allow(unreachable_code)]
+    for unit in u.chunks_exact_mut(UNIT) {
+        let p: [[u8; 16]; 8] = core::array::from_fn(|k| unit[16 * k..16 * k + 16].try_into().unwrap());
+        for (k, q) in pairs_to_quads_ref(&p).iter().enumerate() {
+            unit[16 * k..16 * k + 16].copy_from_slice(q);
+        }
+    }
+}
+
+/// Whether this engine computes the dot-add form ([`simd::tile_quad`]) exactly: checked once
+/// per instance, on rows whose codes, scales and activations reach their extremes, against the
+/// pair form bit for bit. Node 20's V8 miscomputes `i32x4.relaxed_dot_i8x16_i7x16_add_s` (module
+/// docs) and fails it; builds without relaxed SIMD have no dot-add form.
+///
+/// V8 compiles a function twice (a baseline tier first, an optimizing one once it is hot), and
+/// Node 20's baseline tier is the one that miscomputes; [`recheck_quad_add`] repeats the check
+/// once the kernels have run hot.
+pub fn quad_add_exact() -> bool {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    {
+        use core::sync::atomic::Ordering::Relaxed;
+        return match QUAD_EXACT.load(Relaxed) {
+            0 => {
+                let ok = quads_equal_pairs(&[2, 4]);
+                QUAD_EXACT.store(if ok { 1 } else { 2 }, Relaxed);
+                ok
+            }
+            v => v == 1,
+        };
+    }
+    #[allow(unreachable_code)]
+    false
+}
+
+/// Repeats [`quad_add_exact`]'s check (the kernels now in whatever tier they run) and keeps the
+/// dot-add form off for good if it fails; returns whether it passed.
+pub fn recheck_quad_add() -> bool {
+    #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+    {
+        let ok = quad_add_exact() && quads_equal_pairs(&[2, 4]);
+        if !ok {
+            QUAD_EXACT.store(2, core::sync::atomic::Ordering::Relaxed);
+        }
+        return ok;
+    }
+    #[allow(unreachable_code)]
+    false
+}
+
+/// 0 not checked yet, 1 exact, 2 not.
+#[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+static QUAD_EXACT: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+
+/// The int8 GEMM of fixed 3-row × 512-element cases in both orders, for each tile width of
+/// `tiles` and 5, 6 and 7 tokens (every tile kernel: 1 and 2 rows, 1–4 tokens): whether the
+/// outputs are the same bits. Codes 0..=127 (many 127), scales −128..=127, activations ±127
+/// and a ramp.
+pub fn quads_equal_pairs(tiles: &[usize]) -> bool {
+    let (n, max_tokens) = (512, 7);
+    let rows: Vec<Decoded8> = (0..3)
+        .map(|r| {
+            let mut d = Decoded8::default();
+            d.resize(n);
+            for (i, u) in d.u.iter_mut().enumerate() {
+                *u = match (i + r) % 5 {
+                    0 | 1 => 127,
+                    2 => 0,
+                    _ => ((i * 37 + r * 11) % 128) as u8,
+                };
+            }
+            for (g, (sc, mn)) in d.sc.iter_mut().zip(d.mn.iter_mut()).enumerate() {
+                *sc = [127, -128, 63, 1, -7][(g + r) % 5];
+                *mn = g as i16 - 8;
+            }
+            for (b, (d, m)) in d.d.iter_mut().zip(d.m.iter_mut()).enumerate() {
+                *d = 0.5 + b as f32;
+                *m = -0.25;
+            }
+            d
+        })
+        .collect();
+    let mut quad_rows = rows.clone();
+    for d in &mut quad_rows {
+        row_to_quads(&mut d.u);
+    }
+    let mut packed = PackedAct8::default();
+    let mut act = QAct::default();
+    (5..=max_tokens).all(|tokens| {
+        let x: Vec<f32> = (0..n * tokens)
+            .map(|i| match (i + tokens) % 7 {
+                0 => 1.0,
+                1 => -1.0,
+                _ => ((i * 13 % 255) as f32 - 127.0) / 127.0,
+            })
+            .collect();
+        super::quantize_q8(super::ActKind::Q8K, &x, n, &mut act);
+        tiles.iter().all(|&tile| {
+            let mut y = [vec![0.0f32; 3 * tokens], vec![0.0f32; 3 * tokens]];
+            for (quad, y) in [false, true].into_iter().zip(&mut y) {
+                packed.pack_ordered(&act, tile, quad);
+                gemm(if quad { &quad_rows } else { &rows }, 1, &packed, y, 3, 0);
+            }
+            y[0].iter().zip(&y[1]).all(|(a, b)| a.to_bits() == b.to_bits())
+        })
+    })
 }
 
 /// Reusable buffers of [`gemm_rows`].
@@ -365,6 +534,9 @@ pub fn gemm_rows(
         let plain = weights.panel(k.ty, rb, r0, p, &mut s.plain);
         for (row, d) in plain.chunks_exact(rb).zip(&mut s.decoded[..p]) {
             (k.decode)(row, d);
+            if act.quad {
+                row_to_quads(&mut d.u);
+            }
         }
         gemm(&s.decoded[..p], k.ksum(), act, y, y_stride, r0);
         r0 += p;
@@ -395,6 +567,29 @@ fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct
                 }
                 out
             }};
+        }
+        if act.quad {
+            macro_rules! quad_c {
+                ($r:literal) => {{
+                    let rows: [&Decoded8; $r] = core::array::from_fn(|i| &w[i]);
+                    // SAFETY: as above.
+                    let v = unsafe {
+                        match c {
+                            1 => simd::tile_quad::<$r, 1, TILE>(rows, act, j),
+                            2 => simd::tile_quad::<$r, 2, TILE>(rows, act, j),
+                            3 if TILE == 4 => simd::tile_quad::<$r, 3, TILE>(rows, act, j),
+                            _ if TILE == 4 => simd::tile_quad::<$r, 4, TILE>(rows, act, j),
+                            _ => unreachable!("a tile of {c} tokens"),
+                        }
+                    };
+                    let mut out = [[0.0f32; 4]; 2];
+                    for (o, v) in out.iter_mut().zip(v) {
+                        *o = crate::quant::simd::lanes(v);
+                    }
+                    out
+                }};
+            }
+            return if w.len() == 1 { quad_c!(1) } else { quad_c!(2) };
         }
         // (Widening every vector is right for any `ksum`: 1 also stands for 2.)
         return match (w.len(), ksum) {
@@ -429,7 +624,7 @@ fn tile_scalar(w: &[Decoded8], act: &PackedAct8, j: usize, c: usize) -> [[f32; 4
                 // Byte x of the pair-ordered block: group (x % 16) / 2 of its 128-element unit.
                 let mut isum = 0i32;
                 for x in QK_K * b..QK_K * (b + 1) {
-                    let g = (x / UNIT) * 8 + (x % 16) / 2;
+                    let g = if act.quad { (x / 64) * 4 + (x % 16) / 4 } else { (x / UNIT) * 8 + (x % 16) / 2 };
                     let a = qs[((x / 16) * c + t) * 16 + x % 16];
                     isum += wr.sc[g] as i32 * wr.u[x] as i32 * a as i32;
                 }
@@ -483,6 +678,21 @@ pub mod simd {
             v128_store(d.add(5), i64x2_shuffle::<1, 3>(b2, b6));
             v128_store(d.add(6), i64x2_shuffle::<0, 2>(b3, b7));
             v128_store(d.add(7), i64x2_shuffle::<1, 3>(b3, b7));
+        }
+    }
+
+    /// Reorders one 128-element unit at `p` from pair order to quad order, in place
+    /// ([`super::pairs_to_quads_ref`]).
+    ///
+    /// # Safety
+    /// `p..p+128` must be readable and writable.
+    #[inline(always)]
+    pub unsafe fn pairs_to_quads(p: *mut u8) {
+        let v = p as *mut v128;
+        let pv: [v128; 8] = core::array::from_fn(|k| v128_load(v.add(k)));
+        for k in 0..4 {
+            v128_store(v.add(k), i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(pv[2 * k], pv[2 * k + 1]));
+            v128_store(v.add(4 + k), i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(pv[2 * k], pv[2 * k + 1]));
         }
     }
 
@@ -642,6 +852,80 @@ pub mod simd {
             let d = f32x4_splat(*w[r].d.get_unchecked(b));
             facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(isum, d), dab));
         }
+    }
+
+    /// [`tile`] for quad-ordered rows and activations ([`super::Dot::QuadAdd`]): per 64 elements
+    /// four `i32x4.relaxed_dot_i8x16_i7x16_add_s` per (row, token) sum the 16 products of each
+    /// group in one i32 lane, then one `i32x4.mul` by the 4 group scales adds them to the block's
+    /// sums. The integers are those of the pair-order kernels, so the results are bit for bit.
+    ///
+    /// # Safety
+    /// As [`tile`], with both in quad order.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128,relaxed-simd")]
+    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
+    pub unsafe fn tile_quad<const R: usize, const C: usize, const TILE: usize>(
+        w: [&super::Decoded8; R],
+        act: &super::PackedAct8,
+        j: usize,
+    ) -> [v128; R] {
+        use super::QK_K;
+        let n = act.n;
+        let nb = n / QK_K;
+        debug_assert!(act.quad && act.tile == TILE && (act.tokens - TILE * j).min(TILE) == C);
+        let mut ap = act.qs.as_ptr().add(TILE * j * n);
+        let da = act.da.as_ptr().add(j * nb * 4);
+        let bs = act.bs.as_ptr().add(j * (n / 32) * 8);
+        let mut wp = [core::ptr::null::<u8>(); R];
+        let mut sp = [core::ptr::null::<i16>(); R];
+        for r in 0..R {
+            wp[r] = w[r].u.as_ptr();
+            sp[r] = w[r].sc.as_ptr();
+        }
+        let mut facc = [f32x4_splat(0.0); R];
+        let mut iacc_mem = [[i32x4_splat(0); C]; R];
+        let ia = iacc_mem.as_mut_ptr() as *mut v128;
+        for b in 0..nb {
+            for i in 0..R * C {
+                core::ptr::write_volatile(ia.add(i), i32x4_splat(0));
+            }
+            // 4 units of 64 elements; an opaque trip count keeps this a loop.
+            for _ in 0..core::hint::black_box(4) {
+                let mut t = [[i32x4_splat(0); C]; R];
+                for _ in 0..core::hint::black_box(4) {
+                    let wv = next_codes(&mut wp);
+                    for c in 0..C {
+                        let av = v128_load(ap.add(16 * c) as *const v128);
+                        for r in 0..R {
+                            t[r][c] = i32x4_relaxed_dot_i8x16_i7x16_add(av, wv[r], t[r][c]);
+                        }
+                    }
+                    ap = ap.add(16 * C);
+                }
+                for r in 0..R {
+                    let s = i32x4_load_extend_i16x4(sp[r]);
+                    sp[r] = sp[r].add(4);
+                    for c in 0..C {
+                        let x = ia.add(r * C + c);
+                        core::ptr::write_volatile(x, i32x4_add(core::ptr::read_volatile(x), i32x4_mul(t[r][c], s)));
+                    }
+                }
+            }
+            let mut iacc = [[i32x4_splat(0); C]; R];
+            for r in 0..R {
+                for c in 0..C {
+                    iacc[r][c] = core::ptr::read_volatile(ia.add(r * C + c));
+                }
+            }
+            add_block(&mut facc, &iacc, w, b, da);
+        }
+        let (mut mn, mut m) = ([core::ptr::null::<i16>(); R], [core::ptr::null::<f32>(); R]);
+        for r in 0..R {
+            mn[r] = w[r].mn.as_ptr();
+            m[r] = w[r].m.as_ptr();
+        }
+        crate::quant::gemm::simd::add_mins256(&mut facc, mn, m, da, bs, nb);
+        facc
     }
 
     /// The blocks of [`tile`] with `KS` = 1: each relaxed dot is widened against its group

@@ -39,12 +39,13 @@
 //! (`www/src/simd.ts`). With relaxed SIMD the dot products make their weight codes 7-bit unsigned
 //! (offsets come back through the activation sums, signs move onto the activations) and use
 //! `i16x8.relaxed_dot_i8x16_i7x16_s`: 16 byte products per instruction, exact for a 7-bit second
-//! operand (pairs of |a|≤127 × b≤127 cannot saturate i16). They never use
-//! `i32x4.relaxed_dot_i8x16_i7x16_add_s`: Node 20's V8 (where the tests run, behind
+//! operand (pairs of |a|≤127 × b≤127 cannot saturate i16). `i32x4.relaxed_dot_i8x16_i7x16_add_s`
+//! runs only in the int8 GEMM's dot-add form, after a check that this engine computes it exactly
+//! ([`gemm8::quad_add_exact`]): Node 20's V8 (where the tests run, behind
 //! `--experimental-wasm-relaxed-simd`) miscomputes it — it drops the accumulator and doubles the
-//! sum, `dot([-3;16],[5;16]) + 0` gives −120 per lane, not −60 (Chromium 148 is right) — and LLVM
-//! fuses `extadd_pairwise(i16x8 relaxed dot) + x` into it, so i16 sums are widened with
-//! `i32x4.dot_i16x8_s` instead; `build.sh` fails if the instruction appears.
+//! sum, `dot([-3;16],[5;16]) + 7` gives −120 per lane, not −53 (Chromium is right). LLVM fuses
+//! `extadd_pairwise(i16x8 relaxed dot) + x` into it, so elsewhere i16 sums are widened with
+//! `i32x4.dot_i16x8_s` instead (the kernel tests in Node would catch a fused one).
 
 pub mod act;
 pub mod float;

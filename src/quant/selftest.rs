@@ -11,7 +11,9 @@
 //!   decoder equals its reference bit for bit (counted with the decoder mismatches), and the int8
 //!   GEMM of the row (2 rows × 4 tokens, in tiles of 2 and of 4: both profiles) equals
 //!   `vec_dot_ref` within the same bound as `vec_dot` (counted in `max_dot_err`) — on the extreme
-//!   blocks this is where an i16 sum would saturate;
+//!   blocks this is where an i16 sum would saturate; where the engine runs the dot-add form
+//!   ([`gemm8::quad_add_exact`]), it gives the pair form's results bit for bit (a difference
+//!   counts as a decoder mismatch);
 //! * for the types with a four-rows-interleaved form ([`super::r4`]): the row and three variants of
 //!   it (bytes shifted, re-sanitized) interleaved; un-interleaving gives them back byte for byte
 //!   (a mismatch counts as a decoder mismatch) and `vec_dot4` equals each row's `vec_dot_ref`
@@ -117,6 +119,15 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
                     gemm8::gemm_rows(k8, r4::Rows::plain(&two), 0..2, &packed8, &mut scratch8, &mut y, 2);
                     for v in y {
                         check.max_dot_err = check.max_dot_err.max((v as f64 - reference).abs() / scale);
+                    }
+                    // The dot-add form where this engine runs it: the same bits.
+                    if gemm8::quad_add_exact() {
+                        packed8.pack_ordered(&act2, tile, true);
+                        let mut yq = [0.0f32; 8];
+                        gemm8::gemm_rows(k8, r4::Rows::plain(&two), 0..2, &packed8, &mut scratch8, &mut yq, 2);
+                        if y.iter().zip(&yq).any(|(a, b)| a.to_bits() != b.to_bits()) {
+                            check.decode_mismatches += 1;
+                        }
                     }
                 }
             }

@@ -121,8 +121,21 @@ test('bench-kernels --json lists every quantized type with SIMD and scalar figur
 test('self-test: every fast kernel of this build equals its scalar reference, decoders bit-exact', () => {
   const out = JSON.parse(clef('self-test', '--rows', '300'));
   assert.equal(out.simd, build);
+  // The int8 GEMM's dot-add form is checked too where it runs: only in the relaxed build, and there
+  // at least with V8's optimizing tier alone (Node 20's baseline tier miscomputes its instruction, and
+  // the engine's own check then keeps the form off).
+  if (build !== 'relaxed-simd') assert.equal(out.dot_add, false);
+  else if (process.execArgv.includes('--no-liftoff')) assert.equal(out.dot_add, true);
   assert.deepEqual(out.kernels.filter((k) => !k.ok), []);
   assert.ok(out.ok && out.kernels.length >= 21);
+});
+
+test('self-test through www/cli.mjs (V8\'s optimizing tier only): the relaxed build runs and checks the dot-add form', () => {
+  const r = spawnSync('node', [...process.execArgv, join(root, 'www/cli.mjs'), 'self-test', '--rows', '60'], { encoding: 'utf8', env: { ...process.env, CLEF_WASM: build } });
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.equal(out.dot_add, build === 'relaxed-simd');
+  assert.deepEqual(out.kernels.filter((k) => !k.ok), []);
 });
 
 test('tokenize in wasm: every fixture string gives the Hugging Face ids (specials parsed) and llama.cpp ids (not parsed)', () => {
