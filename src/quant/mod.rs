@@ -42,8 +42,10 @@
 //! operand (pairs of |a|≤127 × b≤127 cannot saturate i16). `i32x4.relaxed_dot_i8x16_i7x16_add_s`
 //! runs only in the int8 GEMM's dot-add form, after a check that this engine computes it exactly
 //! ([`gemm8::quad_add_exact`]): Node 20's V8 (where the tests run, behind
-//! `--experimental-wasm-relaxed-simd`) miscomputes it — it drops the accumulator and doubles the
-//! sum, `dot([-3;16],[5;16]) + 7` gives −120 per lane, not −53 (Chromium is right). LLVM fuses
+//! `--experimental-wasm-relaxed-simd`) miscomputes it in its baseline tier (Liftoff) — it drops
+//! the accumulator and doubles the sum, `dot([-3;16],[5;16]) + 7` gives −120 per lane, not −53 —
+//! and computes it right in its optimizing tier (`--no-liftoff`, as `www/cli.mjs` runs); Chromium
+//! is right in both. LLVM fuses
 //! `extadd_pairwise(i16x8 relaxed dot) + x` into it, so elsewhere i16 sums are widened with
 //! `i32x4.dot_i16x8_s` instead (the kernel tests in Node would catch a fused one).
 
