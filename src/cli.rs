@@ -740,28 +740,24 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
 /// `{"IQ2_S": {"quads": true, "gmacs_pairs": 52.1, "gmacs_quads": 61.0}, …}` (`quads` null while
 /// undecided; empty where the engine has no exact dot-add).
 fn gemm_dot_report_json() -> String {
-    let num = |v: f64| if v.is_finite() { format!("{v:.3}") } else { "null".into() };
-    let items: Vec<(String, String)> = crate::ops::gemm_dot_report()
-        .into_iter()
-        .map(|(ty, decided, pairs, quads)| {
-            let d = decided.map_or("null".to_string(), |b| b.to_string());
-            (ty.to_string(), json::object([("quads", d), ("gmacs_pairs", num(pairs)), ("gmacs_quads", num(quads))]))
-        })
-        .collect();
-    json::object(items.iter().map(|(k, v)| (k.as_str(), v.clone())))
+    trial_report_json(crate::ops::gemm_dot_report(), ["quads", "gmacs_pairs", "gmacs_quads"])
 }
 
 /// What the decode matvec's touch-ahead trial measured per type ([`crate::ops::touch_report`]):
 /// `{"IQ2_S": {"touched": false, "gbps_plain": 2.1, "gbps_touched": 1.8}, …}` (`touched` null
 /// while undecided).
 fn touch_report_json() -> String {
+    trial_report_json(crate::ops::touch_report(), ["touched", "gbps_plain", "gbps_touched"])
+}
+
+/// A [`crate::tune::Trial::report`] as JSON, keys: the decision, rate A, rate B.
+fn trial_report_json(report: Vec<(GgmlType, Option<bool>, f64, f64)>, keys: [&str; 3]) -> String {
     let num = |v: f64| if v.is_finite() { format!("{v:.3}") } else { "null".into() };
-    let items: Vec<(String, String)> = crate::ops::touch_report()
+    let items: Vec<(String, String)> = report
         .into_iter()
-        .map(|(ty, decided, plain, touched)| {
+        .map(|(ty, decided, a, b)| {
             let d = decided.map_or("null".to_string(), |b| b.to_string());
-            let v = json::object([("touched", d), ("gbps_plain", num(plain)), ("gbps_touched", num(touched))]);
-            (ty.to_string(), v)
+            (ty.to_string(), json::object([(keys[0], d), (keys[1], num(a)), (keys[2], num(b))]))
         })
         .collect();
     json::object(items.iter().map(|(k, v)| (k.as_str(), v.clone())))

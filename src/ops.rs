@@ -204,14 +204,15 @@ pub fn matmul_rows(
         return;
     }
     // Panels of rows, each decoded once and multiplied with every token.
-    let macs = rows.len() * n_in * t_count;
+    // f64: a 12288-row matrix over 128 tokens is 6.4e9 multiply-adds, past wasm32's usize.
+    let macs = rows.len() as f64 * n_in as f64 * t_count as f64;
     match gemm_dot_plan(ty, t_count, macs) {
         Plan::Fixed(quads) => gemm::prompt_rows(k, rows4, rows, &s.act, &mut s.prompt, y, n_out, quads),
         Plan::Trial(quads) => {
             let t0 = crate::bench::now_ms();
             gemm::prompt_rows(k, rows4, rows, &s.act, &mut s.prompt, y, n_out, quads);
             let mut t = GEMM_DOT.lock().unwrap_or_else(|e| e.into_inner());
-            t.1.record(ty, quads, false, macs as f64, crate::bench::now_ms() - t0);
+            t.1.record(ty, quads, false, macs, crate::bench::now_ms() - t0);
             // Settled on quads: check the kernels again, now in V8's optimizing tier.
             if t.1.plan(ty, false, false) == Plan::Fixed(true) && !gemm8::recheck_quad_add() {
                 t.1 = Trial::new();
@@ -402,7 +403,7 @@ pub fn set_gemm_dot(mode: GemmDot) {
 
 /// Pairs (`false`) or quads for a prompt product of `macs` multiply-adds of `ty` over `t_count`
 /// tokens.
-fn gemm_dot_plan(ty: GgmlType, t_count: usize, macs: usize) -> Plan {
+fn gemm_dot_plan(ty: GgmlType, t_count: usize, macs: f64) -> Plan {
     if !gemm8::enabled(ty, t_count) || !gemm8::quad_add_exact() {
         return Plan::Fixed(false);
     }
@@ -410,7 +411,7 @@ fn gemm_dot_plan(ty: GgmlType, t_count: usize, macs: usize) -> Plan {
     match t.0 {
         GemmDot::Pairs => Plan::Fixed(false),
         GemmDot::Quads => Plan::Fixed(true),
-        GemmDot::Auto => t.1.plan(ty, false, macs >= GEMM_TRIAL_MIN_MACS),
+        GemmDot::Auto => t.1.plan(ty, false, macs >= GEMM_TRIAL_MIN_MACS as f64),
     }
 }
 

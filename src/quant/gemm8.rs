@@ -81,7 +81,7 @@
 //! runs as, and IQ2_S and Q6_K use the int8 form in the browsers' profile. Not in Node 20's (narrow tiles: IQ2_S 33.7 → 23.3,
 //! Q6_K 31.9 → 25.0 G MAC/s against the i16 GEMM at T = 32; 36.6 → 24.7 and 36.1 → 25.6 at 128).
 //!
-//! **Dot-add** (2026-12-04, [`simd::tile_quad`]): `i32x4.relaxed_dot_i8x16_i7x16_add_s` sums 4
+//! **Dot-add** (2026-12-04, `simd::quad_blocks`): `i32x4.relaxed_dot_i8x16_i7x16_add_s` sums 4
 //! byte products into each i32 lane — one `vpdpbusd` where the CPU has AVX-VNNI (Intel since Alder
 //! Lake, AMD since Zen 5), one `sdot` on arm64, and V8's three-instruction `pmaddubsw` form
 //! elsewhere. Lane j then holds bytes 4j..4j+3, so the codes and activations are stored in
@@ -153,6 +153,10 @@ impl Profile {
 
 /// Weight rows per register tile.
 const ROWS: usize = 2;
+
+/// The tile kernel's `KS` for the dot-add form (quad order; module docs, "Dot-add"): no i16 sums.
+#[cfg_attr(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")), allow(dead_code))]
+const QUADS: usize = 0;
 
 /// Position of element `i` of a row in pair order: in each 128-element unit, pair `k` of group `g`
 /// (elements `16g + 2k`, `+1`) sits at bytes `16k + 2g`, `+1`.
@@ -280,7 +284,7 @@ pub struct PackedAct8 {
     pub tokens: usize,
     /// Tokens per tile (2 or 4: [`Profile::tile`]).
     pub tile: usize,
-    /// Quad order ([`quad_pos`], [`Dot::QuadAdd`]) instead of pair order.
+    /// Quad order ([`quad_pos`], the dot-add form) instead of pair order.
     pub quad: bool,
     pub qs: Vec<i8>,
     pub da: Vec<f32>,
@@ -367,7 +371,7 @@ pub fn row_to_quads(u: &mut [u8]) {
     }
 }
 
-/// Whether this engine computes the dot-add form ([`simd::tile_quad`]) exactly: checked once
+/// Whether this engine computes the dot-add form (`simd::quad_blocks`) exactly: checked once
 /// per instance, on rows whose codes, scales and activations reach their extremes, against the
 /// pair form bit for bit. Node 20's V8 miscomputes `i32x4.relaxed_dot_i8x16_i7x16_add_s` (module
 /// docs) and fails it; builds without relaxed SIMD have no dot-add form.
@@ -569,27 +573,7 @@ fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct
             }};
         }
         if act.quad {
-            macro_rules! quad_c {
-                ($r:literal) => {{
-                    let rows: [&Decoded8; $r] = core::array::from_fn(|i| &w[i]);
-                    // SAFETY: as above.
-                    let v = unsafe {
-                        match c {
-                            1 => simd::tile_quad::<$r, 1, TILE>(rows, act, j),
-                            2 => simd::tile_quad::<$r, 2, TILE>(rows, act, j),
-                            3 if TILE == 4 => simd::tile_quad::<$r, 3, TILE>(rows, act, j),
-                            _ if TILE == 4 => simd::tile_quad::<$r, 4, TILE>(rows, act, j),
-                            _ => unreachable!("a tile of {c} tokens"),
-                        }
-                    };
-                    let mut out = [[0.0f32; 4]; 2];
-                    for (o, v) in out.iter_mut().zip(v) {
-                        *o = crate::quant::simd::lanes(v);
-                    }
-                    out
-                }};
-            }
-            return if w.len() == 1 { quad_c!(1) } else { quad_c!(2) };
+            return if w.len() == 1 { by_c!(1, 0) } else { by_c!(2, 0) };
         }
         // (Widening every vector is right for any `ksum`: 1 also stands for 2.)
         return match (w.len(), ksum) {
@@ -808,6 +792,7 @@ pub mod simd {
         let n = act.n;
         let nb = n / QK_K;
         debug_assert!(act.tile == TILE && (act.tokens - TILE * j).min(TILE) == C);
+        debug_assert!(act.quad == (KS == super::QUADS));
         let mut ap = act.qs.as_ptr().add(TILE * j * n);
         let da = act.da.as_ptr().add(j * nb * 4);
         let bs = act.bs.as_ptr().add(j * (n / 32) * 8);
@@ -817,7 +802,9 @@ pub mod simd {
             wp[r] = w[r].u.as_ptr();
             sp[r] = w[r].sc.as_ptr();
         }
-        let mut facc = if KS == 1 {
+        let mut facc = if KS == super::QUADS {
+            quad_blocks::<R, C>(w, nb, &mut wp, &mut sp, &mut ap, da)
+        } else if KS == 1 {
             ks1_blocks::<R, C>(w, nb, &mut wp, &mut sp, &mut ap, da)
         } else {
             i16_sum_blocks::<R, C, KS, TILE>(w, nb, &mut wp, &mut sp, &mut ap, da)
@@ -854,34 +841,26 @@ pub mod simd {
         }
     }
 
-    /// [`tile`] for quad-ordered rows and activations ([`super::Dot::QuadAdd`]): per 64 elements
-    /// four `i32x4.relaxed_dot_i8x16_i7x16_add_s` per (row, token) sum the 16 products of each
-    /// group in one i32 lane, then one `i32x4.mul` by the 4 group scales adds them to the block's
-    /// sums. The integers are those of the pair-order kernels, so the results are bit for bit.
+    /// The blocks of [`tile`] with `KS` = [`QUADS`](super::QUADS), rows and activations in quad
+    /// order: per 64 elements four `i32x4.relaxed_dot_i8x16_i7x16_add_s` per (row, token) sum the
+    /// 16 products of each group in one i32 lane, then one `i32x4.mul` by the 4 group scales adds
+    /// them to the block's sums, which live in memory (with the unit sums, 2 × 4 of each do not
+    /// fit V8's 16 registers). The integers are those of the pair-order kernels, so the results
+    /// are bit for bit. Returns `Σ_b d·da·(the block's integer sum)` per row.
     ///
     /// # Safety
-    /// As [`tile`], with both in quad order.
+    /// As [`tile`]; the pointers are at the rows' codes / scales and the tile's activations.
     #[cfg(target_feature = "relaxed-simd")]
-    #[target_feature(enable = "simd128,relaxed-simd")]
+    #[inline(always)]
     #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
-    pub unsafe fn tile_quad<const R: usize, const C: usize, const TILE: usize>(
+    unsafe fn quad_blocks<const R: usize, const C: usize>(
         w: [&super::Decoded8; R],
-        act: &super::PackedAct8,
-        j: usize,
+        nb: usize,
+        wp: &mut [*const u8; R],
+        sp: &mut [*const i16; R],
+        ap: &mut *const i8,
+        da: *const f32,
     ) -> [v128; R] {
-        use super::QK_K;
-        let n = act.n;
-        let nb = n / QK_K;
-        debug_assert!(act.quad && act.tile == TILE && (act.tokens - TILE * j).min(TILE) == C);
-        let mut ap = act.qs.as_ptr().add(TILE * j * n);
-        let da = act.da.as_ptr().add(j * nb * 4);
-        let bs = act.bs.as_ptr().add(j * (n / 32) * 8);
-        let mut wp = [core::ptr::null::<u8>(); R];
-        let mut sp = [core::ptr::null::<i16>(); R];
-        for r in 0..R {
-            wp[r] = w[r].u.as_ptr();
-            sp[r] = w[r].sc.as_ptr();
-        }
         let mut facc = [f32x4_splat(0.0); R];
         let mut iacc_mem = [[i32x4_splat(0); C]; R];
         let ia = iacc_mem.as_mut_ptr() as *mut v128;
@@ -889,18 +868,19 @@ pub mod simd {
             for i in 0..R * C {
                 core::ptr::write_volatile(ia.add(i), i32x4_splat(0));
             }
-            // 4 units of 64 elements; an opaque trip count keeps this a loop.
+            // 4 units of 64 elements, 4 steps of 16 each; opaque trip counts keep these loops
+            // (unrolled, the steps' loads were hoisted: 0.78×).
             for _ in 0..core::hint::black_box(4) {
                 let mut t = [[i32x4_splat(0); C]; R];
                 for _ in 0..core::hint::black_box(4) {
-                    let wv = next_codes(&mut wp);
+                    let wv = next_codes(wp);
                     for c in 0..C {
                         let av = v128_load(ap.add(16 * c) as *const v128);
                         for r in 0..R {
                             t[r][c] = i32x4_relaxed_dot_i8x16_i7x16_add(av, wv[r], t[r][c]);
                         }
                     }
-                    ap = ap.add(16 * C);
+                    *ap = ap.add(16 * C);
                 }
                 for r in 0..R {
                     let s = i32x4_load_extend_i16x4(sp[r]);
@@ -919,12 +899,6 @@ pub mod simd {
             }
             add_block(&mut facc, &iacc, w, b, da);
         }
-        let (mut mn, mut m) = ([core::ptr::null::<i16>(); R], [core::ptr::null::<f32>(); R]);
-        for r in 0..R {
-            mn[r] = w[r].mn.as_ptr();
-            m[r] = w[r].m.as_ptr();
-        }
-        crate::quant::gemm::simd::add_mins256(&mut facc, mn, m, da, bs, nb);
         facc
     }
 
