@@ -94,10 +94,10 @@
 //! EPYC (`bench-kernels --prefill 128 --dot pairs|quads`, G MAC/s): IQ2_S 52.6–53.6 → 61.5–61.9,
 //! Q6_K 55.1–57.3 → 65.1–65.5, IQ3_XXS 52.5–53.8 → 60.7–62.8; the types summed in i16 lose
 //! (Q2_K 71–76 → 66–68, Q4_K 70 → 63). The scale multiply per 64 elements and the unit's
-//! zeroing are what keep it from the instruction's 2×. So the choice is per machine and per type
-//! (`ops::GemmDot`, timed on the prompt's own calls by [`crate::tune`]), and only where the
-//! engine computes the instruction exactly ([`quad_add_exact`]: Node 20's V8 does not, see
-//! `quant/mod.rs`).
+//! zeroing are what keep it from the instruction's 2.6–2.7× over the widening step
+//! (`tools/bench-dot-forms.mjs`). So the choice is per machine and per type (`ops::GemmDot`,
+//! timed on the prompt's own calls by [`crate::tune`]), and only where the engine computes the
+//! instruction exactly ([`quad_add_exact`]: Node 20's baseline tier does not, see `quant/mod.rs`).
 
 use super::act::QAct;
 use super::r4::Rows;
