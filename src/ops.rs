@@ -214,7 +214,7 @@ pub fn matmul_rows(
             let mut t = GEMM_DOT.lock().unwrap_or_else(|e| e.into_inner());
             t.1.record(ty, quads, false, macs, crate::bench::now_ms() - t0);
             // Settled on quads: check the kernels again, now in V8's optimizing tier.
-            if t.1.plan(ty, false, false) == Plan::Fixed(true) && !gemm8::recheck_quad_add() {
+            if t.1.decided(ty) == Some(true) && !gemm8::recheck_quad_add() {
                 t.1 = Trial::new();
             }
         }

@@ -49,7 +49,7 @@ impl Trial {
     /// the choice while undecided and for untimed calls.
     pub fn plan(&mut self, ty: GgmlType, prior: bool, timed: bool) -> Plan {
         let i = ty as usize;
-        if let Some(b) = self.decided.get(i).copied().flatten() {
+        if let Some(b) = self.decided(ty) {
             return Plan::Fixed(b);
         }
         if !timed || i >= N_TYPES {
@@ -64,6 +64,11 @@ impl Trial {
             v ^= 1; // this variant has its timings: the other one runs
         }
         Plan::Trial(v == 1)
+    }
+
+    /// The choice for `ty` once its trial has ended.
+    pub fn decided(&self, ty: GgmlType) -> Option<bool> {
+        self.decided.get(ty as usize).copied().flatten()
     }
 
     /// Records one timed call (`work` units in `ms`); decides `ty` once both variants have their

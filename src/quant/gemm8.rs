@@ -605,7 +605,8 @@ fn tile_scalar(w: &[Decoded8], act: &PackedAct8, j: usize, c: usize) -> [[f32; 4
         for t in 0..c {
             let mut sum = 0.0f32;
             for b in 0..nb {
-                // Byte x of the pair-ordered block: group (x % 16) / 2 of its 128-element unit.
+                // Byte x of the block: group (x % 16) / 2 of its 128-element unit in pair order,
+                // (x % 16) / 4 of its 64-element unit in quad order.
                 let mut isum = 0i32;
                 for x in QK_K * b..QK_K * (b + 1) {
                     let g = if act.quad { (x / 64) * 4 + (x % 16) / 4 } else { (x / UNIT) * 8 + (x % 16) / 2 };
