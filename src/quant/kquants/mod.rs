@@ -64,7 +64,7 @@ pub static KERNELS: &[QuantKernels] = &[
 ];
 
 /// The types with a four-rows-interleaved form ([`crate::quant::r4`]).
-pub static R4: &[crate::quant::r4::R4Kernels] = &[q2_k::R4, q3_k::R4];
+pub static R4: &[crate::quant::r4::R4Kernels] = &[q2_k::R4, q3_k::R4, q4_k::R4, q6_k::R4];
 
 /// The types with an int8 prompt GEMM form (`gemm8`): codes `u = q + offset` ≤ `umax` (IQ2_S's
 /// from `iq2.rs`).
@@ -590,6 +590,55 @@ mod simd {
             s = s.add(1);
         }
         isum
+    }
+
+    /// The 16 signed group scales of four interleaved rows (`sc[q]`: groups 4q..4q+4 in rows-major
+    /// lanes 4r + i, as Q3_K's and Q6_K's R4 blocks hold them): stores group g's four scales, each
+    /// twice, at `scb[8g..8g+8]`, where an `i16x8_load_extend_i8x8` of them meets a product vector
+    /// whose i16 lanes 2r, 2r+1 belong to row r in one `i32x4.dot`. `dup` ([`r4_dup_masks`]) are
+    /// the swizzle masks of groups (4q, 4q+1) and (4q+2, 4q+3), passed in so that they stay in
+    /// registers.
+    ///
+    /// # Safety
+    /// `scb` must hold 128 bytes.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub unsafe fn r4_store_scales_g16(sc: [v128; 4], scb: *mut i8, dup: [v128; 2]) {
+        for (q, &v) in sc.iter().enumerate() {
+            v128_store(scb.add(32 * q) as *mut v128, i8x16_relaxed_swizzle(v, dup[0]));
+            v128_store(scb.add(32 * q + 16) as *mut v128, i8x16_relaxed_swizzle(v, dup[1]));
+        }
+    }
+
+    /// Per token, lane r = `Σ_g sc_r[g] · bsum[g]` for the scales `sc` as in
+    /// [`r4_store_scales_g16`] (`bsums[t]`: the block's 16 group sums of token t).
+    ///
+    /// # Safety
+    /// Each `bsums[t]` must hold 16 values.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub unsafe fn r4_scale_sums_g16<const NY: usize>(sc: [v128; 4], bsums: [*const i16; NY]) -> [v128; NY] {
+        // i16 lanes (row, i) against bsum[4q..4q+4] twice, then the two halves of each row added.
+        let (mut m01, mut m23) = ([i32x4_splat(0); NY], [i32x4_splat(0); NY]);
+        for (q, &v) in sc.iter().enumerate() {
+            let (lo, hi) = (i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v));
+            for t in 0..NY {
+                let b4 = v128_load64_splat(bsums[t].add(4 * q) as *const u64);
+                m01[t] = i32x4_add(m01[t], i32x4_dot_i16x8(lo, b4));
+                m23[t] = i32x4_add(m23[t], i32x4_dot_i16x8(hi, b4));
+            }
+        }
+        core::array::from_fn(|t| i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(m01[t], m23[t]), i32x4_shuffle::<1, 3, 5, 7>(m01[t], m23[t])))
+    }
+
+    /// The masks [`r4_store_scales_g16`] takes, opaque (kept in registers, see Q2_K's `vec_dot4`).
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub fn r4_dup_masks() -> [v128; 2] {
+        core::hint::black_box([
+            u8x16(0, 0, 4, 4, 8, 8, 12, 12, 1, 1, 5, 5, 9, 9, 13, 13),
+            u8x16(2, 2, 6, 6, 10, 10, 14, 14, 3, 3, 7, 7, 11, 11, 15, 15),
+        ])
     }
 
     /// Checks a row and its decoded buffers (`mins`: the type has mins); returns the block count.

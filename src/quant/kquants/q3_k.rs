@@ -104,7 +104,7 @@ mod simd {
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g16;
     #[cfg(target_feature = "relaxed-simd")]
-    use super::super::simd::{dot_3bit_relaxed, f16_lanes, rdot16};
+    use super::super::simd::{dot_3bit_relaxed, f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales_g16, rdot16};
     use crate::quant::simd::store_scaled16;
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::f16_at;
@@ -209,12 +209,7 @@ mod simd {
     pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q3_K, &a))[0];
         let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
-        // Opaque masks (kept in registers, see Q2_K's `vec_dot4`): the scale bytes of rows-major
-        // lanes 4r + i (scale 4q + i of row r), doubled per row, for i = 0, 1 and i = 2, 3.
-        let dup = core::hint::black_box([
-            u8x16(0, 0, 4, 4, 8, 8, 12, 12, 1, 1, 5, 5, 9, 9, 13, 13),
-            u8x16(2, 2, 6, 6, 10, 10, 14, 14, 3, 3, 7, 7, 11, 11, 15, 15),
-        ]);
+        let dup = r4_dup_masks();
         let mut scb = [0i8; 128];
         let scb = scb.as_mut_ptr();
         let mut acc = [f32x4_splat(0.0); NY];
@@ -236,21 +231,8 @@ mod simd {
                 v128_or(v128_and(u16x8_shr(s1, 4), m15), v128_and(u16x8_shr(s2, 2), m48)),
             ]
             .map(|v| i8x16_sub(v, i8x16_splat(32)));
-            // Lane r of summs = Σ_g sc_r[g] · bsum[g]: i16 lanes (row, i) against bsum[4q..4q+4]
-            // twice, then the two halves of each row added.
-            let (mut m01, mut m23) = ([i32x4_splat(0); NY], [i32x4_splat(0); NY]);
-            for (q, &v) in sc.iter().enumerate() {
-                let (lo, hi) = (i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v));
-                for t in 0..NY {
-                    let b4 = v128_load64_splat(acts[t].bsums.as_ptr().add(16 * b + 4 * q) as *const u64);
-                    m01[t] = i32x4_add(m01[t], i32x4_dot_i16x8(lo, b4));
-                    m23[t] = i32x4_add(m23[t], i32x4_dot_i16x8(hi, b4));
-                }
-                v128_store(scb.add(32 * q) as *mut v128, i8x16_relaxed_swizzle(v, dup[0]));
-                v128_store(scb.add(32 * q + 16) as *mut v128, i8x16_relaxed_swizzle(v, dup[1]));
-            }
-            let summs: [v128; NY] =
-                core::array::from_fn(|t| i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(m01[t], m23[t]), i32x4_shuffle::<1, 3, 5, 7>(m01[t], m23[t])));
+            r4_store_scales_g16(sc, scb, dup);
+            let summs = r4_scale_sums_g16(sc, acts.map(|a| a.bsums.as_ptr().add(16 * b)));
 
             let mut isum = [i32x4_splat(0); NY];
             // Opaque trip counts keep both loops loops (V8 spills a fully unrolled block).

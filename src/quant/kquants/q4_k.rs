@@ -17,8 +17,9 @@
 //!
 //! Dot with Q8_K: `Σ_blk d_a * (d * Σ_k sc_k * Σ q·a  -  dmin * Σ_k mn_k * (bsum_2k + bsum_2k+1))`.
 
-use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, k4_scales_mins, kernels, kernels8, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, dispatch_vec_dot4, k4_scales_mins, kernels, kernels8, KBlock, QuantKernels, QK_K};
 use crate::quant::gemm8::Kernels8;
+use crate::quant::r4::{Field, R4Kernels};
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 pub(super) const KERNELS_Q4K: QuantKernels = kernels::<K4<false>>(GgmlType::Q4_K, vec_dot_q4k, decode_q4k, sanitize);
@@ -73,6 +74,28 @@ fn sanitize(block: &mut [u8]) {
 
 dispatch_vec_dot!(vec_dot_q4k, simd::vec_dot_q4k, super::vec_dot_ref::<K4<false>>);
 dispatch_vec_dot!(vec_dot_q5k, simd::vec_dot_q5k, super::vec_dot_ref::<K4<true>>);
+/// Q4_K's four rows interleaved ([`crate::quant::r4`]), 576 bytes per block, in the order the
+/// kernel reads them:
+///
+/// | offset | bytes | field                                                          |
+/// |--------|-------|----------------------------------------------------------------|
+/// | 0      | 8     | `d` of row r at `2r`                                           |
+/// | 8      | 8     | `dmin` of row r at `2r`                                        |
+/// | 16     | 48    | packed scales word k (bytes 4k..4k+4) of row r at `16k + 4r`   |
+/// | 64     | 512   | `qs` word k of row r at `16k + 4r`                             |
+pub(super) const R4: R4Kernels = R4Kernels {
+    ty: GgmlType::Q4_K,
+    fields: &[
+        Field { off: 0, len: 2, gran: 2 },
+        Field { off: 2, len: 2, gran: 2 },
+        Field { off: 4, len: 12, gran: 4 },
+        Field { off: 16, len: 128, gran: 4 },
+    ],
+    vec_dot4,
+    vec_dot4_n,
+};
+
+dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4, GgmlType::Q4_K);
 dispatch_decode!(decode_q4k, simd::decode_row_q4k, K4<false>);
 dispatch_decode!(decode_q5k, simd::decode_row_q5k, K4<true>);
 dispatch_decode8!(decode8_q4k, simd::decode8_row_q4k, K4<false>, 0);
@@ -227,6 +250,98 @@ mod simd {
             acc = fold_block(acc, isum, dall, summs, dmin);
         }
         hsum_f32(acc)
+    }
+
+    /// Four interleaved Q4_K rows (the R4 layout above) · `NY` activation rows. `qs` vector
+    /// 8c + i holds bytes 4i..4i+4 of chunk c of each row: its low nibbles are elements
+    /// 64c + 4i .. +4 (sub-block 2c), its high nibbles the same elements of sub-block 2c + 1, each
+    /// against the token's activation word broadcast in one relaxed dot (i16 lanes 2r, 2r+1 belong
+    /// to row r). A sub-block's eight products add up in i16 (8 · 2 · 15 · 128 < 2¹⁵), then one
+    /// `i32x4.dot` with its four rows' scales puts row r's sum in lane r. The packed scales unpack
+    /// lane-wise for all four rows at once (as `k4_scales_mins`, rows-major lanes 4r + k). Codes
+    /// and scales are unpacked once for all `NY` tokens; each token's sums do not depend on `NY`.
+    ///
+    /// # Safety
+    /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+        use super::super::simd::{f16_lanes, r4_dup_masks};
+        const BB: usize = 144;
+        let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q4_K, &a))[0];
+        let m15 = u8x16_splat(15);
+        // Byte pairs (k, k) of rows-major lanes 4r + k: sub-blocks (4q, 4q + 1) and (4q + 2, 4q + 3).
+        let dup = r4_dup_masks();
+        let mut scb = [0u8; 64];
+        let scb = scb.as_mut_ptr();
+        let mut acc = [f32x4_splat(0.0); NY];
+        for b in 0..nb {
+            // SAFETY: check_rows4 guarantees nb R4 blocks of 4·144 bytes in `rows4` and nb·256
+            // activations, nb·8 scales and nb·16 group sums in every `acts[t]`; `scb` holds 8
+            // sub-blocks × 8.
+            let x = rows4.as_ptr().add(4 * BB * b);
+            let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * b));
+            // Packed bytes s_r[k], s_r[4 + k], s_r[8 + k] in lanes 4r + k of three vectors.
+            let s = [0, 1, 2].map(|k| v128_load(x.add(16 + 16 * k) as *const v128));
+            let (m63, top) = (u8x16_splat(63), u8x16_splat(0x30));
+            let sc = [
+                v128_and(s[0], m63),
+                v128_or(v128_and(s[2], m15), v128_and(u16x8_shr(s[0], 2), top)),
+            ];
+            let mn = [
+                v128_and(s[1], m63),
+                v128_or(v128_and(u16x8_shr(s[2], 4), m15), v128_and(u16x8_shr(s[1], 2), top)),
+            ];
+            for (q, &v) in sc.iter().enumerate() {
+                v128_store(scb.add(32 * q) as *mut v128, i8x16_relaxed_swizzle(v, dup[0]));
+                v128_store(scb.add(32 * q + 16) as *mut v128, i8x16_relaxed_swizzle(v, dup[1]));
+            }
+            // Mins: lane r = Σ_k mn_r[k] · (bsum[2k] + bsum[2k + 1]); i16 lanes (row, k) against
+            // the pair sums of sub-blocks 4q..4q+4 twice, then the two halves of each row added.
+            let summs: [v128; NY] = core::array::from_fn(|t| {
+                let bs = acts[t].bsums.as_ptr().add(16 * b) as *const v128;
+                let (b0, b1) = (v128_load(bs), v128_load(bs.add(1)));
+                let pair = i16x8_add(
+                    i16x8_shuffle::<0, 2, 4, 6, 8, 10, 12, 14>(b0, b1),
+                    i16x8_shuffle::<1, 3, 5, 7, 9, 11, 13, 15>(b0, b1),
+                );
+                let mut m01 = i32x4_splat(0);
+                let mut m23 = i32x4_splat(0);
+                for (q, &v) in mn.iter().enumerate() {
+                    let b4 = if q == 0 { i64x2_shuffle::<0, 0>(pair, pair) } else { i64x2_shuffle::<1, 1>(pair, pair) };
+                    m01 = i32x4_add(m01, i32x4_dot_i16x8(u16x8_extend_low_u8x16(v), b4));
+                    m23 = i32x4_add(m23, i32x4_dot_i16x8(u16x8_extend_high_u8x16(v), b4));
+                }
+                i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(m01, m23), i32x4_shuffle::<1, 3, 5, 7>(m01, m23))
+            });
+            let mut isum = [i32x4_splat(0); NY];
+            // An opaque trip count keeps the chunk loop a loop (V8 spills a fully unrolled block).
+            for c in 0..core::hint::black_box(4usize) {
+                let q = x.add(64 + 128 * c) as *const v128;
+                let mut p = [[i16x8_splat(0); 2]; NY];
+                for i in 0..8 {
+                    let v = v128_load(q.add(i));
+                    let (lo, hi) = (v128_and(v, m15), v128_and(u16x8_shr(v, 4), m15));
+                    for t in 0..NY {
+                        let a = a0[t].add(64 * c + 4 * i);
+                        p[t][0] = i16x8_add(p[t][0], rdot16(lo, v128_load32_splat(a as *const u32)));
+                        p[t][1] = i16x8_add(p[t][1], rdot16(hi, v128_load32_splat(a.add(32) as *const u32)));
+                    }
+                }
+                let s0 = u16x8_load_extend_u8x8(scb.add(16 * c));
+                let s1 = u16x8_load_extend_u8x8(scb.add(16 * c + 8));
+                for t in 0..NY {
+                    isum[t] = i32x4_add(isum[t], i32x4_add(i32x4_dot_i16x8(p[t][0], s0), i32x4_dot_i16x8(p[t][1], s1)));
+                }
+            }
+            let d = f16_lanes(u32x4_load_extend_u16x4(x as *const u16));
+            let dmin = f16_lanes(u32x4_load_extend_u16x4(x.add(8) as *const u16));
+            for t in 0..NY {
+                let da = v128_load32_splat(acts[t].d.as_ptr().add(8 * b) as *const u32);
+                acc[t] = fold_block(acc[t], isum[t], f32x4_mul(d, da), summs[t], f32x4_mul(dmin, da));
+            }
+        }
+        acc
     }
 
     /// Stores `sc_k | sc_k << 16` (k = 0..7, from bytes 0..7 of `scm`) as 8 i32 words.

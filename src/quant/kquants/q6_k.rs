@@ -15,8 +15,9 @@
 //! Dot with Q8_K: `Σ_blk d_a * d * Σ_g sc_g * Σ_l q·a`. The SIMD kernel uses `u = q + 32 ∈ 0..63`
 //! and subtracts `32 * Σ_g sc_g * bsum_g` per block.
 
-use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, kernels, kernels8, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, dispatch_vec_dot4, kernels, kernels8, KBlock, QuantKernels, QK_K};
 use crate::quant::gemm8::Kernels8;
+use crate::quant::r4::{Field, R4Kernels};
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 const BB: usize = 210;
@@ -60,6 +61,43 @@ fn sanitize(block: &mut [u8]) {
 }
 
 dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q6K>);
+/// Four rows interleaved ([`crate::quant::r4`]), 840 bytes per block, in the order the kernel
+/// reads them (quarter q = 2n + h: granules i = 4h..4h+4 of half n, i.e. elements
+/// 128n + 32t + 4i .. +4 for t = 0..3):
+///
+/// | offset      | bytes | field                                                        |
+/// |-------------|-------|--------------------------------------------------------------|
+/// | 0           | 64    | `scales` word k (groups 4k..4k+4) of row r at `16k + 4r`      |
+/// | 64          | 8     | `d` of row r at `2r`                                         |
+/// | 72 + 192q   | 64    | `ql` word 16n + i (bytes 64n + 4i..) of row r at `16(i − 4h) + 4r` |
+/// | +64         | 64    | `ql` word 16n + 8 + i (bytes 64n + 32 + 4i..), the same way   |
+/// | +128        | 64    | `qh` word 8n + i (bytes 32n + 4i..), the same way             |
+///
+/// A block read front to back streams from memory faster: with `ql` and `qh` as two fields the
+/// kernel ran 11.1 GB/s over a 65536 × 4096 matrix (Node) but 21.2 within the cache.
+pub(super) const R4: R4Kernels = R4Kernels {
+    ty: GgmlType::Q6_K,
+    fields: &[
+        Field { off: 192, len: 16, gran: 4 },
+        Field { off: 208, len: 2, gran: 2 },
+        Field { off: 0, len: 16, gran: 4 },
+        Field { off: 32, len: 16, gran: 4 },
+        Field { off: 128, len: 16, gran: 4 },
+        Field { off: 16, len: 16, gran: 4 },
+        Field { off: 48, len: 16, gran: 4 },
+        Field { off: 144, len: 16, gran: 4 },
+        Field { off: 64, len: 16, gran: 4 },
+        Field { off: 96, len: 16, gran: 4 },
+        Field { off: 160, len: 16, gran: 4 },
+        Field { off: 80, len: 16, gran: 4 },
+        Field { off: 112, len: 16, gran: 4 },
+        Field { off: 176, len: 16, gran: 4 },
+    ],
+    vec_dot4,
+    vec_dot4_n,
+};
+
+dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4, GgmlType::Q6_K);
 dispatch_decode!(decode, simd::decode_row, Q6K);
 dispatch_decode8!(decode8, simd::decode8_row, Q6K, 32);
 
@@ -105,6 +143,75 @@ mod simd {
             acc = fold_block(acc, isum, dall, summs, f32x4_mul(dall, f32x4_splat(32.0)));
         }
         hsum_f32(acc)
+    }
+
+    /// Four interleaved rows (the R4 layout above) · `NY` activation rows. Word k of `ql` vectors
+    /// 16n + i and 16n + 8 + i and of `qh` vector 8n + i hold elements 128n + 32t + 4i .. +4 of
+    /// each row for t = 0..3 (low nibbles for t < 2, high ones above; `qh` bits 2t, 2t + 1), so
+    /// these three vectors give four vectors of codes `u = q + 32` (≤ 63) with constant shifts,
+    /// each meeting the token's activation word broadcast in one relaxed dot (i16 lanes 2r, 2r+1
+    /// belong to row r; group 8n + 2t + i/4). Two granules add up in i16 (4 · 63 · 128 < 2¹⁵;
+    /// four would not), and `i32x4.dot` with the group's scales of the four rows
+    /// (`r4_scales_g16`) puts row r's sums in lane r: two per group of 16. The offset
+    /// comes back as `32 Σ_g sc_g bsum_g` per row. Codes and scales are unpacked once for all `NY`
+    /// tokens; each token's sums do not depend on `NY`.
+    ///
+    /// # Safety
+    /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+        use super::super::simd::{f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales_g16};
+        use super::super::simd::rdot16;
+        let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q6_K, &a))[0];
+        let (m15, m48) = (u8x16_splat(15), u8x16_splat(0x30));
+        let dup = r4_dup_masks();
+        let mut scb = [0i8; 128];
+        let scb = scb.as_mut_ptr();
+        let mut acc = [f32x4_splat(0.0); NY];
+        for b in 0..nb {
+            // SAFETY: check_rows4 guarantees nb R4 blocks of 4·210 bytes in `rows4` and nb·256
+            // activations, nb·8 scales and nb·16 group sums in every `acts[t]`; `scb` holds 16
+            // groups × 8.
+            let x = rows4.as_ptr().add(4 * BB * b);
+            let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * b));
+            let scales = || [0, 1, 2, 3].map(|q| v128_load(x.add(16 * q) as *const v128));
+            r4_store_scales_g16(scales(), scb, dup);
+            let summs = core::hint::black_box(r4_scale_sums_g16(scales(), acts.map(|a| a.bsums.as_ptr().add(16 * b))));
+            let mut isum = [i32x4_splat(0); NY];
+            // Quarter (n, h): granules i = 4h + k of half n, groups 8n + 2j + h. Opaque trip
+            // counts keep both loops loops (V8 hoists the loads of an unrolled block to its top
+            // and spills them).
+            for nh in 0..core::hint::black_box(4usize) {
+                let (n, h) = (nh >> 1, nh & 1);
+                let scale: [v128; 4] = core::array::from_fn(|j| i16x8_load_extend_i8x8(scb.add(8 * (8 * n + 2 * j + h))));
+                let quarter = x.add(72 + 192 * nh) as *const v128;
+                for k in 0..core::hint::black_box(4usize) {
+                    let i = 4 * h + k;
+                    let q = quarter.add(k);
+                    let (l0, l1, hb) = (v128_load(q), v128_load(q.add(4)), v128_load(q.add(8)));
+                    let u = [
+                        v128_or(v128_and(l0, m15), v128_and(u16x8_shl(hb, 4), m48)),
+                        v128_or(v128_and(l1, m15), v128_and(u16x8_shl(hb, 2), m48)),
+                        v128_or(v128_and(u16x8_shr(l0, 4), m15), v128_and(hb, m48)),
+                        v128_or(v128_and(u16x8_shr(l1, 4), m15), v128_and(u16x8_shr(hb, 2), m48)),
+                    ];
+                    for t in 0..NY {
+                        let a = a0[t].add(128 * n + 4 * i);
+                        for j in 0..4 {
+                            let p = rdot16(u[j], v128_load32_splat(a.add(32 * j) as *const u32));
+                            isum[t] = i32x4_add(isum[t], i32x4_dot_i16x8(p, scale[j]));
+                        }
+                    }
+                }
+            }
+            let d = f16_lanes(u32x4_load_extend_u16x4(x.add(64) as *const u16));
+            for t in 0..NY {
+                let dall = f32x4_mul(d, v128_load32_splat(acts[t].d.as_ptr().add(8 * b) as *const u32));
+                acc[t] = fold_block(acc[t], isum[t], dall, summs[t], f32x4_mul(dall, f32x4_splat(32.0)));
+            }
+        }
+        acc
     }
 
     /// `out(i/16, u)` for the 16 values `u` of elements `i..i+16`. Byte lanes are shifted as u16
