@@ -672,9 +672,9 @@ impl Model {
         Ok(model)
     }
 
-    /// Rearranges the layers' weight matrices of the types `which` picks into the four-rows-
-    /// interleaved layout ([`crate::quant::r4`], in place); returns how many. The LM head and the
-    /// embeddings stay plain (their rows are also read one by one). [`Model::from_store_role`]
+    /// Rearranges the layers' weight matrices and an untied LM head of the types `which` picks into
+    /// the four-rows-interleaved layout ([`crate::quant::r4`], in place); returns how many. The
+    /// embeddings (and a tied LM head, which is them) stay plain: their rows are gathered one by one. [`Model::from_store_role`]
     /// does this for the types where this build's R4 kernel is the faster one.
     pub fn interleave_weights(&mut self, which: impl Fn(crate::quant::GgmlType) -> bool) -> usize {
         let Some(part) = self.part.as_mut() else { return 0 };
@@ -696,7 +696,19 @@ impl Model {
                 }
             }
         }
+        // An untied LM head too (a quarter of the bytes a token reads in the 2-3 bit files); its
+        // rows a decision reads are un-interleaved where they are read (`clef::lm_rows`).
+        if let Some(w) = part.output.as_mut().filter(|_| !self.config.tied_output) {
+            if which(w.t.ty) && ops::interleave(&mut self.store, w, &mut scratch) {
+                done += 1;
+            }
+        }
         done
+    }
+
+    /// Whether this part's LM head is stored four rows interleaved ([`Model::interleave_weights`]).
+    pub fn lm_head_interleaved(&self) -> bool {
+        self.part.as_ref().and_then(|p| p.output.as_ref()).is_some_and(|w| w.r4)
     }
 
     /// Parses, allocates, copies and builds a model (or `role`'s part of it) from a complete GGUF file in memory.

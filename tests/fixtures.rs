@@ -324,7 +324,7 @@ fn f16_kv_cache_stays_close_to_f32() {
 }
 
 /// The four-rows-interleaved layout (`quant::r4`) changes where the bytes are, not the numbers:
-/// every fixture with a type that has the layout, its layer matrices interleaved, gives the plain
+/// every fixture with a type that has the layout, its layer matrices (and untied LM head) interleaved, gives the plain
 /// model's logits bit for bit in both precisions — the prompt (the GEMM un-interleaves its panels),
 /// and 8 greedy decode steps (natively `vec_dot4` runs the plain kernel per row; the wasm R4
 /// kernels are checked against the scalar reference in tests/kernels.rs and the model in wasm by
@@ -332,6 +332,7 @@ fn f16_kv_cache_stays_close_to_f32() {
 #[test]
 fn interleaved_weights_give_the_same_logits() {
     let mut checked = Vec::new();
+    let mut heads = 0;
     for (name, path) in models() {
         let file = std::fs::read(&path).unwrap();
         let plain = Model::from_bytes(&file).unwrap();
@@ -347,8 +348,18 @@ fn interleaved_weights_give_the_same_logits() {
             assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "{name} {prec:?}: logits differ");
             assert_eq!(at, bt, "{name} {prec:?}: greedy tokens differ");
         }
+        // The LM-head rows a decision reads come out of an interleaved head as they are stored.
+        if r4.lm_head_interleaved() {
+            let vocab = plain.config.n_vocab as u32;
+            let ids: Vec<u32> = [0, 1, 2, 3, 5, 6, 7, 9, vocab / 2, vocab - 5, vocab - 1].into_iter().filter(|&i| i < vocab).collect();
+            let ids = clef_web::clef::lm_rows::needed(ids);
+            let (a, b) = (clef_web::clef::lm_rows::rows_of_part(&plain, &ids), clef_web::clef::lm_rows::rows_of_part(&r4, &ids));
+            assert_eq!(a, b, "{name}: LM-head rows of the interleaved head");
+            heads += 1;
+        }
         checked.push(format!("{name} ({n} matrices)"));
     }
-    println!("interleaved: {checked:?}");
+    println!("interleaved: {checked:?}, {heads} LM heads");
     assert!(checked.iter().any(|c| c.starts_with("A-Q2_K")), "no Q2_K fixture was interleaved: {checked:?}");
+    assert!(heads > 0, "no fixture's LM head was interleaved");
 }

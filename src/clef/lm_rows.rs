@@ -67,14 +67,31 @@ fn lm_table(model: &Model) -> Option<(&TensorView, Range<usize>)> {
 /// This model part's rows of `ids` (those in its range; `None`: it holds no LM head).
 pub fn rows_of_part(model: &Model, ids: &[u32]) -> Option<RowsPart> {
     let (t, range) = lm_table(model)?;
-    let lin = Linear::new(t.clone());
+    let rb = Linear::new(t.clone()).row_bytes;
     let data = model.store.bytes(t);
+    // An interleaved head (`Model::interleave_weights`) holds each row inside its group of four:
+    // the group is un-interleaved once (ids are sorted, so a group's rows come together).
+    let r4 = crate::quant::r4::r4_kernels(t.ty).filter(|_| model.lm_head_interleaved());
+    let mut group: Option<(usize, Vec<u8>)> = None;
     let mut part = RowsPart { ty: t.ty, ids: Vec::new(), bytes: Vec::new() };
     for &id in ids {
         if range.contains(&(id as usize)) {
             let r = id as usize - range.start;
             part.ids.push(id);
-            part.bytes.extend_from_slice(&data[r * lin.row_bytes..(r + 1) * lin.row_bytes]);
+            match r4 {
+                None => part.bytes.extend_from_slice(&data[r * rb..(r + 1) * rb]),
+                Some(k4) => {
+                    let g = r / crate::quant::r4::R;
+                    if group.as_ref().is_none_or(|(at, _)| *at != g) {
+                        let mut plain = vec![0u8; crate::quant::r4::R * rb];
+                        crate::quant::r4::unpack_rows(k4, &data[g * plain.len()..(g + 1) * plain.len()], &mut plain);
+                        group = Some((g, plain));
+                    }
+                    let plain = &group.as_ref().expect("set above").1;
+                    let i = r % crate::quant::r4::R;
+                    part.bytes.extend_from_slice(&plain[i * rb..(i + 1) * rb]);
+                }
+            }
         }
     }
     Some(part)
