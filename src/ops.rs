@@ -118,12 +118,21 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
 /// * narrow, Q3_K: 31.3 / 34.5 / 38.6 against 34.9 / 34.9 / 35.0 → 16;
 /// * wide, Q2_K: 45.8 / 49.7 / 54.4 against 51.6 at all three → 20;
 /// * wide, Q3_K: 41.1 / 45.5 / 51.0 against 41.1 / 40.7 / 42.4 → 12.
+///
+/// Q4_K and Q6_K (session 24, a Zen 5 EPYC; GEMM against tiles at T tokens):
+/// * narrow, Q4_K: the tiles ahead at every T measured — 25.7 / 33.9 / 36.0 / 43.6 / 45.3 / 47.6
+///   at T = 4 / 8 / 16 / 32 / 64 / 128 against 49.8 / 49.4 / 47.1 / 48.0 / 48.3 / 50.4 → 64;
+/// * narrow, Q6_K: 32.3 / 39.3 / 41.1 at T = 8 / 12 / 16 against 38.1 / 41.0 / 39.9 → 16;
+/// * wide, Q4_K: 54.8 / 63.9 / 67.1 at T = 16 / 32 / 48 against 65.5 / 64.7 / 66.6 → 40;
+/// * wide, Q6_K: 43.3 / 47.9 / 49.7 at T = 16 / 20 / 24 against 47.1 / 46.6 / 45.2 → 20.
 pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
     let wide = quant::gemm8::profile() == quant::gemm8::Profile::Wide;
     match (ty, wide) {
-        (GgmlType::Q2_K, false) | (GgmlType::Q3_K, false) => 16,
-        (GgmlType::Q2_K, true) => 20,
+        (GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q6_K, false) => 16,
+        (GgmlType::Q2_K | GgmlType::Q6_K, true) => 20,
         (GgmlType::Q3_K, true) => 12,
+        (GgmlType::Q4_K, false) => 64,
+        (GgmlType::Q4_K, true) => 40,
         _ => gemm_min_tokens(ty),
     }
 }

@@ -145,16 +145,17 @@ mod simd {
         hsum_f32(acc)
     }
 
-    /// Four interleaved rows (the R4 layout above) · `NY` activation rows. Word k of `ql` vectors
-    /// 16n + i and 16n + 8 + i and of `qh` vector 8n + i hold elements 128n + 32t + 4i .. +4 of
-    /// each row for t = 0..3 (low nibbles for t < 2, high ones above; `qh` bits 2t, 2t + 1), so
-    /// these three vectors give four vectors of codes `u = q + 32` (≤ 63) with constant shifts,
-    /// each meeting the token's activation word broadcast in one relaxed dot (i16 lanes 2r, 2r+1
-    /// belong to row r; group 8n + 2t + i/4). Two granules add up in i16 (4 · 63 · 128 < 2¹⁵;
-    /// four would not), and `i32x4.dot` with the group's scales of the four rows
-    /// (`r4_scales_g16`) puts row r's sums in lane r: two per group of 16. The offset
-    /// comes back as `32 Σ_g sc_g bsum_g` per row. Codes and scales are unpacked once for all `NY`
-    /// tokens; each token's sums do not depend on `NY`.
+    /// Four interleaved rows (the R4 layout above) · `NY` activation rows. In quarter (n, h), word
+    /// k (i = 4h + k) of its two `ql` runs and its `qh` run holds elements 128n + 32t + 4i .. +4
+    /// of each row for t = 0..3 (`ql` run 0 for t = 0, 2, run 1 for t = 1, 3: low nibbles for
+    /// t < 2, high ones above; `qh` bits 2t, 2t + 1), so three vectors give four vectors of codes
+    /// `u = q + 32` (≤ 63) with constant shifts, each meeting the token's activation word
+    /// broadcast in one relaxed dot (i16 lanes 2r, 2r+1 belong to row r; group 8n + 2t + h).
+    /// Each product vector goes straight into an `i32x4.dot` with its group's scales of the four
+    /// rows (`r4_store_scales_g16`), row r's sums in lane r: two could be summed in i16 first
+    /// (4 · 63 · 128 < 2¹⁵), but every such variant ran slower (V8 spilled the accumulators). The
+    /// offset comes back as `32 Σ_g sc_g bsum_g` per row. Codes and scales are unpacked once for
+    /// all `NY` tokens; each token's sums do not depend on `NY`.
     ///
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
@@ -177,7 +178,7 @@ mod simd {
             let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * b));
             let scales = || [0, 1, 2, 3].map(|q| v128_load(x.add(16 * q) as *const v128));
             r4_store_scales_g16(scales(), scb, dup);
-            let summs = core::hint::black_box(r4_scale_sums_g16(scales(), acts.map(|a| a.bsums.as_ptr().add(16 * b))));
+            let summs = r4_scale_sums_g16(scales(), acts.map(|a| a.bsums.as_ptr().add(16 * b)));
             let mut isum = [i32x4_splat(0); NY];
             // Quarter (n, h): granules i = 4h + k of half n, groups 8n + 2j + h. Opaque trip
             // counts keep both loops loops (V8 hoists the loads of an unrolled block to its top
