@@ -615,6 +615,7 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
             ("timings", timings),
             ("touch_ahead", touch_report_json()),
             ("gemm_dot", gemm_dot_report_json()),
+            ("r4_form", trial_report_json(crate::ops::r4_form_report(), ["second", "gbps_first", "gbps_second"])),
         ]));
     } else {
         host.out(&tail);

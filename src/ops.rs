@@ -197,7 +197,21 @@ pub fn matmul_rows(
     if w.r4 && t_count < gemm_min_tokens_r4(ty) {
         // Four rows per kernel call and up to four tokens: each group read from memory once.
         let k4 = quant::r4::r4_kernels(ty).expect("R4 kernels");
-        quant::r4::matmul_tiles(k4, data, w.row_bytes, rows, &s.act, y, n_out);
+        let bytes = rows.len() * w.row_bytes;
+        let Some(alt) = k4.alt else {
+            quant::r4::matmul_tiles(k4, data, w.row_bytes, rows, &s.act, y, n_out);
+            return;
+        };
+        let plan = R4_FORM.lock().unwrap_or_else(|e| e.into_inner()).plan(ty, false, t_count == 1 && bytes >= R4_TRIAL_MIN_BYTES);
+        match plan {
+            Plan::Fixed(b) => quant::r4::matmul_tiles(if b { alt } else { k4 }, data, w.row_bytes, rows, &s.act, y, n_out),
+            Plan::Trial(b) => {
+                let t0 = crate::bench::now_ms();
+                quant::r4::matmul_tiles(if b { alt } else { k4 }, data, w.row_bytes, rows, &s.act, y, n_out);
+                let ms = crate::bench::now_ms() - t0;
+                R4_FORM.lock().unwrap_or_else(|e| e.into_inner()).record(ty, b, false, bytes as f64, ms);
+            }
+        }
         return;
     }
     if !w.r4 && t_count < gemm_min_tokens(ty) {
@@ -400,6 +414,22 @@ pub enum GemmDot {
 /// [`GEMM_TRIAL_MIN_MACS`], rated in G multiply-adds a second; a 9B file's layer types are settled
 /// within its first 128-token prompt pass.
 static GEMM_DOT: std::sync::Mutex<(GemmDot, Trial)> = std::sync::Mutex::new((GemmDot::Auto, Trial::new()));
+
+/// **Which form of an interleaved type's decode kernel** ([`quant::r4::R4Kernels::alt`]) is
+/// chosen per instance by timing ([`crate::tune`]): both give the same results bit for bit, and
+/// which is faster depends on the engine's code generator (Q6_K's i16 pair sums: 20.6–20.8 against
+/// 19.0 GB/s in Chromium 156, 15.9 against 20.9 in Node 20). Timed: one-token products of at least
+/// [`R4_TRIAL_MIN_BYTES`] of weights, rated in bytes a second; the first is the prior.
+static R4_FORM: std::sync::Mutex<Trial> = std::sync::Mutex::new(Trial::new());
+
+/// Decode products smaller than this (weight bytes) are not timed for [`R4_FORM`].
+pub const R4_TRIAL_MIN_BYTES: usize = 1 << 20;
+
+/// Per interleaved type with two kernel forms that has been tried: (type, decided the second,
+/// median GB/s with the first, with the second) (`clef generate --json` reports it).
+pub fn r4_form_report() -> Vec<(GgmlType, Option<bool>, f64, f64)> {
+    R4_FORM.lock().unwrap_or_else(|e| e.into_inner()).report()
+}
 
 /// Prompt calls smaller than this (multiply-adds) are not timed.
 pub const GEMM_TRIAL_MIN_MACS: usize = 1 << 26;

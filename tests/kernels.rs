@@ -486,6 +486,7 @@ fn four_row_tiles_equal_one_token_at_a_time() {
     use clef_web::quant::r4;
     let mut rng = Rng(0x7111_e5e5_0000_4444);
     let mut checked = 0;
+    let mut alts = 0;
     for ty in GgmlType::ALL {
         let Some(k4) = r4::r4_kernels(ty) else { continue };
         let k = kernels(ty).unwrap();
@@ -507,10 +508,23 @@ fn four_row_tiles_equal_one_token_at_a_time() {
                 (0..groups).map(|g| acts.iter().map(|&a| (k4.vec_dot4)(&data[g * 4 * rb..(g + 1) * 4 * rb], a)).collect()).collect();
             for (g, want) in one.iter().enumerate() {
                 let c = tokens.min(r4::MAX_TOKENS);
+                let group = &data[g * 4 * rb..(g + 1) * 4 * rb];
                 let mut many = vec![[f32::NAN; 4]; c];
-                (k4.vec_dot4_n)(&data[g * 4 * rb..(g + 1) * 4 * rb], &acts[..c], &mut many);
+                (k4.vec_dot4_n)(group, &acts[..c], &mut many);
                 for (t, (m, o)) in many.iter().zip(want).enumerate() {
                     assert_eq!(m.map(f32::to_bits), o.map(f32::to_bits), "{ty}: group {g}, token {t} of {c}");
+                }
+                // A second form of the kernels (chosen by timing in `ops`) gives the same bits.
+                if let Some(alt) = k4.alt {
+                    assert!(alt.ty == ty && alt.alt.is_none(), "{ty}: the second form");
+                    assert!(alt.fields.iter().zip(k4.fields).all(|(a, b)| (a.off, a.len, a.gran) == (b.off, b.len, b.gran)) && alt.fields.len() == k4.fields.len());
+                    let mut many = vec![[f32::NAN; 4]; c];
+                    (alt.vec_dot4_n)(group, &acts[..c], &mut many);
+                    for (t, (m, o)) in many.iter().zip(want).enumerate() {
+                        assert_eq!(m.map(f32::to_bits), o.map(f32::to_bits), "{ty}: second form, group {g}, token {t} of {c}");
+                        assert_eq!((alt.vec_dot4)(group, acts[t]).map(f32::to_bits), o.map(f32::to_bits), "{ty}: second form, one token");
+                    }
+                    alts += 1;
                 }
             }
             let n_out = groups * 4;
@@ -526,6 +540,7 @@ fn four_row_tiles_equal_one_token_at_a_time() {
         checked += 1;
     }
     assert!(checked >= 2, "no R4 type checked");
+    assert!(alts > 0, "no second R4 form checked");
 }
 
 /// The decode matvec (`ops::rows_outer`), for every quantized type: without touching ahead, or for

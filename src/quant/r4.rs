@@ -44,6 +44,9 @@ pub struct R4Kernels {
     /// `out[t] = vec_dot4(rows4, acts[t])` for up to [`MAX_TOKENS`] activation rows, bit for bit:
     /// the rows' codes and scales are unpacked once for all of them (a few tokens of a prompt).
     pub vec_dot4_n: fn(rows4: &[u8], acts: &[Q8<'_>], out: &mut [[f32; 4]]),
+    /// A second form of the same kernels (same `ty` and `fields`), equal bit for bit, that some
+    /// engines' code generators run faster (Q6_K); `ops` picks one per instance by timing.
+    pub alt: Option<&'static R4Kernels>,
 }
 
 /// The most activation rows one [`R4Kernels::vec_dot4_n`] call takes.

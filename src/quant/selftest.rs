@@ -215,5 +215,15 @@ fn check_r4(k: &QuantKernels, k4: &r4::R4Kernels, row: &[u8], x: &[f32], check: 
         if !same {
             check.decode_mismatches += 1;
         }
+        // The second form, where the type has one: the same results bit for bit.
+        if let Some(alt) = k4.alt {
+            many.iter_mut().for_each(|o| *o = [f32::NAN; r4::R]);
+            (alt.vec_dot4_n)(&rows4, &acts[..c], &mut many[..c]);
+            let same_n = many[..c].iter().zip(&one).all(|(m, o)| m.iter().zip(o).all(|(p, q)| p.to_bits() == q.to_bits()));
+            let same_1 = acts[..c].iter().zip(&one).all(|(&a, o)| (alt.vec_dot4)(&rows4, a).iter().zip(o).all(|(p, q)| p.to_bits() == q.to_bits()));
+            if !same_n || !same_1 || alt.ty != k4.ty || alt.fields.len() != k4.fields.len() {
+                check.decode_mismatches += 1;
+            }
+        }
     }
 }

@@ -93,6 +93,7 @@ pub(super) const R4: R4Kernels = R4Kernels {
     ],
     vec_dot4,
     vec_dot4_n,
+    alt: None,
 };
 
 dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4, GgmlType::Q4_K);

@@ -75,29 +75,32 @@ dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q6K>);
 ///
 /// A block read front to back streams from memory faster: with `ql` and `qh` as two fields the
 /// kernel ran 11.1 GB/s over a 65536 × 4096 matrix (Node) but 21.2 within the cache.
-pub(super) const R4: R4Kernels = R4Kernels {
-    ty: GgmlType::Q6_K,
-    fields: &[
-        Field { off: 192, len: 16, gran: 4 },
-        Field { off: 208, len: 2, gran: 2 },
-        Field { off: 0, len: 16, gran: 4 },
-        Field { off: 32, len: 16, gran: 4 },
-        Field { off: 128, len: 16, gran: 4 },
-        Field { off: 16, len: 16, gran: 4 },
-        Field { off: 48, len: 16, gran: 4 },
-        Field { off: 144, len: 16, gran: 4 },
-        Field { off: 64, len: 16, gran: 4 },
-        Field { off: 96, len: 16, gran: 4 },
-        Field { off: 160, len: 16, gran: 4 },
-        Field { off: 80, len: 16, gran: 4 },
-        Field { off: 112, len: 16, gran: 4 },
-        Field { off: 176, len: 16, gran: 4 },
-    ],
-    vec_dot4,
-    vec_dot4_n,
-};
+pub(super) const R4: R4Kernels = R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4, vec_dot4_n, alt: Some(&R4_PAIRS) };
+
+/// The same with a quarter's products summed in i16 two at a time before each `i32x4.dot`
+/// (`simd::vec_dot4_pairs`): Chromium 156 runs it faster, Node 20 slower (BENCHMARKS.md).
+const R4_PAIRS: R4Kernels =
+    R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4: vec_dot4_pairs, vec_dot4_n: vec_dot4_n_pairs, alt: None };
+
+const FIELDS: &[Field] = &[
+    Field { off: 192, len: 16, gran: 4 },
+    Field { off: 208, len: 2, gran: 2 },
+    Field { off: 0, len: 16, gran: 4 },
+    Field { off: 32, len: 16, gran: 4 },
+    Field { off: 128, len: 16, gran: 4 },
+    Field { off: 16, len: 16, gran: 4 },
+    Field { off: 48, len: 16, gran: 4 },
+    Field { off: 144, len: 16, gran: 4 },
+    Field { off: 64, len: 16, gran: 4 },
+    Field { off: 96, len: 16, gran: 4 },
+    Field { off: 160, len: 16, gran: 4 },
+    Field { off: 80, len: 16, gran: 4 },
+    Field { off: 112, len: 16, gran: 4 },
+    Field { off: 176, len: 16, gran: 4 },
+];
 
 dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4, GgmlType::Q6_K);
+dispatch_vec_dot4!(vec_dot4_pairs, vec_dot4_n_pairs, simd::vec_dot4_pairs, GgmlType::Q6_K);
 dispatch_decode!(decode, simd::decode_row, Q6K);
 dispatch_decode8!(decode8, simd::decode8_row, Q6K, 32);
 
@@ -152,8 +155,9 @@ mod simd {
     /// `u = q + 32` (≤ 63) with constant shifts, each meeting the token's activation word
     /// broadcast in one relaxed dot (i16 lanes 2r, 2r+1 belong to row r; group 8n + 2t + h).
     /// Each product vector goes straight into an `i32x4.dot` with its group's scales of the four
-    /// rows (`r4_store_scales_g16`), row r's sums in lane r: two could be summed in i16 first
-    /// (4 · 63 · 128 < 2¹⁵), but every such variant ran slower (V8 spilled the accumulators). The
+    /// rows (`r4_store_scales_g16`), row r's sums in lane r; two could be summed in i16 first
+    /// (4 · 63 · 128 < 2¹⁵): [`vec_dot4_pairs`], faster in Chromium 156, slower in Node 20 (its
+    /// V8 spills the accumulators); `ops` times both. The
     /// offset comes back as `32 Σ_g sc_g bsum_g` per row. Codes and scales are unpacked once for
     /// all `NY` tokens; each token's sums do not depend on `NY`.
     ///
@@ -162,6 +166,23 @@ mod simd {
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
     pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+        vec_dot4_form::<false, NY>(rows4, acts)
+    }
+
+    /// [`vec_dot4`] with two granules' products summed in i16 before each `i32x4.dot`: the same
+    /// integers, so the same results bit for bit.
+    ///
+    /// # Safety
+    /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot4_pairs<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+        vec_dot4_form::<true, NY>(rows4, acts)
+    }
+
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn vec_dot4_form<const PAIRS: bool, const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
         use super::super::simd::{f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales_g16};
         use super::super::simd::rdot16;
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q6_K, &a))[0];
@@ -187,21 +208,42 @@ mod simd {
                 let (n, h) = (nh >> 1, nh & 1);
                 let scale: [v128; 4] = core::array::from_fn(|j| i16x8_load_extend_i8x8(scb.add(8 * (8 * n + 2 * j + h))));
                 let quarter = x.add(72 + 192 * nh) as *const v128;
-                for k in 0..core::hint::black_box(4usize) {
-                    let i = 4 * h + k;
+                // The four code vectors of word k of the quarter (elements 128n + 32j + 4i .., i = 4h + k).
+                let codes = |k: usize| {
                     let q = quarter.add(k);
                     let (l0, l1, hb) = (v128_load(q), v128_load(q.add(4)), v128_load(q.add(8)));
-                    let u = [
+                    [
                         v128_or(v128_and(l0, m15), v128_and(u16x8_shl(hb, 4), m48)),
                         v128_or(v128_and(l1, m15), v128_and(u16x8_shl(hb, 2), m48)),
                         v128_or(v128_and(u16x8_shr(l0, 4), m15), v128_and(hb, m48)),
                         v128_or(v128_and(u16x8_shr(l1, 4), m15), v128_and(u16x8_shr(hb, 2), m48)),
-                    ];
-                    for t in 0..NY {
-                        let a = a0[t].add(128 * n + 4 * i);
-                        for j in 0..4 {
-                            let p = rdot16(u[j], v128_load32_splat(a.add(32 * j) as *const u32));
-                            isum[t] = i32x4_add(isum[t], i32x4_dot_i16x8(p, scale[j]));
+                    ]
+                };
+                let word = |t: usize, k: usize, j: usize| v128_load32_splat(a0[t].add(128 * n + 4 * (4 * h + k) + 32 * j) as *const u32);
+                if PAIRS {
+                    for kk in 0..core::hint::black_box(2usize) {
+                        let mut p = [[i16x8_splat(0); 4]; NY];
+                        for k in [2 * kk, 2 * kk + 1] {
+                            let u = codes(k);
+                            for (t, pt) in p.iter_mut().enumerate() {
+                                for j in 0..4 {
+                                    pt[j] = i16x8_add(pt[j], rdot16(u[j], word(t, k, j)));
+                                }
+                            }
+                        }
+                        for t in 0..NY {
+                            for j in 0..4 {
+                                isum[t] = i32x4_add(isum[t], i32x4_dot_i16x8(p[t][j], scale[j]));
+                            }
+                        }
+                    }
+                } else {
+                    for k in 0..core::hint::black_box(4usize) {
+                        let u = codes(k);
+                        for t in 0..NY {
+                            for j in 0..4 {
+                                isum[t] = i32x4_add(isum[t], i32x4_dot_i16x8(rdot16(u[j], word(t, k, j)), scale[j]));
+                            }
                         }
                     }
                 }
