@@ -74,6 +74,7 @@ fn sanitize(block: &mut [u8]) {
 
 dispatch_vec_dot!(vec_dot_q4k, simd::vec_dot_q4k, super::vec_dot_ref::<K4<false>>);
 dispatch_vec_dot!(vec_dot_q5k, simd::vec_dot_q5k, super::vec_dot_ref::<K4<true>>);
+
 /// Q4_K's four rows interleaved ([`crate::quant::r4`]), 576 bytes per block, in the order the
 /// kernel reads them:
 ///

@@ -240,9 +240,9 @@ mod simd {
                 } else {
                     for k in 0..core::hint::black_box(4usize) {
                         let u = codes(k);
-                        for t in 0..NY {
+                        for (t, it) in isum.iter_mut().enumerate() {
                             for j in 0..4 {
-                                isum[t] = i32x4_add(isum[t], i32x4_dot_i16x8(rdot16(u[j], word(t, k, j)), scale[j]));
+                                *it = i32x4_add(*it, i32x4_dot_i16x8(rdot16(u[j], word(t, k, j)), scale[j]));
                             }
                         }
                     }
