@@ -203,45 +203,34 @@ pub fn matmul_rows(
             return;
         };
         let plan = R4_FORM.lock().unwrap_or_else(|e| e.into_inner()).plan(ty, false, t_count == 1 && bytes >= R4_TRIAL_MIN_BYTES);
-        match plan {
-            Plan::Fixed(b) => quant::r4::matmul_tiles(if b { alt } else { k4 }, data, w.row_bytes, rows, &s.act, y, n_out),
-            Plan::Trial(b) => {
-                let t0 = crate::bench::now_ms();
-                quant::r4::matmul_tiles(if b { alt } else { k4 }, data, w.row_bytes, rows, &s.act, y, n_out);
-                let ms = crate::bench::now_ms() - t0;
-                R4_FORM.lock().unwrap_or_else(|e| e.into_inner()).record(ty, b, false, bytes as f64, ms);
-            }
-        }
+        plan.run(
+            |b| quant::r4::matmul_tiles(if b { alt } else { k4 }, data, w.row_bytes, rows, &s.act, y, n_out),
+            |b, ms| R4_FORM.lock().unwrap_or_else(|e| e.into_inner()).record(ty, b, false, bytes as f64, ms),
+        );
         return;
     }
     if !w.r4 && t_count < gemm_min_tokens(ty) {
         let bytes = rows.len() * w.row_bytes;
-        match touch_plan(ty, t_count, bytes) {
-            Plan::Fixed(ahead) => rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, ahead),
-            Plan::Trial(ahead) => {
-                let t0 = crate::bench::now_ms();
-                rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, ahead);
-                touch_record(ty, ahead, bytes, crate::bench::now_ms() - t0);
-            }
-        }
+        touch_plan(ty, t_count, bytes).run(
+            |ahead| rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, ahead),
+            |ahead, ms| touch_record(ty, ahead, bytes, ms),
+        );
         return;
     }
     // Panels of rows, each decoded once and multiplied with every token.
     // f64: a 12288-row matrix over 128 tokens is 6.4e9 multiply-adds, past wasm32's usize.
     let macs = rows.len() as f64 * n_in as f64 * t_count as f64;
-    match gemm_dot_plan(ty, t_count, macs) {
-        Plan::Fixed(quads) => gemm::prompt_rows(k, rows4, rows, &s.act, &mut s.prompt, y, n_out, quads),
-        Plan::Trial(quads) => {
-            let t0 = crate::bench::now_ms();
-            gemm::prompt_rows(k, rows4, rows, &s.act, &mut s.prompt, y, n_out, quads);
+    gemm_dot_plan(ty, t_count, macs).run(
+        |quads| gemm::prompt_rows(k, rows4, rows, &s.act, &mut s.prompt, y, n_out, quads),
+        |quads, ms| {
             let mut t = GEMM_DOT.lock().unwrap_or_else(|e| e.into_inner());
-            t.1.record(ty, quads, false, macs, crate::bench::now_ms() - t0);
+            t.1.record(ty, quads, false, macs, ms);
             // Settled on quads: check the kernels again, now in V8's optimizing tier.
             if t.1.decided(ty) == Some(true) && !gemm8::recheck_quad_add() {
                 t.1 = Trial::new();
             }
-        }
-    }
+        },
+    );
 }
 
 /// Elements per kernel call when the decode matvec touches ahead ([`rows_outer`]).

@@ -28,6 +28,21 @@ pub enum Plan {
     Trial(bool),
 }
 
+impl Plan {
+    /// Runs `f` with this plan's choice; a trial call is timed, and `record` gets the choice and
+    /// the milliseconds it took.
+    pub fn run(self, f: impl FnOnce(bool), record: impl FnOnce(bool, f64)) {
+        match self {
+            Plan::Fixed(b) => f(b),
+            Plan::Trial(b) => {
+                let t0 = crate::bench::now_ms();
+                f(b);
+                record(b, crate::bench::now_ms() - t0);
+            }
+        }
+    }
+}
+
 /// One per-type A/B trial (variant A = `false`, B = `true`).
 pub struct Trial {
     /// Per type: `Some(b)` once decided.

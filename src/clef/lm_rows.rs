@@ -67,7 +67,7 @@ fn lm_table(model: &Model) -> Option<(&TensorView, Range<usize>)> {
 /// This model part's rows of `ids` (those in its range; `None`: it holds no LM head).
 pub fn rows_of_part(model: &Model, ids: &[u32]) -> Option<RowsPart> {
     let (t, range) = lm_table(model)?;
-    let rb = Linear::new(t.clone()).row_bytes;
+    let rb = t.ty.row_bytes(t.rows_cols().1);
     let data = model.store.bytes(t);
     // An interleaved head (`Model::interleave_weights`) holds each row inside its group of four:
     // the group is un-interleaved once (ids are sorted, so a group's rows come together).

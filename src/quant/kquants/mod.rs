@@ -592,18 +592,18 @@ mod simd {
         isum
     }
 
-    /// The 16 signed group scales of four interleaved rows (`sc[q]`: groups 4q..4q+4 in rows-major
-    /// lanes 4r + i, as Q3_K's and Q6_K's R4 blocks hold them): stores group g's four scales, each
-    /// twice, at `scb[8g..8g+8]`, where an `i16x8_load_extend_i8x8` of them meets a product vector
-    /// whose i16 lanes 2r, 2r+1 belong to row r in one `i32x4.dot`. `dup` ([`r4_dup_masks`]) are
-    /// the swizzle masks of groups (4q, 4q+1) and (4q+2, 4q+3), passed in so that they stay in
-    /// registers.
+    /// The group scales of four interleaved rows, as bytes (`sc[q]`: groups 4q..4q+4 in
+    /// rows-major lanes 4r + i: Q3_K's and Q6_K's 16 signed scales, Q4_K's 8 sub-block scales):
+    /// stores group g's four scales, each twice, at `scb[8g..8g+8]`, where an 8-byte extending
+    /// load of them meets a product vector whose i16 lanes 2r, 2r+1 belong to row r in one
+    /// `i32x4.dot`. `dup` ([`r4_dup_masks`]) are the swizzle masks of groups (4q, 4q+1) and
+    /// (4q+2, 4q+3), passed in so that they stay in registers.
     ///
     /// # Safety
-    /// `scb` must hold 128 bytes.
+    /// `scb` must hold 32·N bytes.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    pub unsafe fn r4_store_scales_g16(sc: [v128; 4], scb: *mut i8, dup: [v128; 2]) {
+    pub unsafe fn r4_store_scales<const N: usize>(sc: [v128; N], scb: *mut i8, dup: [v128; 2]) {
         for (q, &v) in sc.iter().enumerate() {
             v128_store(scb.add(32 * q) as *mut v128, i8x16_relaxed_swizzle(v, dup[0]));
             v128_store(scb.add(32 * q + 16) as *mut v128, i8x16_relaxed_swizzle(v, dup[1]));
@@ -611,7 +611,7 @@ mod simd {
     }
 
     /// Per token, lane r = `Σ_g sc_r[g] · bsum[g]` for the scales `sc` as in
-    /// [`r4_store_scales_g16`] (`bsums[t]`: the block's 16 group sums of token t).
+    /// [`r4_store_scales`] (`bsums[t]`: the block's 16 group sums of token t).
     ///
     /// # Safety
     /// Each `bsums[t]` must hold 16 values.
@@ -631,7 +631,7 @@ mod simd {
         core::array::from_fn(|t| i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(m01[t], m23[t]), i32x4_shuffle::<1, 3, 5, 7>(m01[t], m23[t])))
     }
 
-    /// The masks [`r4_store_scales_g16`] takes, opaque (kept in registers, see Q2_K's `vec_dot4`).
+    /// The masks [`r4_store_scales`] takes, opaque (kept in registers, see Q2_K's `vec_dot4`).
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     pub fn r4_dup_masks() -> [v128; 2] {

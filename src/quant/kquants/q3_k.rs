@@ -105,7 +105,7 @@ mod simd {
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g16;
     #[cfg(target_feature = "relaxed-simd")]
-    use super::super::simd::{dot_3bit_relaxed, f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales_g16, rdot16};
+    use super::super::simd::{dot_3bit_relaxed, f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales, rdot16};
     use crate::quant::simd::store_scaled16;
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::f16_at;
@@ -232,7 +232,7 @@ mod simd {
                 v128_or(v128_and(u16x8_shr(s1, 4), m15), v128_and(u16x8_shr(s2, 2), m48)),
             ]
             .map(|v| i8x16_sub(v, i8x16_splat(32)));
-            r4_store_scales_g16(sc, scb, dup);
+            r4_store_scales(sc, scb, dup);
             let summs = r4_scale_sums_g16(sc, acts.map(|a| a.bsums.as_ptr().add(16 * b)));
 
             let mut isum = [i32x4_splat(0); NY];

@@ -268,7 +268,7 @@ mod simd {
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
     pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
-        use super::super::simd::{f16_lanes, r4_dup_masks};
+        use super::super::simd::{f16_lanes, r4_dup_masks, r4_store_scales};
         const BB: usize = 144;
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q4_K, &a))[0];
         let m15 = u8x16_splat(15);
@@ -294,10 +294,7 @@ mod simd {
                 v128_and(s[1], m63),
                 v128_or(v128_and(u16x8_shr(s[2], 4), m15), v128_and(u16x8_shr(s[1], 2), top)),
             ];
-            for (q, &v) in sc.iter().enumerate() {
-                v128_store(scb.add(32 * q) as *mut v128, i8x16_relaxed_swizzle(v, dup[0]));
-                v128_store(scb.add(32 * q + 16) as *mut v128, i8x16_relaxed_swizzle(v, dup[1]));
-            }
+            r4_store_scales(sc, scb as *mut i8, dup);
             // Mins: lane r = Σ_k mn_r[k] · (bsum[2k] + bsum[2k + 1]); i16 lanes (row, k) against
             // the pair sums of sub-blocks 4q..4q+4 twice, then the two halves of each row added.
             let summs: [v128; NY] = core::array::from_fn(|t| {

@@ -155,7 +155,7 @@ mod simd {
     /// `u = q + 32` (≤ 63) with constant shifts, each meeting the token's activation word
     /// broadcast in one relaxed dot (i16 lanes 2r, 2r+1 belong to row r; group 8n + 2t + h).
     /// Each product vector goes straight into an `i32x4.dot` with its group's scales of the four
-    /// rows (`r4_store_scales_g16`), row r's sums in lane r; two could be summed in i16 first
+    /// rows (`r4_store_scales`), row r's sums in lane r; two could be summed in i16 first
     /// (4 · 63 · 128 < 2¹⁵): [`vec_dot4_pairs`], faster in Chromium 156, slower in Node 20 (its
     /// V8 spills the accumulators); `ops` times both. The
     /// offset comes back as `32 Σ_g sc_g bsum_g` per row. Codes and scales are unpacked once for
@@ -183,7 +183,7 @@ mod simd {
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     unsafe fn vec_dot4_form<const PAIRS: bool, const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
-        use super::super::simd::{f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales_g16};
+        use super::super::simd::{f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales};
         use super::super::simd::rdot16;
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q6_K, &a))[0];
         let (m15, m48) = (u8x16_splat(15), u8x16_splat(0x30));
@@ -198,7 +198,7 @@ mod simd {
             let x = rows4.as_ptr().add(4 * BB * b);
             let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * b));
             let scales = || [0, 1, 2, 3].map(|q| v128_load(x.add(16 * q) as *const v128));
-            r4_store_scales_g16(scales(), scb, dup);
+            r4_store_scales(scales(), scb, dup);
             let summs = r4_scale_sums_g16(scales(), acts.map(|a| a.bsums.as_ptr().add(16 * b)));
             let mut isum = [i32x4_splat(0); NY];
             // Quarter (n, h): granules i = 4h + k of half n, groups 8n + 2j + h. Opaque trip
