@@ -307,33 +307,38 @@ fn int8_gemm_agrees_on_random_and_extreme_blocks() {
                 (k.sanitize)(blk);
             }
             quantize_q8(ty.act_kind(), &x, n, &mut act);
-            // Both profiles' tile widths (gemm8::Profile), alternating by case.
-            packed.pack_tiles(&act, if case % 2 == 0 { 2 } else { 4 });
-            let mut y = vec![f32::NAN; tokens * (rows + 1)];
-            gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
-            let mut w = vec![0.0f32; n];
-            for (r, row) in data.chunks_exact(ty.row_bytes(n)).enumerate() {
-                (k.dequantize)(row, &mut w);
-                for t in 0..tokens {
-                    let a = act.row(t);
-                    let exact: f64 = (0..n).map(|i| w[i] as f64 * a.value(i) as f64).sum();
-                    let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
-                    let got = y[1 + t * (rows + 1) + r];
-                    let err = (got as f64 - exact).abs() / scale;
-                    assert!(err < 2e-6, "{ty} case {case} ({rows} rows × {tokens} tokens × {n}): row {r} token {t}: {got} vs {exact}");
+            // Both profiles' tile widths (gemm8::Profile), alternating by case; an offset type's
+            // min terms folded into the integer sums (what the engine runs) and not.
+            let tile = if case % 2 == 0 { 2 } else { 4 };
+            let folds = if k8.fold().is_some() { vec![k8.fold(), None] } else { vec![None] };
+            for fold in folds {
+                packed.pack_ordered(&act, tile, false, fold);
+                let mut y = vec![f32::NAN; tokens * (rows + 1)];
+                gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
+                let mut w = vec![0.0f32; n];
+                for (r, row) in data.chunks_exact(ty.row_bytes(n)).enumerate() {
+                    (k.dequantize)(row, &mut w);
+                    for t in 0..tokens {
+                        let a = act.row(t);
+                        let exact: f64 = (0..n).map(|i| w[i] as f64 * a.value(i) as f64).sum();
+                        let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
+                        let got = y[1 + t * (rows + 1) + r];
+                        let err = (got as f64 - exact).abs() / scale;
+                        assert!(err < 2e-6, "{ty} case {case} ({rows} rows × {tokens} tokens × {n}, {fold:?}): row {r} token {t}: {got} vs {exact}");
+                    }
                 }
-            }
-            for t in 0..tokens {
-                assert!(y[t * (rows + 1)].is_nan(), "{ty} case {case}: gemm wrote outside its rows");
-            }
-            // The dot-add form (quad order) gives the same bits, natively (the portable kernel on
-            // both layouts) and in wasm where the engine computes it exactly.
-            if cfg!(not(target_arch = "wasm32")) || gemm8::quad_add_exact() {
-                packed.pack_ordered(&act, if case % 2 == 0 { 2 } else { 4 }, true);
-                let mut yq = vec![f32::NAN; tokens * (rows + 1)];
-                gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut yq[1..], rows + 1);
-                for (i, (a, b)) in y.iter().zip(&yq).enumerate() {
-                    assert!(a.to_bits() == b.to_bits(), "{ty} case {case}: quads {b} vs pairs {a} at {i}");
+                for t in 0..tokens {
+                    assert!(y[t * (rows + 1)].is_nan(), "{ty} case {case}: gemm wrote outside its rows");
+                }
+                // The dot-add form (quad order) gives the same bits, natively (the portable kernel on
+                // both layouts) and in wasm where the engine computes it exactly.
+                if cfg!(not(target_arch = "wasm32")) || gemm8::quad_add_exact() {
+                    packed.pack_ordered(&act, tile, true, fold);
+                    let mut yq = vec![f32::NAN; tokens * (rows + 1)];
+                    gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut yq[1..], rows + 1);
+                    for (i, (a, b)) in y.iter().zip(&yq).enumerate() {
+                        assert!(a.to_bits() == b.to_bits(), "{ty} case {case} ({fold:?}): quads {b} vs pairs {a} at {i}");
+                    }
                 }
             }
         }

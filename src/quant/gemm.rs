@@ -378,7 +378,7 @@ pub fn prompt_rows(
 ) {
     match gemm8::kernels8(k.ty).filter(|_| gemm8::enabled(k.ty, act.rows)) {
         Some(k8) => {
-            s.packed8.pack(act, quads && gemm8::quad_add_exact());
+            s.packed8.pack(act, quads && gemm8::quad_add_exact(), k8);
             gemm8::gemm_rows(k8, weights, rows, &s.packed8, &mut s.gemm8, y, y_stride);
         }
         None => {

@@ -98,6 +98,23 @@
 //! (`tools/bench-dot-forms.mjs`). So the choice is per machine and per type (`ops::GemmDot`,
 //! timed on the prompt's own calls by [`crate::tune`]), and only where the engine computes the
 //! instruction exactly ([`quad_add_exact`]: Node 20's baseline tier does not, see `quant/mod.rs`).
+//!
+//! **Offsets folded** (2026-12-04). For the offset types ([`Kernels8::offset`]: every type without
+//! mins of its own) `m = d` and `mn = −off·sc`, so a block's result `d·da·(isum + msum)` needs its
+//! min term only as an integer: `Σ_g sc_g·Σ_{i∈g}(u_i − off)·a_i`. Where the sums are kept per
+//! group before the scales (the dot-add units, and the pair-order runs summed in i16) they start
+//! from `−off·Σa` over their elements, packed with the activations ([`PackedAct8::nq`]), and the
+//! min pass disappears; the i16 runs may then be longer, since only `Σ(u − off)·a` must fit
+//! ([`Kernels8::ksum_for`]: IQ3_S, IQ1_S, IQ1_M 4 → 8 steps; the i16 adds wrap, so the partial
+//! sums may not). Widening every vector mixes two groups' scales in a lane, so there the min terms
+//! of every block are computed first, as integers, and added before the conversion. Every form
+//! gives the same integers, so the same bits; the scalar tile rounds as they do. Chromium 156,
+//! this Zen 5 EPYC, 4096×4096 × 128 tokens, G MAC/s, alternating: dot-add IQ2_S 57.4–57.7 →
+//! 61.0–61.4, Q6_K 58.7–59.5 → 61.4–63.4, IQ3_S 55.5–56.2 → 59.0–59.2; i16 runs Q3_K 63.7–64.9
+//! → 71.1–73.5, IQ3_S 54.5–55.5 → 68.8–69.7; widening every vector IQ2_S 48.4–50.3 → 47.1–48.5
+//! (the one form that loses, −2 %: the dot-add form is the faster where the CPU has AVX-VNNI);
+//! the types with mins unchanged (Q2_K 65.9–68.0 → 65.1–67.1). The 9B-shaped IQ2_M file's
+//! 128-token prompt, 2 workers, Chromium: +1.4 % to +3.4 % in 5 alternating pairs.
 
 use super::act::QAct;
 use super::r4::Rows;
@@ -235,6 +252,10 @@ pub struct Kernels8 {
     /// From how many tokens on the int8 form is used (where it is [`Kernels8::faster`]): below
     /// it a type whose int8 decoding costs more than its i16 decoding loses (IQ2_S: 16).
     pub min_tokens: usize,
+    /// `Some(off)`: the codes are the signed values plus `off`, and the decoders give every row
+    /// `m = d` and `mn = −off·sc`, so that the min term is an integer added to the block's sum
+    /// before it is scaled (module docs, "Offsets folded"); `None`: the type has mins of its own.
+    pub offset: Option<u8>,
     /// Scalar reference decoder (element by element from the type's block description).
     pub decode_ref: DecodeRow8,
     /// The fast decoder (SIMD128 on wasm32; the reference natively); equals `decode_ref`.
@@ -242,14 +263,42 @@ pub struct Kernels8 {
 }
 
 impl Kernels8 {
+    /// What activations are packed with for this type's rows: its offset and the folded
+    /// `ksum` (`None` for a type with mins).
+    pub const fn fold(&self) -> Option<(u8, usize)> {
+        match self.offset {
+            Some(off) => Some((off, self.ksum_for(true))),
+            None => None,
+        }
+    }
+
     /// Vectors of 16 products summed in i16 before widening: the largest power of two ≤ 8 with
     /// `ksum·2·128·umax < 2^15` (a pair of products is at most 2·128·umax in magnitude), except
     /// that 2 runs as 1: summing in i16 puts the i32 sums in memory, and for only two vectors
     /// that costs more than widening each one with the i32 sums kept in registers (module docs,
     /// "Widening every vector").
     pub const fn ksum(&self) -> usize {
+        self.ksum_for(false)
+    }
+
+    /// [`Kernels8::ksum`] with the min terms folded (`folded`, only for a type with an
+    /// [`Kernels8::offset`]): each i16 sum then starts from its share of `−off·Σa`, and what
+    /// must fit is `Σ(u − off)·a`, with `|u − off| ≤ max(off, umax − off)` (module docs,
+    /// "Offsets folded"). The i16 adds wrap, so only the final sum has to fit.
+    pub const fn ksum_for(&self, folded: bool) -> usize {
+        let dev = match (folded, self.offset) {
+            (true, Some(off)) => {
+                let (off, up) = (off as usize, self.umax as usize - off as usize);
+                if off > up {
+                    off
+                } else {
+                    up
+                }
+            }
+            _ => self.umax as usize,
+        };
         let mut k = 8;
-        while k > 1 && k * 2 * 128 * self.umax as usize >= 1 << 15 {
+        while k > 1 && k * 2 * 128 * dev >= 1 << 15 {
             k /= 2;
         }
         if k == 2 {
@@ -289,23 +338,39 @@ pub struct PackedAct8 {
     pub qs: Vec<i8>,
     pub da: Vec<f32>,
     pub bs: Vec<i16>,
+    /// `Some(off)`: the rows are an offset type's ([`Kernels8::offset`]) and the min term is
+    /// folded into the integer sums (module docs, "Offsets folded").
+    pub fold: Option<u8>,
+    /// With `fold`, the `ksum` the start sums `nq` are cut for (pair order).
+    pub fold_ks: usize,
+    /// With `fold`, the folded min terms the sums start from, `−off·Σa` over their elements.
+    /// Quad order: per tile, 64-element unit and token slot, i32 lanes = the unit's 4 groups.
+    /// Pair order with `fold_ks` ≥ 4: per tile, run of `fold_ks` 16-byte steps and token slot,
+    /// i16 lanes = the 8 groups of the half-block, wrapped to 16 bits (so are the sums).
+    pub nq: Vec<i32>,
 }
 
+/// The longest row (in 256-element blocks) whose min terms are folded: the pair-order kernels
+/// keep a row pair's per-block min sums on the stack. Longer rows add them as floats.
+pub const MAX_FOLD_BLOCKS: usize = 64;
+
 impl PackedAct8 {
-    /// Packs Q8_K activation rows in tiles of the current profile's width, in quad order
-    /// ([`quad_pos`]) or pair order ([`pair_pos`]).
-    pub fn pack(&mut self, act: &QAct, quad: bool) {
-        self.pack_ordered(act, profile().tile(), quad);
+    /// Packs Q8_K activation rows for rows of `k`'s type in tiles of the current profile's width,
+    /// in quad order ([`quad_pos`]) or pair order ([`pair_pos`]).
+    pub fn pack(&mut self, act: &QAct, quad: bool, k: &Kernels8) {
+        self.pack_ordered(act, profile().tile(), quad, k.fold());
     }
 
-    /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens, in pair order.
+    /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens, in pair order,
+    /// for rows with mins of their own (no folding).
     pub fn pack_tiles(&mut self, act: &QAct, tile: usize) {
-        self.pack_ordered(act, tile, false);
+        self.pack_ordered(act, tile, false, None);
     }
 
     /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens, in quad or pair
-    /// order.
-    pub fn pack_ordered(&mut self, act: &QAct, tile: usize, quad: bool) {
+    /// order, with `fold` ([`Kernels8::fold`]: the rows' offset and folded `ksum`) the min terms
+    /// folded where the rows are at most [`MAX_FOLD_BLOCKS`] blocks long.
+    pub fn pack_ordered(&mut self, act: &QAct, tile: usize, quad: bool, fold: Option<(u8, usize)>) {
         let (n, tokens) = (act.n, act.rows);
         assert!(n % QK_K == 0, "int8 GEMM rows are whole 256-element blocks");
         assert!((1..=MAX_TILE).contains(&tile), "tile of {tile} tokens");
@@ -316,6 +381,46 @@ impl PackedAct8 {
         self.qs.clear();
         self.qs.resize(tokens * n, 0);
         super::gemm::pack_scales(act, QK_K, n, tile, &mut self.da, &mut self.bs);
+        let fold = fold.filter(|_| n / QK_K <= MAX_FOLD_BLOCKS);
+        self.fold = fold.map(|(off, _)| off);
+        self.fold_ks = fold.map_or(0, |(_, ks)| ks);
+        self.nq.clear();
+        match fold {
+            Some((off, _)) if quad => {
+                let units = n / 64;
+                self.nq.resize(tokens.div_ceil(tile) * units * tile * 4, 0);
+                for t in 0..tokens {
+                    let (j, slot) = (t / tile, t % tile);
+                    for (g, &s) in act.row(t).bsums.iter().enumerate() {
+                        self.nq[((j * units + g / 4) * tile + slot) * 4 + g % 4] = -(off as i32) * s as i32;
+                    }
+                }
+            }
+            Some((off, ks)) if ks >= 4 => {
+                // Two i16 lanes per i32: run x of a tile (ks steps of a half-block: pairs
+                // q·ks.. of its 8 groups), slot t → i16 lanes 8·(x·tile + t) ...
+                let runs = n / (16 * ks);
+                let mut lanes = vec![0i16; tokens.div_ceil(tile) * runs * tile * 8];
+                for t in 0..tokens {
+                    let (j, slot) = (t / tile, t % tile);
+                    let a = act.row(t).qs;
+                    for x in 0..runs {
+                        let (h, q) = (x / (8 / ks), x % (8 / ks));
+                        for g in 0..8 {
+                            let e = 128 * h + 16 * g + 2 * ks * q;
+                            let sum: i32 = a[e..e + 2 * ks].iter().map(|&v| v as i32).sum();
+                            lanes[((j * runs + x) * tile + slot) * 8 + g] = (-(off as i32) * sum) as i16;
+                        }
+                    }
+                }
+                self.nq.extend(
+                    lanes
+                        .chunks_exact(2)
+                        .map(|p| (p[0] as u16 as u32 | (p[1] as u16 as u32) << 16) as i32),
+                );
+            }
+            _ => {}
+        }
         // Both orders keep an element pair together.
         let pos = if quad { quad_pos } else { pair_pos };
         for j in 0..tokens.div_ceil(tile) {
@@ -416,10 +521,16 @@ pub fn recheck_quad_add() -> bool {
 static QUAD_EXACT: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
 
 /// The int8 GEMM of fixed 3-row × 512-element cases in both orders, for each tile width of
-/// `tiles` and 5, 6 and 7 tokens (every tile kernel: 1 and 2 rows, 1–4 tokens): whether the
-/// outputs are the same bits. Codes 0..=127 (many 127), scales −128..=127, activations ±127
-/// and a ramp.
+/// `tiles` and 5, 6 and 7 tokens (every tile kernel: 1 and 2 rows, 1–4 tokens), with mins and
+/// with an offset folded: whether the outputs are the same bits. Codes 0..=127 (many 127),
+/// scales −128..=127, activations ±127 and a ramp.
 pub fn quads_equal_pairs(tiles: &[usize]) -> bool {
+    [None, Some(43)]
+        .into_iter()
+        .all(|offset| quads_equal_pairs_with(tiles, offset))
+}
+
+fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>) -> bool {
     let (n, max_tokens) = (512, 7);
     let rows: Vec<Decoded8> = (0..3)
         .map(|r| {
@@ -434,11 +545,14 @@ pub fn quads_equal_pairs(tiles: &[usize]) -> bool {
             }
             for (g, (sc, mn)) in d.sc.iter_mut().zip(d.mn.iter_mut()).enumerate() {
                 *sc = [127, -128, 63, 1, -7][(g + r) % 5];
-                *mn = g as i16 - 8;
+                *mn = match offset {
+                    Some(off) => -(off as i16) * *sc,
+                    None => g as i16 - 8,
+                };
             }
             for (b, (d, m)) in d.d.iter_mut().zip(d.m.iter_mut()).enumerate() {
                 *d = 0.5 + b as f32;
-                *m = -0.25;
+                *m = if offset.is_some() { *d } else { -0.25 };
             }
             d
         })
@@ -461,7 +575,7 @@ pub fn quads_equal_pairs(tiles: &[usize]) -> bool {
         tiles.iter().all(|&tile| {
             let mut y = [vec![0.0f32; 3 * tokens], vec![0.0f32; 3 * tokens]];
             for (quad, y) in [false, true].into_iter().zip(&mut y) {
-                packed.pack_ordered(&act, tile, quad);
+                packed.pack_ordered(&act, tile, quad, offset.map(|off| (off, 1)));
                 gemm(if quad { &quad_rows } else { &rows }, 1, &packed, y, 3, 0);
             }
             y[0].iter().zip(&y[1]).all(|(a, b)| a.to_bits() == b.to_bits())
@@ -486,6 +600,8 @@ pub fn gemm(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stri
         assert!(r.m.len() == n / QK_K && r.mn.len() == n / 16);
     }
     assert!(matches!(ksum, 1 | 2 | 4 | 8));
+    let folded_ks = act.fold.is_none() || act.quad || ksum < 4 || ksum == act.fold_ks;
+    assert!(folded_ks, "start sums cut for another ksum");
     assert!(act.tokens == 0 || (act.tokens - 1) * y_stride + col0 + w.len() <= y.len(), "output too small");
     // The tile width as a constant: with a run-time width (and every width's kernels in one
     // dispatch) Node 20's V8 ran the 2-token tiles at half their speed.
@@ -528,6 +644,10 @@ pub fn gemm_rows(
     let n = act.n;
     let rb = k.ty.row_bytes(n);
     assert!(rows.end * rb <= weights.data.len(), "weight matrix too small");
+    assert!(
+        act.fold.is_none() || act.fold == k.offset,
+        "activations packed for another type's offset"
+    );
     s.decoded.resize_with(PANEL, Decoded8::default);
     for d in s.decoded.iter_mut() {
         d.resize(n);
@@ -542,7 +662,7 @@ pub fn gemm_rows(
                 row_to_quads(&mut d.u);
             }
         }
-        gemm(&s.decoded[..p], k.ksum(), act, y, y_stride, r0);
+        gemm(&s.decoded[..p], k.ksum_for(act.fold.is_some()), act, y, y_stride, r0);
         r0 += p;
     }
 }
@@ -614,7 +734,8 @@ fn tile_scalar(w: &[Decoded8], act: &PackedAct8, j: usize, c: usize) -> [[f32; 4
                     isum += wr.sc[g] as i32 * wr.u[x] as i32 * a as i32;
                 }
                 let msum: i32 = (16 * b..16 * (b + 1)).map(|g| wr.mn[g] as i32 * bs[8 * (g / 2) + 2 * t + g % 2] as i32).sum();
-                sum += da[4 * b + t] * (wr.d[b] * isum as f32 + wr.m[b] * msum as f32);
+                sum += da[4 * b + t]
+                    * if act.fold.is_some() { wr.d[b] * (isum + msum) as f32 } else { wr.d[b] * isum as f32 + wr.m[b] * msum as f32 };
             }
             out[r][t] = sum;
         }
@@ -747,7 +868,8 @@ pub mod simd {
     }
 
     /// `KS` steps of 16 elements of R rows (`wp`) × C tokens (`ap`, interleaved per 16 bytes):
-    /// the relaxed dots summed in i16 per (row, token); advances both pointers. The trip count
+    /// the relaxed dots summed in i16 per (row, token), from `start[c]` (a token's folded min
+    /// terms, or zeros); advances both pointers. The trip count
     /// is opaque (`black_box`) so that V8 keeps it a loop (unrolled, its loads are hoisted and
     /// spilled; see the module docs).
     ///
@@ -759,8 +881,9 @@ pub mod simd {
     unsafe fn rdot_steps<const R: usize, const C: usize, const KS: usize>(
         wp: &mut [*const u8; R],
         ap: &mut *const i8,
+        start: [v128; C],
     ) -> [[v128; C]; R] {
-        let mut p = [[i16x8_splat(0); C]; R];
+        let mut p = [start; R];
         for _ in 0..core::hint::black_box(KS) {
             let wv = next_codes(wp);
             for c in 0..C {
@@ -803,22 +926,77 @@ pub mod simd {
             wp[r] = w[r].u.as_ptr();
             sp[r] = w[r].sc.as_ptr();
         }
-        let mut facc = if KS == super::QUADS {
-            quad_blocks::<R, C>(w, nb, &mut wp, &mut sp, &mut ap, da)
-        } else if KS == 1 {
-            ks1_blocks::<R, C>(w, nb, &mut wp, &mut sp, &mut ap, da)
-        } else {
-            i16_sum_blocks::<R, C, KS, TILE>(w, nb, &mut wp, &mut sp, &mut ap, da)
-        };
-        // The min / offset terms, in the i16 GEMM's second pass (inside the block loop they
-        // made V8 spill in the hot loop: −25 %).
         let (mut mn, mut m) = ([core::ptr::null::<i16>(); R], [core::ptr::null::<f32>(); R]);
         for r in 0..R {
             mn[r] = w[r].mn.as_ptr();
             m[r] = w[r].m.as_ptr();
         }
-        crate::quant::gemm::simd::add_mins256(&mut facc, mn, m, da, bs, nb);
+        let fold = act.fold.is_some();
+        let mut facc = if KS >= 2 {
+            // Folded, each run of KS steps starts from its packed min terms; else from zeros.
+            let starts = if fold {
+                (act.nq.as_ptr().add(j * (n / (16 * KS)) * TILE * 4) as *const v128, TILE)
+            } else {
+                (ZERO_SUMS.as_ptr() as *const v128, 0)
+            };
+            i16_sum_blocks::<R, C, KS, TILE>(w, nb, &mut wp, &mut sp, &mut ap, da, starts)
+        } else if KS == super::QUADS {
+            // Folded, each unit's sums start from its packed min terms; else from zeros.
+            let nq = if fold {
+                (act.nq.as_ptr().add(j * (n / 64) * TILE * 4) as *const v128, TILE)
+            } else {
+                (ZERO_SUMS.as_ptr() as *const v128, 0)
+            };
+            quad_blocks::<R, C>(w, nb, &mut wp, &mut sp, &mut ap, da, nq)
+        } else {
+            // Widening every vector: folded, every block's min terms first, as integers (inside
+            // the block loop they made V8 spill in the hot loop: −25 %).
+            let mut mins = core::mem::MaybeUninit::<[[v128; R]; super::MAX_FOLD_BLOCKS]>::uninit();
+            let mins = if fold {
+                debug_assert!(nb <= super::MAX_FOLD_BLOCKS);
+                let p = mins.as_mut_ptr() as *mut [v128; R];
+                for b in 0..nb {
+                    p.add(b).write(block_mins(mn, bs, b));
+                }
+                p as *const v128
+            } else {
+                core::ptr::null()
+            };
+            if fold {
+                ks1_blocks::<R, C, true>(w, nb, &mut wp, &mut sp, &mut ap, da, mins)
+            } else {
+                ks1_blocks::<R, C, false>(w, nb, &mut wp, &mut sp, &mut ap, da, mins)
+            }
+        };
+        if !fold {
+            // The min terms as floats, in the i16 GEMM's second pass.
+            crate::quant::gemm::simd::add_mins256(&mut facc, mn, m, da, bs, nb);
+        }
         facc
+    }
+
+    /// Start sums of the dot-add form's units where nothing is folded.
+    #[cfg(target_feature = "relaxed-simd")]
+    static ZERO_SUMS: [i32; 4 * super::MAX_TILE] = [0; 4 * super::MAX_TILE];
+
+    /// Block `b`'s min terms `Σ_g mn_g·bsum_g` of R rows as integers, one i32 lane per token of
+    /// the tile (`bs` as [`crate::quant::gemm::simd::add_mins256`] reads it).
+    ///
+    /// # Safety
+    /// Every row has the block's 16 `mn`; `bs` holds the tile's sums of block `b`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn block_mins<const R: usize>(mn: [*const i16; R], bs: *const i16, b: usize) -> [v128; R] {
+        let bsb = bs.add(b * 64);
+        core::array::from_fn(|r| {
+            let mnb = mn[r].add(16 * b) as *const u32;
+            let mut msum = i32x4_splat(0);
+            for p in 0..8 {
+                let pair = v128_load32_splat(mnb.add(p));
+                msum = i32x4_add(msum, i32x4_dot_i16x8(pair, v128_load(bsb.add(8 * p) as *const v128)));
+            }
+            msum
+        })
     }
 
     /// `facc[r] += d_r·da·Σ(block b's integer sums of row r)`, one lane per token.
@@ -827,16 +1005,21 @@ pub mod simd {
     /// `da` holds the tile's scales of block `b`; every row has a `d` for it.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    unsafe fn add_block<const R: usize, const C: usize>(
+    unsafe fn add_block<const R: usize, const C: usize, const FOLD: bool>(
         facc: &mut [v128; R],
         iacc: &[[v128; C]; R],
         w: [&super::Decoded8; R],
         b: usize,
         da: *const f32,
+        mins: *const v128,
     ) {
         let dab = v128_load(da.add(4 * b) as *const v128);
         for r in 0..R {
-            let isum = f32x4_convert_i32x4(hsum_i32_lanes(&iacc[r]));
+            let mut isum = hsum_i32_lanes(&iacc[r]);
+            if FOLD {
+                isum = i32x4_add(isum, v128_load(mins.add(R * b + r)));
+            }
+            let isum = f32x4_convert_i32x4(isum);
             let d = f32x4_splat(*w[r].d.get_unchecked(b));
             facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(isum, d), dab));
         }
@@ -861,6 +1044,7 @@ pub mod simd {
         sp: &mut [*const i16; R],
         ap: &mut *const i8,
         da: *const f32,
+        (mut nq, nq_step): (*const v128, usize),
     ) -> [v128; R] {
         let mut facc = [f32x4_splat(0.0); R];
         let mut iacc_mem = [[i32x4_splat(0); C]; R];
@@ -872,7 +1056,10 @@ pub mod simd {
             // 4 units of 64 elements, 4 steps of 16 each; opaque trip counts keep these loops
             // (unrolled, the steps' loads were hoisted: 0.78×).
             for _ in 0..core::hint::black_box(4) {
-                let mut t = [[i32x4_splat(0); C]; R];
+                // The unit's sums start from its folded min terms (or from zero).
+                let start: [v128; C] = core::array::from_fn(|c| v128_load(nq.add(c)));
+                nq = nq.add(nq_step);
+                let mut t = [start; R];
                 for _ in 0..core::hint::black_box(4) {
                     let wv = next_codes(wp);
                     for c in 0..C {
@@ -898,7 +1085,7 @@ pub mod simd {
                     iacc[r][c] = core::ptr::read_volatile(ia.add(r * C + c));
                 }
             }
-            add_block(&mut facc, &iacc, w, b, da);
+            add_block::<R, C, false>(&mut facc, &iacc, w, b, da, core::ptr::null());
         }
         facc
     }
@@ -912,13 +1099,14 @@ pub mod simd {
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
-    unsafe fn ks1_blocks<const R: usize, const C: usize>(
+    unsafe fn ks1_blocks<const R: usize, const C: usize, const FOLD: bool>(
         w: [&super::Decoded8; R],
         nb: usize,
         wp: &mut [*const u8; R],
         sp: &mut [*const i16; R],
         ap: &mut *const i8,
         da: *const f32,
+        mins: *const v128,
     ) -> [v128; R] {
         let mut facc = [f32x4_splat(0.0); R];
         for b in 0..nb {
@@ -942,7 +1130,7 @@ pub mod simd {
                     *ap = ap.add(16 * C);
                 }
             }
-            add_block(&mut facc, &iacc, w, b, da);
+            add_block::<R, C, FOLD>(&mut facc, &iacc, w, b, da, mins);
         }
         facc
     }
@@ -967,6 +1155,7 @@ pub mod simd {
         sp: &mut [*const i16; R],
         ap: &mut *const i8,
         da: *const f32,
+        (mut starts, starts_step): (*const v128, usize),
     ) -> [v128; R] {
         let mut facc = [f32x4_splat(0.0); R];
         // Registers with the wide tiles, memory with the narrow ones (a constant: LLVM keeps one).
@@ -984,7 +1173,9 @@ pub mod simd {
                 // 8 steps of 16 elements per half, KS per widening; an opaque trip count keeps
                 // this a loop.
                 for _ in 0..core::hint::black_box(8 / KS) {
-                    let p = rdot_steps::<R, C, KS>(wp, ap);
+                    let start: [v128; C] = core::array::from_fn(|c| v128_load(starts.add(c)));
+                    starts = starts.add(starts_step);
+                    let p = rdot_steps::<R, C, KS>(wp, ap, start);
                     for r in 0..R {
                         let s = v128_load(sp[r] as *const v128);
                         for c in 0..C {
@@ -1009,7 +1200,7 @@ pub mod simd {
                     }
                 }
             }
-            add_block(&mut facc, &iacc, w, b, da);
+            add_block::<R, C, false>(&mut facc, &iacc, w, b, da, core::ptr::null());
         }
         facc
     }

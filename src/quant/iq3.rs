@@ -250,6 +250,7 @@ pub mod iq3_xxs {
         umax: 124,
         faster: [false, true],
         min_tokens: 16,
+        offset: Some(OFF8 as u8),
         decode_ref: decode8_ref,
         decode: decode8,
     };
@@ -489,6 +490,7 @@ pub mod iq3_s {
         umax: 30,
         faster: [false, true],
         min_tokens: 0,
+        offset: Some(OFF8 as u8),
         decode_ref: decode8_ref,
         decode: decode8,
     };
