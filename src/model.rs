@@ -11,7 +11,7 @@
 //! Ds = 128 (head dim of both), conv width K = 4. T = tokens in the batch.
 
 use crate::gguf::{self, GgufError, Header};
-use crate::ops::{self, l2norm, matmul, rmsnorm, sigmoid, silu, softplus, Linear, MatmulScratch, Precision};
+use crate::ops::{self, l2norm, matmul, rmsnorm, sigmoid, softplus, Linear, MatmulScratch, Precision};
 use crate::kv::{KvCache, KvType};
 use crate::split::{self, Cut, ShardId, ShardPlan};
 use crate::weights::{Layout, StoreError, TensorView, WeightStore};
@@ -948,9 +948,7 @@ impl Model {
         let mut u = vec![0.0f32; t_n * f]; // T × F'
         matmul(&self.store, &l.gate, x, &mut g, prec, s);
         matmul(&self.store, &l.up, x, &mut u, prec, s);
-        for (gi, ui) in g.iter_mut().zip(&u) {
-            *gi = silu(*gi) * ui;
-        }
+        ops::silu_mul(&mut g, &u);
         matmul(&self.store, &l.down, &g, out, prec, s);
     }
 
@@ -994,9 +992,10 @@ impl Model {
                 for (k, &tap) in taps.iter().enumerate() {
                     acc += window[(t + k) * cd + ch] * tap;
                 }
-                conv_out[t * cd + ch] = silu(acc);
+                conv_out[t * cd + ch] = acc;
             }
         }
+        ops::silu_slice(&mut conv_out);
         conv_state.copy_from_slice(&window[t_n * cd..]);
 
         let q_scale = 1.0 / (ds as f32).sqrt();
@@ -1032,9 +1031,7 @@ impl Model {
         }
         // Gated RMSNorm per head: rmsnorm(o_j) · silu(z_j).
         rmsnorm(&mut o, &w.norm, c.eps);
-        for (oi, zi) in o.iter_mut().zip(&z) {
-            *oi *= silu(*zi);
-        }
+        ops::silu_gate(&mut o, &z);
         matmul(&self.store, &w.out, &o, out, prec, s);
     }
 
@@ -1099,7 +1096,7 @@ impl Model {
                 }
                 let mut sum = 0.0f32;
                 for sc in scores.iter_mut() {
-                    *sc = (*sc - max).exp();
+                    *sc = ops::exp(*sc - max);
                     sum += *sc;
                 }
                 let oh = &mut o[(t * h + hi) * dh..][..dh];
@@ -1110,10 +1107,7 @@ impl Model {
                         *oi += wgt * vi;
                     }
                 }
-                let gate = &qg[(t * h + hi) * 2 * dh + dh..][..dh];
-                for (oi, &gi) in oh.iter_mut().zip(gate) {
-                    *oi *= sigmoid(gi);
-                }
+                ops::sigmoid_gate(oh, &qg[(t * h + hi) * 2 * dh + dh..][..dh]);
             }
         }
         matmul(&self.store, &w.out, &o, out, prec, s);
