@@ -124,12 +124,16 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
 ///   at T = 4 / 8 / 16 / 32 / 64 / 128 against 49.8 / 49.4 / 47.1 / 48.0 / 48.3 / 50.4 → 64;
 /// * narrow, Q6_K: 32.3 / 39.3 / 41.1 at T = 8 / 12 / 16 against 38.1 / 41.0 / 39.9 → 16;
 /// * wide, Q4_K: 54.8 / 63.9 / 67.1 at T = 16 / 32 / 48 against 65.5 / 64.7 / 66.6 → 40;
-/// * wide, Q6_K: 43.3 / 47.9 / 49.7 at T = 16 / 20 / 24 against 47.1 / 46.6 / 45.2 → 20.
+/// * wide, Q6_K: 43.3 / 47.9 / 49.7 at T = 16 / 20 / 24 against 47.1 / 46.6 / 45.2 → 20; with
+///   the offsets folded into the GEMM's sums (session 25, dot-add form) 42.8 / 44.7 / 48.6 at
+///   T = 12 / 16 / 20 against 43.8 / 40.1 / 40.9 → 16 (Q3_K wide, folded: 44.0 / 51.6 at 8 / 12
+///   against 46.3 / 45.2 — 12 stays).
 pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
     let wide = quant::gemm8::profile() == quant::gemm8::Profile::Wide;
     match (ty, wide) {
         (GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q6_K, false) => 16,
-        (GgmlType::Q2_K | GgmlType::Q6_K, true) => 20,
+        (GgmlType::Q2_K, true) => 20,
+        (GgmlType::Q6_K, true) => 16,
         (GgmlType::Q3_K, true) => 12,
         (GgmlType::Q4_K, false) => 64,
         (GgmlType::Q4_K, true) => 40,
