@@ -183,6 +183,28 @@ fn decode_checked(k: &QuantKernels, row: &[u8], w: &[f32], r: usize) -> Decoded 
     want
 }
 
+/// `y` (tokens × (rows + 1), row r of token t at `1 + t·(rows + 1) + r`, column 0 NaN) against the
+/// f64 reference Σ dequant(w)·dequant(a) of the rows `data` of `k`'s type and the activations.
+fn assert_gemm_exact(k: &QuantKernels, data: &[u8], act: &QAct, y: &[f32], what: &str) {
+    let (n, tokens) = (act.n, act.rows);
+    let rows = data.len() / k.ty.row_bytes(n);
+    let mut w = vec![0.0f32; n];
+    for (r, row) in data.chunks_exact(k.ty.row_bytes(n)).enumerate() {
+        (k.dequantize)(row, &mut w);
+        for t in 0..tokens {
+            let a = act.row(t);
+            let exact: f64 = (0..n).map(|i| w[i] as f64 * a.value(i) as f64).sum();
+            let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
+            let got = y[1 + t * (rows + 1) + r];
+            let err = (got as f64 - exact).abs() / scale;
+            assert!(err < 2e-6, "{what} ({rows} rows × {tokens} tokens × {n}): row {r} token {t}: {got} vs {exact}");
+        }
+    }
+    for t in 0..tokens {
+        assert!(y[t * (rows + 1)].is_nan(), "{what}: gemm wrote outside its rows");
+    }
+}
+
 /// The prompt GEMM: several random rows × several tokens of every type against the f64
 /// reference Σ dequant(w)·dequant(a), through every tile shape (1..7 rows: row pairs and a single
 /// row; 2..9 tokens: tiles of 4 and tails of 1..3).
@@ -208,21 +230,7 @@ fn gemm_agrees_on_random_blocks() {
             // leave column 0 (and only it) untouched.
             let mut y = vec![f32::NAN; tokens * (rows + 1)];
             gemm::gemm_rows(k, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
-            let mut w = vec![0.0f32; n];
-            for (r, row) in data.chunks_exact(ty.row_bytes(n)).enumerate() {
-                (k.dequantize)(row, &mut w);
-                for t in 0..tokens {
-                    let a = act.row(t);
-                    let exact: f64 = (0..n).map(|i| w[i] as f64 * a.value(i) as f64).sum();
-                    let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
-                    let got = y[1 + t * (rows + 1) + r];
-                    let err = (got as f64 - exact).abs() / scale;
-                    assert!(err < 2e-6, "{ty} case {case} ({rows} rows × {tokens} tokens × {n}): row {r} token {t}: {got} vs {exact}");
-                }
-            }
-            for t in 0..tokens {
-                assert!(y[t * (rows + 1)].is_nan(), "{ty} case {case}: gemm wrote outside its rows");
-            }
+            assert_gemm_exact(k, &data, &act, &y, &format!("{ty} case {case}"));
         }
     }
 }
@@ -315,21 +323,7 @@ fn int8_gemm_agrees_on_random_and_extreme_blocks() {
                 packed.pack_ordered(&act, tile, false, fold);
                 let mut y = vec![f32::NAN; tokens * (rows + 1)];
                 gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
-                let mut w = vec![0.0f32; n];
-                for (r, row) in data.chunks_exact(ty.row_bytes(n)).enumerate() {
-                    (k.dequantize)(row, &mut w);
-                    for t in 0..tokens {
-                        let a = act.row(t);
-                        let exact: f64 = (0..n).map(|i| w[i] as f64 * a.value(i) as f64).sum();
-                        let scale: f64 = (0..n).map(|i| (w[i] as f64 * a.value(i) as f64).abs()).sum::<f64>() + 1e-30;
-                        let got = y[1 + t * (rows + 1) + r];
-                        let err = (got as f64 - exact).abs() / scale;
-                        assert!(err < 2e-6, "{ty} case {case} ({rows} rows × {tokens} tokens × {n}, {fold:?}): row {r} token {t}: {got} vs {exact}");
-                    }
-                }
-                for t in 0..tokens {
-                    assert!(y[t * (rows + 1)].is_nan(), "{ty} case {case}: gemm wrote outside its rows");
-                }
+                assert_gemm_exact(k, &data, &act, &y, &format!("{ty} case {case} ({fold:?})"));
                 // The dot-add form (quad order) gives the same bits, natively (the portable kernel on
                 // both layouts) and in wasm where the engine computes it exactly.
                 if cfg!(not(target_arch = "wasm32")) || gemm8::quad_add_exact() {
