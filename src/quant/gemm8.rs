@@ -361,12 +361,6 @@ impl PackedAct8 {
         self.pack_ordered(act, profile().tile(), quad, k.fold());
     }
 
-    /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens, in pair order,
-    /// for rows with mins of their own (no folding).
-    pub fn pack_tiles(&mut self, act: &QAct, tile: usize) {
-        self.pack_ordered(act, tile, false, None);
-    }
-
     /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens, in quad or pair
     /// order, with `fold` ([`Kernels8::fold`]: the rows' offset and folded `ksum`) the min terms
     /// folded where the rows are at most [`MAX_FOLD_BLOCKS`] blocks long.
@@ -397,10 +391,11 @@ impl PackedAct8 {
                 }
             }
             Some((off, ks)) if ks >= 4 => {
-                // Two i16 lanes per i32: run x of a tile (ks steps of a half-block: pairs
-                // q·ks.. of its 8 groups), slot t → i16 lanes 8·(x·tile + t) ...
+                // i16 lanes, two per i32: run x of tile j (ks steps of a half-block: pairs
+                // q·ks.. of its 8 groups), slot t → lanes 8·((j·runs + x)·tile + t) ..+8.
                 let runs = n / (16 * ks);
-                let mut lanes = vec![0i16; tokens.div_ceil(tile) * runs * tile * 8];
+                self.nq.resize(tokens.div_ceil(tile) * runs * tile * 4, 0);
+                let lanes: &mut [i16] = bytemuck::cast_slice_mut(&mut self.nq);
                 for t in 0..tokens {
                     let (j, slot) = (t / tile, t % tile);
                     let a = act.row(t).qs;
@@ -413,11 +408,6 @@ impl PackedAct8 {
                         }
                     }
                 }
-                self.nq.extend(
-                    lanes
-                        .chunks_exact(2)
-                        .map(|p| (p[0] as u16 as u32 | (p[1] as u16 as u32) << 16) as i32),
-                );
             }
             _ => {}
         }
