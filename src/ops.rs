@@ -509,9 +509,10 @@ pub fn l2norm(x: &mut [f32], eps: f32) {
 /// e^x in f32 as Cephes' `expf` computes it: x = n·ln 2 + r with n = round(x·log₂e) and r taken
 /// off in two parts (ln 2 = 0.693359375 − 2.12194440e−4, the first exact times n), a degree-5
 /// polynomial for e^r, then × 2ⁿ built in the exponent bits. Within 1.5e−7 relative of e^x, about
-/// 1 ULP (the test below measures it against f64: 7.7e−8); +∞ above 88.37 (where 2ⁿ would overflow), 0 below −87.33 (the
-/// subnormals), NaN for NaN. The exponential of the forward pass (SiLU, the sigmoid gates,
-/// attention's softmax); the SIMD lanes of [`silu_mul`] and its siblings do the same operations
+/// 1 ULP (the test below measures it against f64: 7.7e−8); +∞ above 88.37 (where 2ⁿ would
+/// overflow), 0 below −87.33 (the subnormals), NaN for NaN. The exponential of the forward pass's element-wise work (SiLU, the
+/// sigmoid gates, attention's softmax; the DeltaNet decay and `softplus`, a few per head and
+/// token, keep libm's); the SIMD lanes of [`silu_mul`] and its siblings do the same operations
 /// in the same order, so they give the same bits. libm's `expf` costs ~10–15 ns a call in wasm,
 /// and a 9B token takes ~0.7 M of them.
 #[inline]
@@ -550,12 +551,12 @@ pub fn silu(x: f32) -> f32 {
 
 /// `x[i] = silu(x[i])`.
 pub fn silu_slice(x: &mut [f32]) {
-    map_pairs(x, None, |v, _| v * sigmoid(v), |v, _| simd::silu(v));
+    map_pairs(x, None, |v, _| silu(v), |v, _| simd::silu(v));
 }
 
 /// SwiGLU's product: `g[i] = silu(g[i])·u[i]`.
 pub fn silu_mul(g: &mut [f32], u: &[f32]) {
-    map_pairs(g, Some(u), |v, w| v * sigmoid(v) * w, |v, w| simd::mul(simd::silu(v), w));
+    map_pairs(g, Some(u), |v, w| silu(v) * w, |v, w| simd::mul(simd::silu(v), w));
 }
 
 /// A gate: `o[i] *= sigmoid(z[i])`.
@@ -565,7 +566,7 @@ pub fn sigmoid_gate(o: &mut [f32], z: &[f32]) {
 
 /// A SiLU gate: `o[i] *= silu(z[i])`.
 pub fn silu_gate(o: &mut [f32], z: &[f32]) {
-    map_pairs(o, Some(z), |v, w| v * (w * sigmoid(w)), |v, w| simd::mul(v, simd::silu(w)));
+    map_pairs(o, Some(z), |v, w| v * silu(w), |v, w| simd::mul(v, simd::silu(w)));
 }
 
 /// `x[i] = f(x[i], y[i])` (y = 0 where absent), four lanes at a time with `f4` where there is
