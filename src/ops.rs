@@ -128,6 +128,8 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
 ///   the offsets folded into the GEMM's sums (session 25, dot-add form) 42.8 / 44.7 / 48.6 at
 ///   T = 12 / 16 / 20 against 43.8 / 40.1 / 40.9 → 16 (Q3_K wide, folded: 44.0 / 51.6 at 8 / 12
 ///   against 46.3 / 45.2 — 12 stays).
+/// * wide, Q5_K (interleaved in the wide profile only, session 26): 35.8 / 42.4 / 44.7 at
+///   T = 8 / 12 / 16 against 44.0 / 43.8 / 39.5 → 12.
 pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
     let wide = quant::gemm8::profile() == quant::gemm8::Profile::Wide;
     match (ty, wide) {
@@ -137,6 +139,7 @@ pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
         (GgmlType::Q3_K, true) => 12,
         (GgmlType::Q4_K, false) => 64,
         (GgmlType::Q4_K, true) => 40,
+        (GgmlType::Q5_K, true) => 12,
         _ => gemm_min_tokens(ty),
     }
 }

@@ -47,6 +47,10 @@ pub struct R4Kernels {
     /// A second form of the same kernels (same `ty` and `fields`), equal bit for bit, that some
     /// engines' code generators run faster (Q6_K); `ops` picks one per instance by timing.
     pub alt: Option<&'static R4Kernels>,
+    /// Interleaved only where the engine runs the int8 GEMM's wide profile (the browsers' V8,
+    /// [`crate::quant::gemm8::Profile`]): Q5_K, which Node 20's V8 runs slower interleaved than
+    /// plain (BENCHMARKS.md, "Q5_K interleaved").
+    pub wide_only: bool,
 }
 
 /// The most activation rows one [`R4Kernels::vec_dot4_n`] call takes.
@@ -61,9 +65,10 @@ pub fn r4_kernels(ty: GgmlType) -> Option<&'static R4Kernels> {
 /// than the plain one (BENCHMARKS.md "Four rows interleaved"): the relaxed-SIMD build, unless
 /// switched off with [`set_enabled`].
 pub fn faster(ty: GgmlType) -> bool {
+    let wide = super::gemm8::profile() == super::gemm8::Profile::Wide;
     cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd"))
         && ENABLED.load(core::sync::atomic::Ordering::Relaxed)
-        && r4_kernels(ty).is_some()
+        && r4_kernels(ty).is_some_and(|k| wide || !k.wide_only)
 }
 
 static ENABLED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);

@@ -95,9 +95,37 @@ pub(super) const R4: R4Kernels = R4Kernels {
     vec_dot4,
     vec_dot4_n,
     alt: None,
+    wide_only: false,
+};
+
+/// Q5_K's four rows interleaved, 704 bytes per block: Q4_K's R4 block with the rows' `qh` words
+/// between the scales and the `qs` words (the kernel reads word k of `qh` with word k of each
+/// chunk's `qs`: the same 4 elements' fifth bits).
+///
+/// | offset | bytes | field                                                          |
+/// |--------|-------|----------------------------------------------------------------|
+/// | 0      | 8     | `d` of row r at `2r`                                           |
+/// | 8      | 8     | `dmin` of row r at `2r`                                        |
+/// | 16     | 48    | packed scales word k of row r at `16k + 4r`                    |
+/// | 64     | 128   | `qh` word k (bytes 4k..4k+4) of row r at `16k + 4r`            |
+/// | 192    | 512   | `qs` word k of row r at `16k + 4r`                             |
+pub(super) const R4_Q5K: R4Kernels = R4Kernels {
+    ty: GgmlType::Q5_K,
+    fields: &[
+        Field { off: 0, len: 2, gran: 2 },
+        Field { off: 2, len: 2, gran: 2 },
+        Field { off: 4, len: 12, gran: 4 },
+        Field { off: 16, len: 32, gran: 4 },
+        Field { off: 48, len: 128, gran: 4 },
+    ],
+    vec_dot4: vec_dot4_q5k,
+    vec_dot4_n: vec_dot4_n_q5k,
+    alt: None,
+    wide_only: true,
 };
 
 dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4, GgmlType::Q4_K);
+dispatch_vec_dot4!(vec_dot4_q5k, vec_dot4_n_q5k, simd::vec_dot4_q5k, GgmlType::Q5_K);
 dispatch_decode!(decode_q4k, simd::decode_row_q4k, K4<false>);
 dispatch_decode!(decode_q5k, simd::decode_row_q5k, K4<true>);
 dispatch_decode8!(decode8_q4k, simd::decode8_row_q4k, K4<false>, 0);
@@ -268,20 +296,46 @@ mod simd {
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
     pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+        dot4::<NY, false>(rows4, acts)
+    }
+
+    /// Four interleaved Q5_K rows (its R4 layout above) · `NY` activation rows: as Q4_K's
+    /// [`vec_dot4`], with each `qs` vector's fifth bits from the `qh` vector of the same word
+    /// (bits 2c, 2c + 1 for chunk c: a copy of the block's `qh` vectors moves right by 2 per
+    /// chunk, then bit 0 / bit 1 of each byte goes to bit 4 and is or-ed into the low / high
+    /// nibbles; a shift by the loop's `2c` instead ran slower in Chromium, 16.0 against 16.5 GB/s). Codes reach 31, so a sub-block's products add up in i16 in
+    /// two halves of four (4 · 2 · 31 · 128 < 2¹⁵), each scaled by its own `i32x4.dot`.
+    ///
+    /// # Safety
+    /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot4_q5k<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+        dot4::<NY, true>(rows4, acts)
+    }
+
+    /// Q4_K's (`Q5 = false`) or Q5_K's (`Q5 = true`) R4 kernel.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn dot4<const NY: usize, const Q5: bool>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
         use super::super::simd::{f16_lanes, r4_dup_masks, r4_store_scales};
-        const BB: usize = 144;
-        let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q4_K, &a))[0];
+        use crate::quant::GgmlType;
+        // Block bytes, where the `qs` words start.
+        let (ty, bb, qs_at) = if Q5 { (GgmlType::Q5_K, 176, 192) } else { (GgmlType::Q4_K, 144, 64) };
+        let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, ty, &a))[0];
         let m15 = u8x16_splat(15);
         // Byte pairs (k, k) of rows-major lanes 4r + k: sub-blocks (4q, 4q + 1) and (4q + 2, 4q + 3).
         let dup = r4_dup_masks();
         let mut scb = [0u8; 64];
         let scb = scb.as_mut_ptr();
+        // Q5_K: the block's `qh` vectors, shifted right by 2 per chunk.
+        let mut hbuf = [i32x4_splat(0); 8];
         let mut acc = [f32x4_splat(0.0); NY];
         for b in 0..nb {
-            // SAFETY: check_rows4 guarantees nb R4 blocks of 4·144 bytes in `rows4` and nb·256
+            // SAFETY: check_rows4 guarantees nb R4 blocks of 4·bb bytes in `rows4` and nb·256
             // activations, nb·8 scales and nb·16 group sums in every `acts[t]`; `scb` holds 8
             // sub-blocks × 8.
-            let x = rows4.as_ptr().add(4 * BB * b);
+            let x = rows4.as_ptr().add(4 * bb * b);
             let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * b));
             // Packed bytes s_r[k], s_r[4 + k], s_r[8 + k] in lanes 4r + k of three vectors.
             let s = [0, 1, 2].map(|k| v128_load(x.add(16 + 16 * k) as *const v128));
@@ -314,23 +368,39 @@ mod simd {
                 i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(m01, m23), i32x4_shuffle::<1, 3, 5, 7>(m01, m23))
             });
             let mut isum = [i32x4_splat(0); NY];
+            if Q5 {
+                core::ptr::copy_nonoverlapping(x.add(64), hbuf.as_mut_ptr() as *mut u8, 128);
+            }
             // An opaque trip count keeps the chunk loop a loop (V8 spills a fully unrolled block).
             for c in 0..core::hint::black_box(4usize) {
-                let q = x.add(64 + 128 * c) as *const v128;
-                let mut p = [[i16x8_splat(0); 2]; NY];
-                for i in 0..8 {
-                    let v = v128_load(q.add(i));
-                    let (lo, hi) = (v128_and(v, m15), v128_and(u16x8_shr(v, 4), m15));
-                    for t in 0..NY {
-                        let a = a0[t].add(64 * c + 4 * i);
-                        p[t][0] = i16x8_add(p[t][0], rdot16(lo, v128_load32_splat(a as *const u32)));
-                        p[t][1] = i16x8_add(p[t][1], rdot16(hi, v128_load32_splat(a.add(32) as *const u32)));
-                    }
-                }
+                let q = x.add(qs_at + 128 * c) as *const v128;
                 let s0 = u16x8_load_extend_u8x8(scb.add(16 * c));
                 let s1 = u16x8_load_extend_u8x8(scb.add(16 * c + 8));
-                for t in 0..NY {
-                    isum[t] = i32x4_add(isum[t], i32x4_add(i32x4_dot_i16x8(p[t][0], s0), i32x4_dot_i16x8(p[t][1], s1)));
+                // Q4_K: the chunk's 8 words in one run; Q5_K: two runs of 4 (i16 range).
+                let (runs, len) = if Q5 { (2, 4) } else { (1, 8) };
+                for run in 0..runs {
+                    let mut p = [[i16x8_splat(0); 2]; NY];
+                    for i in run * len..(run + 1) * len {
+                        let v = v128_load(q.add(i));
+                        let (mut lo, mut hi) = (v128_and(v, m15), v128_and(u16x8_shr(v, 4), m15));
+                        if Q5 {
+                            let m16 = u8x16_splat(16);
+                            // This chunk's bits at bits 0 and 1: shifted in place, 2 per chunk.
+                            let hp = hbuf.as_mut_ptr().add(i);
+                            let h = v128_load(hp);
+                            v128_store(hp, u16x8_shr(h, 2));
+                            lo = v128_or(lo, v128_and(i16x8_shl(h, 4), m16));
+                            hi = v128_or(hi, v128_and(i16x8_shl(h, 3), m16));
+                        }
+                        for t in 0..NY {
+                            let a = a0[t].add(64 * c + 4 * i);
+                            p[t][0] = i16x8_add(p[t][0], rdot16(lo, v128_load32_splat(a as *const u32)));
+                            p[t][1] = i16x8_add(p[t][1], rdot16(hi, v128_load32_splat(a.add(32) as *const u32)));
+                        }
+                    }
+                    for t in 0..NY {
+                        isum[t] = i32x4_add(isum[t], i32x4_add(i32x4_dot_i16x8(p[t][0], s0), i32x4_dot_i16x8(p[t][1], s1)));
+                    }
                 }
             }
             let d = f16_lanes(u32x4_load_extend_u16x4(x as *const u16));

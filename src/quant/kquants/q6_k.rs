@@ -75,12 +75,12 @@ dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q6K>);
 ///
 /// A block read front to back streams from memory faster: with `ql` and `qh` as two fields the
 /// kernel ran 11.1 GB/s over a 65536 × 4096 matrix (Node) but 21.2 within the cache.
-pub(super) const R4: R4Kernels = R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4, vec_dot4_n, alt: Some(&R4_PAIRS) };
+pub(super) const R4: R4Kernels = R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4, vec_dot4_n, alt: Some(&R4_PAIRS), wide_only: false };
 
 /// The same with a quarter's products summed in i16 two at a time before each `i32x4.dot`
 /// (`simd::vec_dot4_pairs`): Chromium 156 runs it faster, Node 20 slower (BENCHMARKS.md).
 const R4_PAIRS: R4Kernels =
-    R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4: vec_dot4_pairs, vec_dot4_n: vec_dot4_n_pairs, alt: None };
+    R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4: vec_dot4_pairs, vec_dot4_n: vec_dot4_n_pairs, alt: None, wide_only: false };
 
 const FIELDS: &[Field] = &[
     Field { off: 192, len: 16, gran: 4 },
