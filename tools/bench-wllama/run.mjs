@@ -4,6 +4,8 @@
 //   cd tools/bench-wllama && npm ci && node run.mjs [FILE.gguf …] [--no-fixtures] [--prompt-tokens 64]
 //       [--gen-tokens 32] [--repeats 2] [--ctx 512] [--engines ours,ours2,wl1,wl2] [--json OUT.json] [--verbose]
 //       [--not-isolated]   (the page without COOP/COEP, as on a plain static host)
+//       [--warmup full|short] (the warm-up request: the measured prompt and 1 token, as llama-bench
+//                          warms up before its runs, the default; or 40 characters and 4 tokens)
 //
 // CLEF_CHROMIUM_ARGS: more Chromium flags, space-separated (e.g. `--js-flags=--perf-prof
 // --perf-prof-path=/tmp/jd` to profile the engine's wasm with Linux perf, BENCHMARKS.md).
@@ -11,7 +13,7 @@
 // Files: the tiny fixtures (A-Q2_K, A-IQ2_M, A-Q1_0, A-IQ1_S from ../shared) unless --no-fixtures,
 // then every FILE given. Needs ./build.sh (www/dist) and /usr/bin/chromium.
 // For each file: ours (1 thread: the engine is one worker), wllama with 1 thread, and wllama with 2
-// threads (--engines picks among ours, oursN = ours split across N workers, apartN, wl1, wl2); each loads the file, does a short warm-up request, then --repeats
+// threads (--engines picks among ours, oursN = ours split across N workers, apartN, wl1, wl2); each loads the file, does a warm-up request (--warmup), then --repeats
 // measured requests: the same prompt of ~--prompt-tokens tokens (prefill tokens/s), then --gen-tokens
 // greedy tokens with EOS ignored (decode tokens/s), as each engine reports them (≥ 5 runs for files
 // under 64 MiB). The median run is printed as a Markdown table with the ratios ours/wllama.
@@ -36,7 +38,7 @@ const fixtures = resolve(repo, '../shared/fixtures/qwen35-tiny');
 const wllamaDir = join(here, 'node_modules/@wllama/wllama/esm');
 
 // ---- arguments ---------------------------------------------------------------------------------
-const opt = { verbose: false, promptTokens: 64, genTokens: 32, repeats: 2, ctx: 512, engines: 'ours,wl1,wl2', fixtures: true, json: null, isolated: true };
+const opt = { verbose: false, promptTokens: 64, genTokens: 32, repeats: 2, ctx: 512, engines: 'ours,wl1,wl2', fixtures: true, json: null, isolated: true, warmup: 'full' };
 const files = [];
 for (let a = process.argv.slice(2); a.length; ) {
   const k = a.shift();
@@ -45,9 +47,11 @@ for (let a = process.argv.slice(2); a.length; ) {
   else if (k === '--engines') opt.engines = a.shift();
   else if (k === '--verbose') opt.verbose = true;
   else if (k === '--json') opt.json = a.shift();
+  else if (k === '--warmup') opt.warmup = a.shift();
   else if (k.startsWith('--')) opt[k.slice(2).replace(/-(.)/g, (_, c) => c.toUpperCase())] = Number(a.shift());
   else files.push(resolve(k));
 }
+if (opt.warmup !== 'full' && opt.warmup !== 'short') throw new Error(`--warmup: full or short, not '${opt.warmup}'`);
 if (opt.fixtures) files.unshift(...['Q2_K', 'IQ2_M', 'Q1_0', 'IQ1_S'].map((q) => join(fixtures, `A-${q}.gguf`)));
 // `ours` = ours1 (the whole model in the engine worker); `oursN` splits it across N workers (the
 // engine worker computing one shard: engineShard), `apartN` across N shard workers besides it.
@@ -192,14 +196,14 @@ for (const [i, file] of files.entries()) {
   const url = `/model/${i}/${basename(file)}`;
   // Tiny files take milliseconds per run and are noisy: give them at least 5 runs.
   const repeats = statSync(file).size < 64 << 20 ? Math.max(opt.repeats, 5) : opt.repeats;
-  const o = { verbose: opt.verbose, prompt, promptTokens: opt.promptTokens, genTokens: opt.genTokens, nCtx: opt.ctx, repeats, logitBias };
+  const o = { verbose: opt.verbose, prompt, promptTokens: opt.promptTokens, genTokens: opt.genTokens, nCtx: opt.ctx, repeats, logitBias, warmup: opt.warmup };
   const row = { file: basename(file), bytes: statSync(file).size, nVocab, banned: Object.keys(logitBias).length };
   for (const [key, fn, threads, engineShard] of runs) {
     const t0 = Date.now();
     try {
       const r = await page.evaluate(([fn, url, o]) => window.bench[fn](url, o), [fn, url, { ...o, threads, engineShard }]);
       const mid = [...r.runs].sort((a, b) => a.tg - b.tg)[Math.floor((r.runs.length - 1) / 2)];
-      row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, simd: r.simd, exchange: r.exchange, expanded: r.expanded, text: r.runs[0].text, split: mid.split };
+      row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, simd: r.simd, exchange: r.exchange, expanded: r.expanded, text: r.runs[0].text, split: mid.split, ppRuns: r.runs.map((x) => x.pp), tgRuns: r.runs.map((x) => x.tg) };
       console.error(`${row.file} ${key}: pp ${row[key].pp.toFixed(2)} t/s, tg ${row[key].tg.toFixed(2)} t/s, load ${r.loadS.toFixed(1)} s (threads ${r.threads}${r.simd ? `, ${r.simd}` : ''}${r.exchange ? `, ${r.exchange} exchange` : ''}${r.expanded ? ', IQ2_S expanded' : ''}) [${((Date.now() - t0) / 1000).toFixed(0)} s]`);
     } catch (e) {
       row[key] = { error: String(e.message ?? e).split('\n')[0].slice(0, 200) };
@@ -227,7 +231,7 @@ const same = (a, b) => {
 };
 const size = (b) => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`);
 console.log(`\nclef-web vs wllama ${wllamaVersion} (llama.cpp ${env.libllama}), ${env.ua.match(/Chrome\/\S+/)?.[0]}, ` +
-  `prompt ${opt.promptTokens} tokens, decode ${opt.genTokens} tokens greedy (EOS ignored), median of ${opt.repeats} runs (≥ 5 for files < 64 MiB); tokens/s; ` +
+  `prompt ${opt.promptTokens} tokens, decode ${opt.genTokens} tokens greedy (EOS ignored), median of ${opt.repeats} runs (≥ 5 for files < 64 MiB) after a ${opt.warmup} warm-up; tokens/s; ` +
   `load average ${load0.toFixed(1)} at start, ${loadavg()[0].toFixed(1)} at end\n`);
 const split = runs.filter(([k]) => /^(ours|apart)\d+$/.test(k) && k !== 'ours1').map(([k]) => k);
 console.log('| file | size | prefill ours | prefill wllama 1t | **ours/wllama** | decode ours | decode wllama 1t | **ours/wllama** | wllama 2t prefill / decode | ' +
