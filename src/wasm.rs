@@ -435,6 +435,17 @@ impl WasmShard {
         self.shard.run(stage, pos, x).map(|o| o.to_vec()).map_err(|e| model_err(&e))
     }
 
+    /// [`Self::run`] without copying the result out: a view of this instance's memory, valid
+    /// until the next call into this instance. For the shared exchange, which copies it into the
+    /// exchange buffer or hands it to the engine (another instance) at once; never transferred.
+    #[wasm_bindgen(js_name = runView)]
+    pub fn run_view(&mut self, kind: u32, layer: usize, pos: usize, x: &[f32]) -> Result<js_sys::Float32Array, JsValue> {
+        let stage = stage_of(kind, layer)?;
+        let out = self.shard.run(stage, pos, x).map_err(|e| model_err(&e))?;
+        // SAFETY: as `pass_input_view`: used before the next call into this instance.
+        Ok(unsafe { js_sys::Float32Array::view(out) })
+    }
+
     /// This shard's LM-head rows of those of `ids` in its vocabulary range, in their stored type
     /// (src/clef/lm_rows.rs): `{ty, ids, bytes}` (ggml type id, the ids it has, their rows), or
     /// `null` when it holds no LM head.
@@ -692,10 +703,26 @@ impl WasmEngine {
         })
     }
 
-    /// The current stage's input (rows × n_embd).
+    /// The current stage's input (rows × n_embd), copied out.
     #[wasm_bindgen(js_name = passInput)]
     pub fn pass_input(&mut self) -> Vec<f32> {
         self.engine.pass().map(|p| p.input().to_vec()).unwrap_or_default()
+    }
+
+    /// [`Self::pass_input`] without the copy: a view of this instance's memory, valid until the
+    /// next call into this instance (which may grow its memory). For the shared exchange, which
+    /// copies it into the exchange buffer and hands it to a local shard (another instance, another
+    /// memory) before the engine is called again; never transferred. A prompt stage's input is
+    /// 2 MB at 128 tokens: a fresh copy per stage was 130 MB of short-lived buffers per pass,
+    /// whose page faults and freeing stalled the tokens after it.
+    #[wasm_bindgen(js_name = passInputView)]
+    pub fn pass_input_view(&mut self) -> js_sys::Float32Array {
+        match self.engine.pass() {
+            // SAFETY: the view is of this instance's memory; the caller uses it before the next
+            // call into the instance (the only way the buffer or its contents change).
+            Some(p) => unsafe { js_sys::Float32Array::view(p.input()) },
+            None => js_sys::Float32Array::new_with_length(0),
+        }
     }
 
     /// Adds one shard's partial sum of a mixer / FFN stage.

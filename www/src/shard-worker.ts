@@ -30,7 +30,12 @@ export function errorInfo(e: unknown): ErrorInfo {
   return { code: typeof code === 'string' && known.includes(code) ? (code as ErrorInfo['code']) : 'internal', message };
 }
 
-/** What a shard worker does: handles requests; `runStage` is one stage computed now (shared exchange, local shard). */
+/**
+ * What a shard worker does: handles requests; `runStage` is one stage computed now (shared
+ * exchange, local shard), its output a view of the shard's wasm memory, valid until the shard's
+ * next call: copied into the exchange or handed to the engine (another instance) at once, never
+ * transferred — so a prompt stage allocates no output buffer.
+ */
 export interface ShardHost {
   handle(req: ShardRequest): void;
   runStage(kind: number, layer: number, pos: number, x: Float32Array): { out: Float32Array; ms: number };
@@ -54,12 +59,14 @@ export function createShardHost(post: Post): ShardHost {
   const ok = <K extends keyof ShardResults>(id: number, _op: K, result: ShardResults[K], transfer?: Transferable[]) =>
     post({ type: 'result', id, result }, transfer);
 
-  function runStage(kind: number, layer: number, pos: number, x: Float32Array): { out: Float32Array; ms: number } {
+  /** One stage; its output copied out (`view` false: a buffer of its own, to transfer) or a view. */
+  function stage(kind: number, layer: number, pos: number, x: Float32Array, view: boolean): { out: Float32Array; ms: number } {
     if (!shard) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
     const t = performance.now();
-    const out = shard.run(kind, layer, pos, x);
+    const out = view ? shard.runView(kind, layer, pos, x) : shard.run(kind, layer, pos, x);
     return { out, ms: performance.now() - t };
   }
+  const runStage = (kind: number, layer: number, pos: number, x: Float32Array) => stage(kind, layer, pos, x, true);
 
   function handle(req: ShardRequest): void {
     try {
@@ -112,7 +119,7 @@ export function createShardHost(post: Post): ShardHost {
           shard.apply(req.ops);
           return;
         case 'run': {
-          const r = runStage(req.kind, req.layer, req.pos, req.x);
+          const r = stage(req.kind, req.layer, req.pos, req.x, false);
           ok(req.id, 'run', r, [r.out.buffer]);
           return;
         }

@@ -396,7 +396,9 @@ export class SplitDriver {
           return false;
         }
         const [kind, layer, pos] = st;
-        const x = eng.passInput();
+        // Shared exchange: a view of the engine's memory (copied into the exchange and read by a
+        // local shard before the engine is called again); messages transfer a copy.
+        const x = pool.shared ? eng.passInputView() : eng.passInput();
         const s = this.stats;
         s.coordinatorMs += performance.now() - t;
         t = performance.now();
