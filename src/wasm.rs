@@ -417,6 +417,15 @@ fn stage_of(kind: u32, layer: usize) -> Result<Stage, JsValue> {
     }
 }
 
+impl WasmShard {
+    /// Runs a stage; its output stays in the shard ([`Self::run`] copies it, [`Self::run_view`]
+    /// views it).
+    fn stage(&mut self, kind: u32, layer: usize, pos: usize, x: &[f32]) -> Result<&[f32], JsValue> {
+        let stage = stage_of(kind, layer)?;
+        self.shard.run(stage, pos, x).map_err(|e| model_err(&e))
+    }
+}
+
 #[wasm_bindgen]
 impl WasmShard {
     /// Applies the coordinator's state changes: pairs (code, position) as `StateOp::encode`.
@@ -431,8 +440,7 @@ impl WasmShard {
     /// Runs a stage (`kind`, `layer`) on input `x` for tokens at positions `pos..`; returns this
     /// shard's partial sum (T × D) or its logits (rows × |vocabRange|).
     pub fn run(&mut self, kind: u32, layer: usize, pos: usize, x: &[f32]) -> Result<Vec<f32>, JsValue> {
-        let stage = stage_of(kind, layer)?;
-        self.shard.run(stage, pos, x).map(|o| o.to_vec()).map_err(|e| model_err(&e))
+        self.stage(kind, layer, pos, x).map(|o| o.to_vec())
     }
 
     /// [`Self::run`] without copying the result out: a view of this instance's memory, valid
@@ -440,8 +448,7 @@ impl WasmShard {
     /// exchange buffer or hands it to the engine (another instance) at once; never transferred.
     #[wasm_bindgen(js_name = runView)]
     pub fn run_view(&mut self, kind: u32, layer: usize, pos: usize, x: &[f32]) -> Result<js_sys::Float32Array, JsValue> {
-        let stage = stage_of(kind, layer)?;
-        let out = self.shard.run(stage, pos, x).map_err(|e| model_err(&e))?;
+        let out = self.stage(kind, layer, pos, x)?;
         // SAFETY: as `pass_input_view`: used before the next call into this instance.
         Ok(unsafe { js_sys::Float32Array::view(out) })
     }
@@ -713,8 +720,7 @@ impl WasmEngine {
     /// next call into this instance (which may grow its memory). For the shared exchange, which
     /// copies it into the exchange buffer and hands it to a local shard (another instance, another
     /// memory) before the engine is called again; never transferred. A prompt stage's input is
-    /// 2 MB at 128 tokens: a fresh copy per stage was 130 MB of short-lived buffers per pass,
-    /// whose page faults and freeing stalled the tokens after it.
+    /// 2 MB at 128 tokens: a fresh copy per stage was 130 MB of short-lived buffers per pass.
     #[wasm_bindgen(js_name = passInputView)]
     pub fn pass_input_view(&mut self) -> js_sys::Float32Array {
         match self.engine.pass() {
