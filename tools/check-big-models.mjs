@@ -11,7 +11,8 @@
 // greedily generates 8 tokens from a 16-token prompt. With --opfs (the first file only; the
 // profile's quota must hold it): load it a second time from the OPFS cache and compare the time to
 // the first token with a plain read of the cached pieces (createSyncAccessHandle().read into a
-// buffer, in a worker) — the issue's target is ≤ 2×.
+// buffer, in a worker) — the issue's target is ≤ 2×. CLEF_CHROMIUM_ARGS: more Chromium flags,
+// space-separated (e.g. `--js-flags=--no-wasm-dynamic-tiering`).
 
 import { basename } from 'node:path';
 import { startHubServer } from '../tests/browser/hub-server.mjs';
@@ -29,7 +30,7 @@ if (!files.length) {
 
 const repos = { 'synth/clef-flash-GGUF': Object.fromEntries(files.map((f) => [basename(f), { path: f }])) };
 const hub = await startHubServer({ repos });
-const b = await launch(hub.url);
+const b = await launch(hub.url, { args: (process.env.CLEF_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean) });
 const GiB = 2 ** 30;
 console.log('| file | size | workers | context | load | wasm memory (all workers) | prompt tok/s | decode tok/s |');
 console.log('|---|---|---|---|---|---|---|---|');

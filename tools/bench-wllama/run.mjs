@@ -4,8 +4,9 @@
 //   cd tools/bench-wllama && npm ci && node run.mjs [FILE.gguf …] [--no-fixtures] [--prompt-tokens 64]
 //       [--gen-tokens 32] [--repeats 2] [--ctx 512] [--engines ours,ours2,wl1,wl2] [--json OUT.json] [--verbose]
 //       [--not-isolated]   (the page without COOP/COEP, as on a plain static host)
-//       [--warmup full|short] (the warm-up request: the measured prompt and 1 token, as llama-bench
-//                          warms up before its runs, the default; or 40 characters and 4 tokens)
+//       [--warmup full|short] (the warm-up request: the measured prompt and 2 tokens — one decode
+//                          step — as llama-bench warms up before its runs, the default; or 40
+//                          characters and 4 tokens)
 //
 // CLEF_CHROMIUM_ARGS: more Chromium flags, space-separated (e.g. `--js-flags=--perf-prof
 // --perf-prof-path=/tmp/jd` to profile the engine's wasm with Linux perf, BENCHMARKS.md).
