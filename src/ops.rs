@@ -130,6 +130,8 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
 ///   against 46.3 / 45.2 — 12 stays).
 /// * wide, Q5_K (interleaved in the wide profile only, session 26): 35.8 / 42.4 / 44.7 at
 ///   T = 8 / 12 / 16 against 44.0 / 43.8 / 39.5 → 12.
+/// * wide, IQ2_SX (interleaved in the wide profile only, session 27): 36.8 / 39.0 / 41.9 / 45.5 at
+///   T = 8 / 10 / 12 / 16 against 38.9 / 36.5 / 39.5 / 39.5 → 10.
 pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
     let wide = quant::gemm8::profile() == quant::gemm8::Profile::Wide;
     match (ty, wide) {
@@ -140,6 +142,7 @@ pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
         (GgmlType::Q4_K, false) => 64,
         (GgmlType::Q4_K, true) => 40,
         (GgmlType::Q5_K, true) => 12,
+        (GgmlType::IQ2_SX, true) => 10,
         _ => gemm_min_tokens(ty),
     }
 }

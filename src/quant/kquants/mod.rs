@@ -64,7 +64,7 @@ pub static KERNELS: &[QuantKernels] = &[
 ];
 
 /// The types with a four-rows-interleaved form ([`crate::quant::r4`]).
-pub static R4: &[crate::quant::r4::R4Kernels] = &[q2_k::R4, q3_k::R4, q4_k::R4, q4_k::R4_Q5K, q6_k::R4];
+pub static R4: &[crate::quant::r4::R4Kernels] = &[q2_k::R4, q3_k::R4, q4_k::R4, q4_k::R4_Q5K, q6_k::R4, iq2_sx::R4];
 
 /// The types with an int8 prompt GEMM form (`gemm8`): codes `u = q + offset` ≤ `umax` (IQ2_S's
 /// from `iq2.rs`).
