@@ -3,7 +3,8 @@
 // and in headless Chromium (Web Workers, loading from the local Hub emulator over HTTP and then from
 // OPFS: with no COOP/COEP headers, postMessage only; cross-origin isolated, shared memory).
 // The fixtures through 1, 2 and 3 workers give llama.cpp's greedy tokens (F32) and the one-worker
-// tokens (quantized files); an abort mid-generation and a killed shard worker are handled.
+// tokens (quantized files), and in Chromium the files whose interleaved forms only the browsers run
+// give llama.cpp's greedy tokens; an abort mid-generation and a killed shard worker are handled.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -227,6 +228,36 @@ test('Chromium without COOP/COEP: 2 and 3 workers over HTTP, then from OPFS, giv
     assert.equal(crash.err?.code, 'worker_crashed');
     assert.equal(crash.err?.fatal, true);
     assert.deepEqual(crash.ids, A.cases[0].greedy_ids);
+  } finally {
+    await b.close();
+    await hub.close();
+  }
+});
+
+// The browsers' engine runs forms the command line does not (the int8 GEMM's wide profile: Q5_K and
+// IQ2_SX interleaved four rows at a time, `r4::R4Kernels::wide_only`); these files use them.
+test('Chromium: files whose interleaved forms only browsers run (IQ2_M: IQ2_S expanded and interleaved; Q5_K_M: Q5_K) give llama.cpp\'s greedy tokens with 1 and 2 workers', { skip: skipBrowser, timeout: 120000 }, async () => {
+  const hub = await startHubServer();
+  const b = await launch(hub.url);
+  try {
+    for (const q of ['IQ2_M', 'Q5_K_M']) {
+      const ref = JSON.parse(readFileSync(join(fixturesDir, `A-${q}.llama.json`), 'utf8')).cases[0];
+      for (const workers of [1, 2]) {
+        const r = await b.page.evaluate(async ({ hub, q, workers, ids }) => {
+          const engine = await ClefEngine.load(`test-org/clef-flash-GGUF:${q}`, { hubUrl: hub, workers, cache: false });
+          try {
+            const r = await engine.completions.create({ prompt: ids, max_tokens: 16, temperature: 0, ignore_eos: true, return_token_ids: true });
+            return { ids: r.choices[0].token_ids, simd: engine.info.stats.simd, expanded: engine.info.stats.expanded, workers: engine.info.workers };
+          } finally {
+            await engine.unload();
+          }
+        }, { hub: hub.url, q, workers, ids: ref.prompt_ids });
+        assert.equal(r.simd, 'relaxed-simd', 'the relaxed build (the one with interleaved forms)');
+        assert.equal(r.workers, workers);
+        assert.equal(r.expanded, q === 'IQ2_M', `${q}: expanded`);
+        assert.deepEqual(r.ids, ref.greedy_ids, `${q}, ${workers} workers`);
+      }
+    }
   } finally {
     await b.close();
     await hub.close();
