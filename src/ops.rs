@@ -212,11 +212,24 @@ pub fn matmul_rows(
             quant::r4::matmul_tiles(k4, data, w.row_bytes, rows, &s.act, y, n_out);
             return;
         };
-        let plan = R4_FORM.lock().unwrap_or_else(|e| e.into_inner()).plan(ty, false, t_count == 1 && bytes >= R4_TRIAL_MIN_BYTES);
-        plan.run(
-            |b| quant::r4::matmul_tiles(if b { alt } else { k4 }, data, w.row_bytes, rows, &s.act, y, n_out),
-            |b, ms| R4_FORM.lock().unwrap_or_else(|e| e.into_inner()).record(ty, b, false, bytes as f64, ms),
-        );
+        let timed = |bytes: usize| t_count == 1 && bytes >= R4_TRIAL_MIN_BYTES;
+        let plan = R4_FORM.lock().unwrap_or_else(|e| e.into_inner()).plan(ty, false, timed(bytes));
+        // While the trial runs, a large product is timed in pieces (whole groups of four rows),
+        // each a sample: an LM head, one product a token, settles within the warm-up's tokens
+        // instead of ~30 tokens into the first answer. Each row's result is the same either way.
+        let pieces = if let Plan::Trial(_) = plan { (bytes / R4_TRIAL_PIECE_BYTES).clamp(1, R4_TRIAL_PIECES) } else { 1 };
+        let step = rows.len().div_ceil(pieces).next_multiple_of(quant::r4::R);
+        let mut start = rows.start;
+        while start < rows.end {
+            let part = start..(start + step).min(rows.end);
+            let part_bytes = part.len() * w.row_bytes;
+            let plan = if pieces == 1 { plan } else { R4_FORM.lock().unwrap_or_else(|e| e.into_inner()).plan(ty, false, timed(part_bytes)) };
+            plan.run(
+                |b| quant::r4::matmul_tiles(if b { alt } else { k4 }, data, w.row_bytes, part.clone(), &s.act, y, n_out),
+                |b, ms| R4_FORM.lock().unwrap_or_else(|e| e.into_inner()).record(ty, b, false, part_bytes as f64, ms),
+            );
+            start = part.end;
+        }
         return;
     }
     if !w.r4 && t_count < gemm_min_tokens(ty) {
@@ -418,11 +431,21 @@ static GEMM_DOT: std::sync::Mutex<(GemmDot, Trial)> = std::sync::Mutex::new((Gem
 /// chosen per instance by timing ([`crate::tune`]): both give the same results bit for bit, and
 /// which is faster depends on the engine's code generator (Q6_K's i16 pair sums: 20.6–20.8 against
 /// 19.0 GB/s in Chromium 156, 15.9 against 20.9 in Node 20). Timed: one-token products of at least
-/// [`R4_TRIAL_MIN_BYTES`] of weights, rated in bytes a second; the first is the prior.
+/// [`R4_TRIAL_MIN_BYTES`] of weights, rated in bytes a second, the largest in pieces
+/// ([`R4_TRIAL_PIECE_BYTES`]: an LM head's type, one product a token, settles in two or three
+/// tokens instead of ~30); the first is the prior.
 static R4_FORM: std::sync::Mutex<Trial> = std::sync::Mutex::new(Trial::new());
 
 /// Decode products smaller than this (weight bytes) are not timed for [`R4_FORM`].
 pub const R4_TRIAL_MIN_BYTES: usize = 1 << 20;
+
+/// While [`R4_FORM`]'s trial runs, a product of more than this many weight bytes is timed in up to
+/// [`R4_TRIAL_PIECES`] pieces of at least this size (a piece of a 9B LM head shard: ~1–2 ms, well
+/// above the browsers' 0.1 ms clock).
+pub const R4_TRIAL_PIECE_BYTES: usize = 16 << 20;
+
+/// The most pieces one timed product is split into (two products give a trial its samples).
+pub const R4_TRIAL_PIECES: usize = 16;
 
 /// Per interleaved type with two kernel forms that has been tried: (type, decided the second,
 /// median GB/s with the first, with the second) (`clef generate --json` reports it).
