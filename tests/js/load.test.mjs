@@ -6,11 +6,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { importTs, initWasm, root } from './bundle.mjs';
 
 const L = await importTs(
-  'www/src/load/retry.ts', 'www/src/load/fetch.ts', 'www/src/load/plan.ts', 'www/src/load/placement.ts', 'www/src/load/header.ts',
+  'www/src/load/retry.ts', 'www/src/load/sources.ts', 'www/src/load/fetch.ts', 'www/src/load/plan.ts', 'www/src/load/placement.ts', 'www/src/load/header.ts',
   'www/src/load/fit.ts', 'www/src/load/verify.ts', 'www/src/load/cached.ts', 'www/src/load/errors.ts', 'www/src/load/workers.ts', 'www/src/app/models.ts', 'www/src/validate.ts', 'www/src/protocol.ts',
 );
 await initWasm();
@@ -132,6 +133,78 @@ test('fetchChunk resumes from the last byte received; retries only without progr
   assert.deepEqual(Buffer.from(placement.view(c.parts[0])), Buffer.from(bytes));
   assert.deepEqual(events.map((e) => e.attempt), [1, 2, 3, 1], 'the count restarts after progress');
   assert.equal(events[0].reason, 'connection dropped');
+});
+
+// ---- sources.ts ---------------------------------------------------------------------------------
+
+/** A Range server for `bytes`, writing each body in pieces of 100 kB; `stallAfter` ≥ 0: that many bytes, then nothing. */
+async function rangeServer(bytes, o = { stallAfter: -1 }) {
+  const server = createServer((req, res) => {
+    const m = /bytes=(\d+)-(\d+)/.exec(req.headers.range ?? '');
+    const [s, e] = m ? [Number(m[1]), Number(m[2]) + 1] : [0, bytes.length];
+    res.writeHead(m ? 206 : 200, { 'content-length': e - s, ...(m ? { 'content-range': `bytes ${s}-${e - 1}/${bytes.length}` } : {}) });
+    const body = Buffer.from(bytes.subarray(s, e));
+    if (o.stallAfter >= 0) return void res.write(body.subarray(0, o.stallAfter));
+    let at = 0;
+    const more = () => (at >= body.length ? res.end() : (res.write(body.subarray(at, (at += 100_000))), setImmediate(more)));
+    more();
+  });
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  return { url: `http://127.0.0.1:${server.address().port}/f.gguf`, close: () => (server.closeAllConnections(), new Promise((ok) => server.close(ok))) };
+}
+
+/** Streams bytes [start, end) of `src`, copying each view as the sink must; returns the bytes and the views' buffer sizes. */
+async function streamAll(src, start, end) {
+  const out = new Uint8Array(end - start);
+  const sizes = new Set();
+  let at = 0;
+  await src.stream(start, end, (v) => {
+    out.set(v, at);
+    at += v.length;
+    sizes.add(v.buffer.byteLength);
+  }, new AbortController().signal);
+  return { out: out.subarray(0, at), sizes: [...sizes] };
+}
+
+test('HttpSource.stream reads a byte stream into one reused buffer, any other body chunk by chunk; a stalled body times out, what came before kept', async () => {
+  const bytes = new Uint8Array(3 * MiB + 123).map((_, i) => (i * 31 + (i >> 9)) & 255);
+  const srv = await rangeServer(bytes);
+  try {
+    // Node's fetch body is a byte stream: every view lies in the one read buffer (the range's size, under 4 MiB).
+    const a = await streamAll(new L.HttpSource(srv.url), 1000, bytes.length);
+    assert.deepEqual(Buffer.from(a.out), Buffer.from(bytes.subarray(1000)));
+    assert.deepEqual(a.sizes, [bytes.length - 1000], 'one buffer read into again and again');
+    // A body that is not a byte stream (no BYOB reader): the default reader, the same bytes.
+    const real = globalThis.fetch;
+    globalThis.fetch = async (...args) => {
+      const r = await real(...args);
+      return new Response(r.body.pipeThrough(new TransformStream()), { status: r.status, headers: r.headers });
+    };
+    try {
+      const b = await streamAll(new L.HttpSource(srv.url), 1000, bytes.length);
+      assert.deepEqual(Buffer.from(b.out), Buffer.from(bytes.subarray(1000)));
+      assert.ok(!b.sizes.includes(bytes.length - 1000), `chunks of their own: ${b.sizes}`);
+    } finally {
+      globalThis.fetch = real;
+    }
+  } finally {
+    await srv.close();
+  }
+  const stall = await rangeServer(bytes, { stallAfter: 250_000 });
+  try {
+    const src = new L.HttpSource(stall.url);
+    src.useTimeouts({ headerTimeoutMs: 2000, idleTimeoutMs: 300 });
+    let got = 0;
+    const err = await src.stream(0, bytes.length, (v) => {
+      assert.deepEqual(Buffer.from(v), Buffer.from(bytes.subarray(got, got + v.length)));
+      got += v.length;
+    }, new AbortController().signal).then(() => null, (e) => e);
+    assert.ok(err instanceof L.HttpError && /no data for 300 ms after 250000 bytes/.test(err.message), String(err));
+    assert.ok(src.retryable(err));
+    assert.equal(got, 250_000);
+  } finally {
+    await stall.close();
+  }
 });
 
 test('fetchChunk gives up with a typed network error; a non-retryable error passes through', async () => {

@@ -36,8 +36,9 @@ export interface ByteSource {
   /** Bytes [start, end) (a later part of the header). */
   readBytes(start: number, end: number, signal: AbortSignal): Promise<Uint8Array>;
   /**
-   * Streams bytes [start, end) in order to `sink`. Rejects when the transfer breaks (what was
-   * given to `sink` stays valid: the caller resumes after it).
+   * Streams bytes [start, end) in order to `sink`, whose views are valid only during the call (the
+   * sink copies them). Rejects when the transfer breaks (what was given to `sink` stays valid: the
+   * caller resumes after it).
    */
   stream(start: number, end: number, sink: (bytes: Uint8Array) => void, signal: AbortSignal): Promise<void>;
   /** Synchronous read straight into `dest` (files in Node); returns bytes read. */
@@ -75,6 +76,18 @@ function release(b: Uint8Array): void {
     } catch {
       /* not transferable (shared with the stream implementation): the GC will free it */
     }
+  }
+}
+
+/** The bytes one BYOB read may fill (what it returns is what has arrived, often less). */
+const READ_BUFFER = 4 * MiB;
+
+/** A BYOB reader of `body` where it is a byte stream (fetch bodies in Chromium, Firefox, Node 20), else null. */
+function byobReader(body: ReadableStream<Uint8Array>): ReadableStreamBYOBReader | null {
+  try {
+    return body.getReader({ mode: 'byob' });
+  } catch {
+    return null; // not a byte stream: the default reader
   }
 }
 
@@ -207,13 +220,21 @@ export class HttpSource implements ByteSource {
 
   /**
    * Reads up to `limit` body bytes into `sink`, aborting the exchange when no byte arrives for
-   * `idleTimeoutMs`. `keep`: the sink keeps the buffers (else they are released after it).
+   * `idleTimeoutMs`. `keep`: the sink keeps the buffers; else it gets views of one buffer that the
+   * body is read into again and again (a byte stream's BYOB reader; each read returns what has
+   * arrived, as the default reader does), valid only during the call.
    * Returns the bytes read; rejects with a retryable HttpError on a drop or a stall.
+   *
+   * Why one buffer: the default reader hands over a fresh buffer per network chunk — thousands
+   * for a 5 GiB file — and what the collector later had to sweep of them, on a worker whose
+   * cores are busy computing, stalled the first answer after a load (~0.4 s in two yields;
+   * BENCHMARKS.md, "A download that leaves no garbage"); the loads themselves ran faster too.
    */
   private async read(x: Exchange, what: string, limit: number, sink: (b: Uint8Array) => void, keep: boolean, signal: AbortSignal): Promise<number> {
     const body = x.res.body;
     if (!body) throw new HttpError(0, `${this.url}: empty response body`);
-    const reader = body.getReader();
+    const byob = keep ? null : byobReader(body);
+    const reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader = byob ?? body.getReader();
     const idleMs = this.timeouts.idleTimeoutMs;
     let got = 0;
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -226,8 +247,25 @@ export class HttpSource implements ByteSource {
     };
     try {
       arm();
+      if (byob) {
+        let buf = new ArrayBuffer(Math.min(READ_BUFFER, limit));
+        while (got < limit) {
+          const { done, value } = await byob.read(new Uint8Array(buf, 0, Math.min(buf.byteLength, limit - got)));
+          if (value) {
+            buf = value.buffer; // the same memory, handed back
+            if (value.length) {
+              arm();
+              sink(value);
+              got += value.length;
+            }
+          }
+          if (done) break;
+        }
+        return got;
+      }
+      const chunks = reader as ReadableStreamDefaultReader<Uint8Array>;
       for (;;) {
-        const { done, value } = await reader.read();
+        const { done, value } = await chunks.read();
         if (done) break;
         arm();
         const take = Math.min(value.length, limit - got);
