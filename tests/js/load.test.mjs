@@ -170,10 +170,10 @@ test('HttpSource.stream reads a byte stream into one reused buffer, any other bo
   const bytes = new Uint8Array(3 * MiB + 123).map((_, i) => (i * 31 + (i >> 9)) & 255);
   const srv = await rangeServer(bytes);
   try {
-    // Node's fetch body is a byte stream: every view lies in the one read buffer (the range's size, under 4 MiB).
+    // Node's fetch body is a byte stream: every view lies in the one read buffer (1 MiB).
     const a = await streamAll(new L.HttpSource(srv.url), 1000, bytes.length);
     assert.deepEqual(Buffer.from(a.out), Buffer.from(bytes.subarray(1000)));
-    assert.deepEqual(a.sizes, [bytes.length - 1000], 'one buffer read into again and again');
+    assert.deepEqual(a.sizes, [MiB], 'one buffer read into again and again');
     // A body that is not a byte stream (no BYOB reader): the default reader, the same bytes.
     const real = globalThis.fetch;
     globalThis.fetch = async (...args) => {
@@ -183,7 +183,7 @@ test('HttpSource.stream reads a byte stream into one reused buffer, any other bo
     try {
       const b = await streamAll(new L.HttpSource(srv.url), 1000, bytes.length);
       assert.deepEqual(Buffer.from(b.out), Buffer.from(bytes.subarray(1000)));
-      assert.ok(!b.sizes.includes(bytes.length - 1000), `chunks of their own: ${b.sizes}`);
+      assert.ok(b.sizes.some((n) => n !== MiB), `chunks of their own: ${b.sizes}`);
     } finally {
       globalThis.fetch = real;
     }

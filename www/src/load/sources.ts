@@ -79,8 +79,8 @@ function release(b: Uint8Array): void {
   }
 }
 
-/** The bytes one BYOB read may fill (what it returns is what has arrived, often less). */
-const READ_BUFFER = 4 * MiB;
+/** The bytes one BYOB read may fill (what it returns is what has arrived: a network chunk, often less). */
+const READ_BUFFER = MiB;
 
 /** A BYOB reader of `body` where it is a byte stream (fetch bodies in Chromium, Firefox, Node 20), else null. */
 function byobReader(body: ReadableStream<Uint8Array>): ReadableStreamBYOBReader | null {
@@ -220,9 +220,10 @@ export class HttpSource implements ByteSource {
 
   /**
    * Reads up to `limit` body bytes into `sink`, aborting the exchange when no byte arrives for
-   * `idleTimeoutMs`. `keep`: the sink keeps the buffers; else it gets views of one buffer that the
-   * body is read into again and again (a byte stream's BYOB reader; each read returns what has
-   * arrived, as the default reader does), valid only during the call.
+   * `idleTimeoutMs`. `keep`: the sink keeps the buffers; else it gets views of one buffer (1 MiB,
+   * freed when the response ends) that the body is read into again and again (a byte stream's
+   * BYOB reader; each read returns what has arrived, as the default reader does), valid only
+   * during the call.
    * Returns the bytes read; rejects with a retryable HttpError on a drop or a stall.
    *
    * Why one buffer: the default reader hands over a fresh buffer per network chunk — thousands
@@ -237,6 +238,7 @@ export class HttpSource implements ByteSource {
     const reader: ReadableStreamDefaultReader<Uint8Array> | ReadableStreamBYOBReader = byob ?? body.getReader();
     const idleMs = this.timeouts.idleTimeoutMs;
     let got = 0;
+    let buf: ArrayBuffer | null = byob && new ArrayBuffer(Math.min(READ_BUFFER, limit));
     let timer: ReturnType<typeof setTimeout> | undefined;
     const arm = () => {
       clearTimeout(timer);
@@ -247,12 +249,12 @@ export class HttpSource implements ByteSource {
     };
     try {
       arm();
-      if (byob) {
-        let buf = new ArrayBuffer(Math.min(READ_BUFFER, limit));
+      if (byob && buf) {
+        let space: ArrayBuffer = buf;
         while (got < limit) {
-          const { done, value } = await byob.read(new Uint8Array(buf, 0, Math.min(buf.byteLength, limit - got)));
+          const { done, value } = await byob.read(new Uint8Array(space, 0, Math.min(space.byteLength, limit - got)));
           if (value) {
-            buf = value.buffer; // the same memory, handed back
+            space = buf = value.buffer as ArrayBuffer; // the same memory, handed back
             if (value.length) {
               arm();
               sink(value);
@@ -282,6 +284,7 @@ export class HttpSource implements ByteSource {
       clearTimeout(timer);
       reader.cancel().catch(() => {});
       x.done();
+      if (buf?.byteLength) release(new Uint8Array(buf)); // freed now, not at the next collection (0: a read still holds it)
     }
     return got;
   }
