@@ -302,7 +302,7 @@ mod simd {
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g16;
     #[cfg(target_feature = "relaxed-simd")]
-    use super::super::simd::{dot_3bit_relaxed, f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales, rdot16};
+    use super::super::simd::{dot_3bit_relaxed, f16_lanes, r4_3bit_isums, r4_dup_masks, r4_scale_sums_g16, r4_store_scales};
     use super::super::{check_lens, Q8, QK_K};
     use super::BB;
     use crate::quant::gemm::Decoded;
@@ -462,10 +462,10 @@ mod simd {
         0.125 * hsum_f32(acc)
     }
 
-    /// Four interleaved rows (the R4 layout above) · `NY` activation rows: Q3_K's `vec_dot4` with
-    /// `u = ±mag + 43` swizzled from `code | sign << 2`. Codes reach 86, so a word's pair sums
-    /// (≤ 2·86·127) fill an i16 lane: each word is widened on its own by `i32x4.dot` with the
-    /// group's scales of the four rows (lane r = row r). Per block and row, `43 Σ_g sc_g bsum_g`
+    /// Four interleaved rows (the R4 layout above) · `NY` activation rows: Q3_K's loop
+    /// (`r4_3bit_isums`) with `u = ±mag + 43` swizzled from `code | sign << 2`. Codes reach 86, so
+    /// a word's pair sums (≤ 2·86·127) fill an i16 lane: each word is widened on its own by
+    /// `i32x4.dot` with the group's scales of the four rows (lane r = row r). Per block and row, `43 Σ_g sc_g bsum_g`
     /// is taken off in i32 (exact, as in `vec_dot`), then scaled by `d·d_a`; `d_w / 8` at the end.
     ///
     /// # Safety
@@ -475,7 +475,6 @@ mod simd {
     pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::IQ2_SX, &a))[0];
         let table = biased();
-        let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
         let dup = r4_dup_masks();
         let mut scb = [0i8; 128];
         let scb = scb.as_mut_ptr();
@@ -503,33 +502,7 @@ mod simd {
             r4_store_scales(sc, scb, dup);
             let summs = r4_scale_sums_g16(sc, acts.map(|a| a.bsums.as_ptr().add(16 * b)));
 
-            let mut isum = [i32x4_splat(0); NY];
-            // Opaque trip counts keep both loops loops (as Q3_K's).
-            for nh in 0..core::hint::black_box(4usize) {
-                let (n, h) = (nh >> 1, nh & 1);
-                let q = x.add(168 + 64 * nh) as *const v128;
-                let hp = x.add(40 + 64 * h) as *const v128;
-                let mut v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
-                let mut hm = [0, 1, 2, 3].map(|k| i16x8_shl(u16x8_shr(v128_load(hp.add(k)), 4 * n as u32), 2));
-                for j in 0..core::hint::black_box(4usize) {
-                    let g = 8 * n + 2 * j + h;
-                    let u: [v128; 4] =
-                        core::array::from_fn(|k| i8x16_relaxed_swizzle(table, v128_or(v128_and(v[k], m3), v128_and(hm[k], m4))));
-                    let scale = i16x8_load_extend_i8x8(scb.add(8 * g));
-                    for t in 0..NY {
-                        let a = a0[t].add(16 * g) as *const u32;
-                        let p0 = i32x4_dot_i16x8(rdot16(u[0], v128_load32_splat(a)), scale);
-                        let p1 = i32x4_dot_i16x8(rdot16(u[1], v128_load32_splat(a.add(1))), scale);
-                        let p2 = i32x4_dot_i16x8(rdot16(u[2], v128_load32_splat(a.add(2))), scale);
-                        let p3 = i32x4_dot_i16x8(rdot16(u[3], v128_load32_splat(a.add(3))), scale);
-                        isum[t] = i32x4_add(isum[t], i32x4_add(i32x4_add(p0, p1), i32x4_add(p2, p3)));
-                    }
-                    for k in 0..4 {
-                        v[k] = u16x8_shr(v[k], 2);
-                        hm[k] = u16x8_shr(hm[k], 1);
-                    }
-                }
-            }
+            let isum = r4_3bit_isums::<NY, true>(x.add(40), x.add(168), a0, scb, |u| i8x16_relaxed_swizzle(table, u));
             let d = f16_lanes(u32x4_load_extend_u16x4(x.add(32) as *const u16));
             for t in 0..NY {
                 let dall = f32x4_mul(d, v128_load32_splat(acts[t].d.as_ptr().add(8 * b) as *const u32));

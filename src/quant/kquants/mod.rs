@@ -549,6 +549,60 @@ mod simd {
         isum
     }
 
+    /// The per-token integer sums `Σ_g sc_r[g] Σ_l map(u)·a` (lane r = row r) of one R4 block in
+    /// Q3_K's bit layout (Q3_K, IQ2_SX): `hmask` / `qs` the block's interleaved high-bit and
+    /// low-bits words (word k of a quarter (n, h) holds elements 4k..4k+4 of group
+    /// g = 8n + 2j + h of each row at shift j; the high bits pre-shifted per quarter so that bit 2
+    /// of each byte is the step's bit, as in [`dot_3bit_relaxed`]), `a0[t]` token t's 256
+    /// activations, `scb` the groups' scales as [`r4_store_scales`] leaves them. Each token's
+    /// four relaxed dots of a group (16 products per row) are summed in i16 before one `i32x4.dot`
+    /// with the scales where `map`'s weights are small enough (`WIDEN` false: ≤ 4·2·w·127 < 2^15),
+    /// else each is widened on its own (`WIDEN` true: IQ2_SX's codes reach 86).
+    ///
+    /// # Safety
+    /// `hmask` 128 and `qs` 256 readable bytes, every `a0[t]` 256 activations, `scb` 128 bytes.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub unsafe fn r4_3bit_isums<const NY: usize, const WIDEN: bool>(
+        hmask: *const u8,
+        qs: *const u8,
+        a0: [*const i8; NY],
+        scb: *const i8,
+        map: impl Fn(v128) -> v128,
+    ) -> [v128; NY] {
+        let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
+        let mut isum = [i32x4_splat(0); NY];
+        // Opaque trip counts keep both loops loops (V8 spills a fully unrolled block).
+        for nh in 0..core::hint::black_box(4usize) {
+            let (n, h) = (nh >> 1, nh & 1);
+            let q = qs.add(64 * nh) as *const v128;
+            let hp = hmask.add(64 * h) as *const v128;
+            let mut v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
+            let mut hm = [0, 1, 2, 3].map(|k| i16x8_shl(u16x8_shr(v128_load(hp.add(k)), 4 * n as u32), 2));
+            for j in 0..core::hint::black_box(4usize) {
+                let g = 8 * n + 2 * j + h;
+                let u: [v128; 4] = core::array::from_fn(|k| map(v128_or(v128_and(v[k], m3), v128_and(hm[k], m4))));
+                let scale = i16x8_load_extend_i8x8(scb.add(8 * g));
+                for t in 0..NY {
+                    let a = a0[t].add(16 * g) as *const u32;
+                    let p: [v128; 4] = core::array::from_fn(|k| rdot16(u[k], v128_load32_splat(a.add(k))));
+                    isum[t] = if WIDEN {
+                        let [p0, p1, p2, p3] = p.map(|pk| i32x4_dot_i16x8(pk, scale));
+                        i32x4_add(isum[t], i32x4_add(i32x4_add(p0, p1), i32x4_add(p2, p3)))
+                    } else {
+                        let s = i16x8_add(i16x8_add(i16x8_add(p[0], p[1]), p[2]), p[3]);
+                        i32x4_add(isum[t], i32x4_dot_i16x8(s, scale))
+                    };
+                }
+                for k in 0..4 {
+                    v[k] = u16x8_shr(v[k], 2);
+                    hm[k] = u16x8_shr(hm[k], 1);
+                }
+            }
+        }
+        isum
+    }
+
     /// `out(g, map(u))` for the 16 elements of group g of a block in Q3_K's bit layout (see
     /// [`dot_3bit_relaxed`]): `u = (qs >> 2j) & 3 | (hmask bit 4n+j) << 2`. Byte lanes are
     /// shifted as u16 lanes; the masks drop the bits that cross a byte.

@@ -106,7 +106,7 @@ mod simd {
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g16;
     #[cfg(target_feature = "relaxed-simd")]
-    use super::super::simd::{dot_3bit_relaxed, f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales, rdot16};
+    use super::super::simd::{dot_3bit_relaxed, f16_lanes, r4_3bit_isums, r4_dup_masks, r4_scale_sums_g16, r4_store_scales};
     use crate::quant::simd::store_scaled16;
     use super::super::{check_lens, Q8, QK_K};
     use crate::quant::f16_at;
@@ -210,7 +210,6 @@ mod simd {
     #[target_feature(enable = "simd128")]
     pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q3_K, &a))[0];
-        let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
         let dup = r4_dup_masks();
         let mut scb = [0i8; 128];
         let scb = scb.as_mut_ptr();
@@ -236,32 +235,7 @@ mod simd {
             r4_store_scales(sc, scb, dup);
             let summs = r4_scale_sums_g16(sc, acts.map(|a| a.bsums.as_ptr().add(16 * b)));
 
-            let mut isum = [i32x4_splat(0); NY];
-            // Opaque trip counts keep both loops loops (V8 spills a fully unrolled block).
-            for nh in 0..core::hint::black_box(4usize) {
-                let (n, h) = (nh >> 1, nh & 1);
-                let q = x.add(184 + 64 * nh) as *const v128;
-                let hp = x.add(56 + 64 * h) as *const v128;
-                let mut v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
-                let mut hm = [0, 1, 2, 3].map(|k| i16x8_shl(u16x8_shr(v128_load(hp.add(k)), 4 * n as u32), 2));
-                for j in 0..core::hint::black_box(4usize) {
-                    let g = 8 * n + 2 * j + h;
-                    let u: [v128; 4] = core::array::from_fn(|k| v128_or(v128_and(v[k], m3), v128_and(hm[k], m4)));
-                    let scale = i16x8_load_extend_i8x8(scb.add(8 * g));
-                    for t in 0..NY {
-                        let a = a0[t].add(16 * g) as *const u32;
-                        let mut p = rdot16(u[0], v128_load32_splat(a));
-                        p = i16x8_add(p, rdot16(u[1], v128_load32_splat(a.add(1))));
-                        p = i16x8_add(p, rdot16(u[2], v128_load32_splat(a.add(2))));
-                        p = i16x8_add(p, rdot16(u[3], v128_load32_splat(a.add(3))));
-                        isum[t] = i32x4_add(isum[t], i32x4_dot_i16x8(p, scale));
-                    }
-                    for k in 0..4 {
-                        v[k] = u16x8_shr(v[k], 2);
-                        hm[k] = u16x8_shr(hm[k], 1);
-                    }
-                }
-            }
+            let isum = r4_3bit_isums::<NY, false>(x.add(56), x.add(184), a0, scb, |u| u);
             let d = f16_lanes(u32x4_load_extend_u16x4(x.add(48) as *const u16));
             for t in 0..NY {
                 let dall = f32x4_mul(d, v128_load32_splat(acts[t].d.as_ptr().add(8 * b) as *const u32));
