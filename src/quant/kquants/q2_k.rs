@@ -64,14 +64,14 @@ dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q2K>);
 ///
 /// | offset | bytes | field                                                          |
 /// |--------|-------|----------------------------------------------------------------|
-/// | 0      | 64    | `scales[g]` of row r at `4g + r`                               |
+/// | 0      | 64    | `scales[2k + h]` of row r at `8k + 2r + h` (pairs of groups)   |
 /// | 64     | 256   | `qs` word k (bytes 4k..4k+4) of row r at `16k + 4r`            |
 /// | 320    | 8     | `d` of row r at `2r`                                           |
 /// | 328    | 8     | `dmin` of row r at `2r`                                        |
 pub(super) const R4: R4Kernels = R4Kernels {
     ty: GgmlType::Q2_K,
     fields: &[
-        Field { off: 0, len: 16, gran: 1 },
+        Field { off: 0, len: 16, gran: 2 },
         Field { off: 16, len: 64, gran: 4 },
         Field { off: 80, len: 2, gran: 2 },
         Field { off: 82, len: 2, gran: 2 },
@@ -277,9 +277,10 @@ mod simd {
     pub(super) unsafe fn vec_dot4(rows4: &[u8], act: Q8<'_>) -> [f32; 4] {
         let nb = crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q2_K, &act);
         let (m3, m15) = (u8x16_splat(3), u16x8_splat(15));
-        // Byte r → i16 lanes 2r and 2r+1 (index 0x80 gives 0). Opaque, so that it stays in a
-        // register: a shuffle with immediate indices is rebuilt from two 64-bit moves at every use.
-        let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 1, 0x80, 1, 0x80, 2, 0x80, 2, 0x80, 3, 0x80, 3, 0x80));
+        // Byte 2r (+ h) → i16 lanes 2r and 2r+1 (index 0x80, or 0x81 once h is added, gives 0).
+        // Opaque, so that it stays in a register: a shuffle with immediate indices is rebuilt from
+        // two 64-bit moves at every use.
+        let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 2, 0x80, 2, 0x80, 4, 0x80, 4, 0x80, 6, 0x80, 6, 0x80));
         let mut acc = f32x4_splat(0.0);
         for b in 0..nb {
             // SAFETY: check_rows4 guarantees nb R4 blocks of 4·84 bytes in `rows4` and nb·256
@@ -294,6 +295,7 @@ mod simd {
                 let (n, h) = (nh >> 1, nh & 1);
                 let q = x.add(64 + 64 * nh) as *const v128;
                 let mut v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
+                let dup = i8x16_add(dup, i8x16_splat(h as i8));
                 for j in 0..core::hint::black_box(4usize) {
                     let g = 8 * n + 2 * j + h;
                     let a = a0.add(16 * g) as *const u32;
@@ -301,19 +303,21 @@ mod simd {
                     p = i16x8_add(p, rdot16(v128_and(v[1], m3), v128_load32_splat(a.add(1))));
                     p = i16x8_add(p, rdot16(v128_and(v[2], m3), v128_load32_splat(a.add(2))));
                     p = i16x8_add(p, rdot16(v128_and(v[3], m3), v128_load32_splat(a.add(3))));
-                    // Scale bytes 4g..4g+4 (one per row), each in the low byte of two i16 lanes.
-                    let sc = i8x16_relaxed_swizzle(v128_load32_zero(x.add(4 * g) as *const u32), dup);
+                    // Scale bytes 8k + 2r + h (g = 2k + h), each in the low byte of two i16 lanes.
+                    let sc = i8x16_relaxed_swizzle(v128_load64_zero(x.add(8 * (g >> 1)) as *const u64), dup);
                     isum = i32x4_add(isum, i32x4_dot_i16x8(p, v128_and(sc, m15)));
-                    for vk in v.iter_mut() {
-                        *vk = u16x8_shr(*vk, 2);
+                    if j < 3 {
+                        for vk in v.iter_mut() {
+                            *vk = u16x8_shr(*vk, 2);
+                        }
                     }
                 }
             }
-            // Mins: lane r = Σ_g mn[r][g] · bsum[g], groups 2k and 2k+1 per i32x4.dot.
+            // Mins: lane r = Σ_g mn[r][g] · bsum[g], groups 2k and 2k+1 (bytes 8k + 2r, 8k + 2r + 1:
+            // already row r's pair of i16 lanes) per i32x4.dot.
             let mut summs = i32x4_splat(0);
             for k in 0..8 {
-                let e = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);
-                let mn = i16x8_shuffle::<0, 4, 1, 5, 2, 6, 3, 7>(e, e);
+                let mn = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);
                 summs = i32x4_add(summs, i32x4_dot_i16x8(mn, v128_load32_splat(bs.add(2 * k) as *const u32)));
             }
             let d = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(320) as *const u16)), da);
@@ -335,9 +339,8 @@ mod simd {
     pub(super) unsafe fn vec_dot4_n<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q2_K, &a))[0];
         let (m3, m15) = (u8x16_splat(3), u16x8_splat(15));
-        // Byte r → i16 lanes 2r and 2r+1 (index 0x80 gives 0). Opaque, so that it stays in a
-        // register: a shuffle with immediate indices is rebuilt from two 64-bit moves at every use.
-        let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 1, 0x80, 1, 0x80, 2, 0x80, 2, 0x80, 3, 0x80, 3, 0x80));
+        // As in `vec_dot4`.
+        let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 2, 0x80, 2, 0x80, 4, 0x80, 4, 0x80, 6, 0x80, 6, 0x80));
         let mut acc = [f32x4_splat(0.0); NY];
         for b in 0..nb {
             // SAFETY: check_rows4 guarantees nb R4 blocks of 4·84 bytes in `rows4` and nb·256
@@ -350,6 +353,7 @@ mod simd {
                 let (n, h) = (nh >> 1, nh & 1);
                 let q = x.add(64 + 64 * nh) as *const v128;
                 let mut v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
+                let dup = i8x16_add(dup, i8x16_splat(h as i8));
                 for j in 0..core::hint::black_box(4usize) {
                     let g = 8 * n + 2 * j + h;
                     // Each token's four products (the masked codes are computed once).
@@ -360,21 +364,22 @@ mod simd {
                         p = i16x8_add(p, rdot16(v128_and(v[2], m3), v128_load32_splat(a.add(2))));
                         i16x8_add(p, rdot16(v128_and(v[3], m3), v128_load32_splat(a.add(3))))
                     });
-                    // Scale bytes 4g..4g+4 (one per row), each in the low byte of two i16 lanes.
-                    let sc = v128_and(i8x16_relaxed_swizzle(v128_load32_zero(x.add(4 * g) as *const u32), dup), m15);
+                    // Scale bytes 8k + 2r + h (g = 2k + h), each in the low byte of two i16 lanes.
+                    let sc = v128_and(i8x16_relaxed_swizzle(v128_load64_zero(x.add(8 * (g >> 1)) as *const u64), dup), m15);
                     for t in 0..NY {
                         isum[t] = i32x4_add(isum[t], i32x4_dot_i16x8(p[t], sc));
                     }
-                    for vk in v.iter_mut() {
-                        *vk = u16x8_shr(*vk, 2);
+                    if j < 3 {
+                        for vk in v.iter_mut() {
+                            *vk = u16x8_shr(*vk, 2);
+                        }
                     }
                 }
             }
             // Mins: lane r = Σ_g mn[r][g] · bsum[g], groups 2k and 2k+1 per i32x4.dot.
             let mut summs = [i32x4_splat(0); NY];
             for k in 0..8 {
-                let e = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);
-                let mn = i16x8_shuffle::<0, 4, 1, 5, 2, 6, 3, 7>(e, e);
+                let mn = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);
                 for t in 0..NY {
                     let bs = acts[t].bsums.as_ptr().add(16 * b + 2 * k) as *const u32;
                     summs[t] = i32x4_add(summs[t], i32x4_dot_i16x8(mn, v128_load32_splat(bs)));
