@@ -43,7 +43,7 @@ pub struct KernelBench {
     /// The same matvec touching each next row before multiplying the current one
     /// ([`crate::ops::rows_outer`]; quantized types).
     pub touch_gbps: Option<f64>,
-    /// Nanoseconds per block of the load-time expansion (`iq2_sx::expand_in_place` over the whole
+    /// Nanoseconds per block of the load-time expansion (`forms::expand_in_place` over the whole
     /// matrix, the copy of the file's bytes into place taken off), where the type has that form.
     pub expand_ns: Option<f64>,
 }
@@ -164,17 +164,15 @@ pub fn bench_type(ty: GgmlType, rows: usize, min_ms: f64) -> Option<KernelBench>
 /// Nanoseconds per block of expanding the matrix `w` in place as a load does (its bytes copied to
 /// the start of the expanded buffer, then `expand_in_place`), less the copy alone.
 fn time_expansion(ty: GgmlType, w: &[u8], min_ms: f64) -> Option<f64> {
-    use quant::kquants::iq2_sx;
-    if !iq2_sx::has_expanded_form(ty) {
-        return None;
-    }
+    use quant::kquants::forms;
+    forms::form_of(ty)?;
     let nb = w.len() / ty.block_bytes();
-    let mut buf = vec![0u8; iq2_sx::expanded_len(ty, w.len() as u64) as usize];
+    let mut buf = vec![0u8; forms::expanded_len(ty, w.len() as u64) as usize];
     let mut copy = |expand: bool| {
         time_best(min_ms / 2.0, || {
             buf[..w.len()].copy_from_slice(w);
             if expand {
-                iq2_sx::expand_in_place(ty, &mut buf, 0, 0, nb);
+                forms::expand_in_place(ty, &mut buf, 0, 0, nb);
             }
             buf[buf.len() - 1] as f32
         })

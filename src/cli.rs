@@ -245,7 +245,7 @@ fn layout(a: &Args) -> Result<(), String> {
         Some(other) => return Err(format!("--layout must be auto or plain, not {other}")),
     };
     crate::quant::r4::set_enabled(faster);
-    crate::quant::kquants::iq2_sx::set_enabled(faster);
+    crate::quant::kquants::forms::set_enabled(faster);
     Ok(())
 }
 
@@ -729,8 +729,8 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
                 b.simd_gbps / b.scalar_gbps,
                 r4.trim_end()
             ));
-            if let Some(ns) = b.expand_ns {
-                host.out(&format!("{:8} expanded after loading (IQ2_SX): {ns:.1} ns per block\n", ""));
+            if let (Some(ns), Some(form)) = (b.expand_ns, crate::quant::kquants::forms::form_of(b.ty)) {
+                host.out(&format!("{:8} expanded after loading ({form}): {ns:.1} ns per block\n", ""));
             }
         }
     }

@@ -500,10 +500,10 @@ impl Model {
 
     /// [`Model::allocate_role`] for loaders that do not decide the stored forms themselves (the
     /// native and command-line ones; the browser's fits each part first): the faster forms where
-    /// [`iq2_sx::enabled`](crate::quant::kquants::iq2_sx::enabled), else — or when they do not fit
+    /// [`forms::enabled`](crate::quant::kquants::forms::enabled), else — or when they do not fit
     /// in memory (a 9B IQ2_XS file expanded is over 4 GiB: one wasm32 instance) — the file's.
     pub fn allocate_role_auto(h: &Header, role: Role) -> Result<(Config, WeightStore), ModelError> {
-        if crate::quant::kquants::iq2_sx::enabled() {
+        if crate::quant::kquants::forms::enabled() {
             match Model::allocate_role(h, role, true) {
                 Err(ModelError::Store(StoreError::OutOfMemory { .. })) => {}
                 r => return r,

@@ -14,8 +14,9 @@
 //!   each tensor keeps only its [`Cut`] — some rows (one op per row range) or some columns of
 //!   every row (one strided op per column range: a per-row scatter).
 //!
-//! A tensor may be stored in another form than the file's: IQ2_S and IQ2_XS matrices become
-//! IQ2_SX (`quant::kquants::iq2_sx`, 106 bytes per block instead of 82 or 74). Its space is the stored size;
+//! A tensor may be stored in another form than the file's (`quant::kquants::forms`): IQ2_S and
+//! IQ2_XS matrices become IQ2_SX (106 bytes per block instead of 82 or 74), IQ3_S ones IQ3_SX (134
+//! instead of 110). Its space is the stored size;
 //! the file bytes are copied to the start of it (its own op, so they land packed, as any tensor's)
 //! and expanded in place once the load is complete ([`Relocation`], [`WeightStore::finish_load`]).
 
@@ -66,8 +67,8 @@ impl CopyOp {
 }
 
 /// A tensor whose stored form differs from its file bytes: once loaded, its `len` file bytes
-/// (blocks of `from`) at `at` in shard `shard` are expanded in place to IQ2_SX
-/// ([`crate::quant::kquants::iq2_sx`]).
+/// (blocks of `from`) at `at` in shard `shard` are expanded in place to its load-time form
+/// ([`crate::quant::kquants::forms`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Relocation {
     pub shard: usize,
@@ -79,11 +80,10 @@ pub struct Relocation {
 /// The type and size a file tensor is stored with (`name`: which tensors expand; `expand`: the
 /// load allows it).
 fn stored_form(name: &str, ty: GgmlType, file_len: u64, expand: bool) -> (GgmlType, u64) {
-    use crate::quant::kquants::iq2_sx;
-    if expand && iq2_sx::expands(name, ty) {
-        (GgmlType::IQ2_SX, iq2_sx::expanded_len(ty, file_len))
-    } else {
-        (ty, file_len)
+    use crate::quant::kquants::forms;
+    match forms::form_of(ty) {
+        Some(form) if expand && forms::expands(name, ty) => (form, forms::expanded_len(ty, file_len)),
+        _ => (ty, file_len),
     }
 }
 
@@ -436,8 +436,8 @@ impl WeightStore {
         for r in std::mem::take(&mut self.relocations) {
             let len = self.shard_len[r.shard] as usize;
             let shard = &mut bytemuck::cast_slice_mut(&mut self.shards[r.shard])[..len];
-            let nb = (r.len / crate::quant::kquants::iq2_sx::source_bytes(r.from) as u64) as usize;
-            crate::quant::kquants::iq2_sx::expand_in_place(r.from, shard, r.at as usize, r.at as usize, nb);
+            let nb = (r.len / crate::quant::kquants::forms::source_bytes(r.from) as u64) as usize;
+            crate::quant::kquants::forms::expand_in_place(r.from, shard, r.at as usize, r.at as usize, nb);
         }
     }
 

@@ -599,24 +599,30 @@ fn ksigns_is_the_index_made_even() {
     }
 }
 
-/// IQ2_SX is IQ2_S or IQ2_XS expanded after loading (`quant::kquants::iq2_sx`): the same
-/// weights bit for bit (dequantised, the golden vectors too), the same reference dot product bit
-/// for bit, and rows expanded in place (the file's bytes at the start of the space, or shifted
-/// into it by any offset) equal the rows expanded block by block.
+/// The load-time forms (`quant::kquants::forms`: IQ2_S and IQ2_XS → IQ2_SX, IQ3_S → IQ3_SX) hold
+/// the file type's weights bit for bit (dequantised, the golden vectors too), give the same
+/// reference dot product bit for bit, and rows expanded in place (the file's bytes at the start of
+/// the space, or shifted into it by any offset) equal the rows expanded block by block.
 #[test]
-fn iq2_types_expanded_hold_the_same_weights() {
-    use clef_web::quant::kquants::iq2_sx;
-    assert_eq!(GgmlType::from_id(GgmlType::IQ2_SX as u32), None, "a load-time form is no file type");
-    let sx = kernels(GgmlType::IQ2_SX).unwrap();
-    for ty in [GgmlType::IQ2_S, GgmlType::IQ2_XS] {
-        let (k, bb) = (kernels(ty).unwrap(), ty.block_bytes());
-        assert_eq!(iq2_sx::source_bytes(ty), bb);
-        assert!(iq2_sx::expands("blk.0.ffn_up.weight", ty) && !iq2_sx::expands("token_embd.weight", ty));
-        assert!(!iq2_sx::expands("blk.0.ffn_up.weight", GgmlType::IQ2_XXS));
+fn load_time_forms_hold_the_same_weights() {
+    use clef_web::quant::kquants::{forms, iq2_sx, iq3_sx};
+    for form in [GgmlType::IQ2_SX, GgmlType::IQ3_SX] {
+        assert_eq!(GgmlType::from_id(form as u32), None, "a load-time form is no file type");
+    }
+    assert!(!forms::expands("blk.0.ffn_up.weight", GgmlType::IQ2_XXS) && forms::form_of(GgmlType::IQ3_XXS).is_none());
+    for (ty, form) in [(GgmlType::IQ2_S, GgmlType::IQ2_SX), (GgmlType::IQ2_XS, GgmlType::IQ2_SX), (GgmlType::IQ3_S, GgmlType::IQ3_SX)] {
+        let (k, bb, fb) = (kernels(ty).unwrap(), ty.block_bytes(), form.block_bytes());
+        let sx = kernels(form).unwrap();
+        assert_eq!(forms::form_of(ty), Some(form));
+        assert_eq!(forms::source_bytes(ty), bb);
+        assert!(forms::expands("blk.0.ffn_up.weight", ty) && !forms::expands("token_embd.weight", ty));
         let expand = |row: &[u8]| -> Vec<u8> {
-            let mut out = vec![0u8; iq2_sx::expanded_len(ty, row.len() as u64) as usize];
-            for (src, dst) in row.chunks_exact(bb).zip(out.chunks_exact_mut(106)) {
-                iq2_sx::expand_block(ty, src, dst);
+            let mut out = vec![0u8; forms::expanded_len(ty, row.len() as u64) as usize];
+            for (src, dst) in row.chunks_exact(bb).zip(out.chunks_exact_mut(fb)) {
+                match form {
+                    GgmlType::IQ2_SX => iq2_sx::expand_block(ty, src, dst),
+                    _ => iq3_sx::expand_block(src, dst),
+                }
             }
             out
         };
@@ -647,7 +653,7 @@ fn iq2_types_expanded_hold_the_same_weights() {
             let shift = [0, 1, 24, 100, x.len()][r % 5];
             let mut space = vec![0xa5u8; shift + x.len()];
             space[..row.len()].copy_from_slice(&row);
-            iq2_sx::expand_in_place(ty, &mut space, 0, shift, row.len() / bb);
+            forms::expand_in_place(ty, &mut space, 0, shift, row.len() / bb);
             assert_eq!(&space[shift..], &x[..], "{ty} row {r}: in-place expansion by {shift}");
         }
     }

@@ -1,10 +1,11 @@
-//! Tensors stored in another form than the file's (`weights.rs` `Relocation`, IQ2_S / IQ2_XS →
-//! IQ2_SX): the IQ2 fixtures loaded whole and split across 2 and 3 shards hold those
+//! Tensors stored in another form than the file's (`weights.rs` `Relocation`, `kquants::forms`:
+//! IQ2_S / IQ2_XS → IQ2_SX, IQ3_S → IQ3_SX): the IQ2 and IQ3_S fixtures loaded whole and split
+//! across 2 and 3 shards hold those
 //! matrices expanded, in more memory, and give the same logits as with the expansion switched off — bit
 //! for bit natively, where both forms run their scalar references (which compute the same
 //! integers and the same f32 products, `tests/kernels.rs`).
 //!
-//! Its own test binary: the switch (`iq2_sx::set_enabled`) is process-wide.
+//! Its own test binary: the switch (`forms::set_enabled`) is process-wide.
 
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -12,7 +13,7 @@ use clef_web::cluster::Cluster;
 use clef_web::gguf::parse_header;
 use clef_web::model::{Logits, Model, Role, Scratch};
 use clef_web::ops::Precision;
-use clef_web::quant::kquants::iq2_sx;
+use clef_web::quant::kquants::forms;
 use clef_web::quant::GgmlType;
 use std::path::Path;
 
@@ -22,13 +23,13 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/qwen35-tiny").join(name)).unwrap()
 }
 
-/// Logits of the whole model and through 2 and 3 shards, and how many tensors each held as
-/// IQ2_SX, and the weight bytes of every part.
+/// Logits of the whole model and through 2 and 3 shards, and how many tensors each held in a
+/// load-time form, and the weight bytes of every part.
 fn run(file: &[u8]) -> (Vec<Vec<f32>>, usize, Vec<u64>) {
     let m = Model::from_bytes(file).unwrap();
     let mut st = m.new_state(16);
     let mut out = vec![m.forward(&mut st, &TOKENS, Logits::Last, Precision::Exact, &mut Scratch::default()).unwrap()];
-    let count = |m: &Model| m.store.tensors().iter().filter(|t| t.ty == GgmlType::IQ2_SX).count();
+    let count = |m: &Model| m.store.tensors().iter().filter(|t| t.ty.is_load_form()).count();
     let mut expanded = count(&m);
     let mut bytes = vec![m.store.total_bytes()];
     for n in [2, 3] {
@@ -43,22 +44,25 @@ fn run(file: &[u8]) -> (Vec<Vec<f32>>, usize, Vec<u64>) {
 }
 
 #[test]
-fn iq2_matrices_expand_and_compute_the_same() {
-    // IQ2_M and IQ3_XXS hold IQ2_S matrices, the IQ2_S and IQ2_XS files IQ2_XS ones.
-    for name in ["A-IQ2_M.gguf", "A-IQ3_XXS.gguf", "A-IQ2_S.gguf", "A-IQ2_XS.gguf"] {
+fn expanding_matrices_compute_the_same() {
+    // IQ2_M and IQ3_XXS hold IQ2_S and IQ3_S matrices, the IQ2_S file IQ2_XS and IQ3_S ones, the
+    // IQ2_XS file IQ2_XS ones, the IQ3_S file IQ3_S ones.
+    for name in ["A-IQ2_M.gguf", "A-IQ3_XXS.gguf", "A-IQ2_S.gguf", "A-IQ2_XS.gguf", "A-IQ3_S.gguf"] {
         let file = fixture(name);
         let h = parse_header(&file, Some(file.len() as u64)).unwrap();
-        let iq2s: Vec<_> = h.tensors.iter().filter(|t| iq2_sx::expands(&t.name, t.ty)).collect();
-        assert!(!iq2s.is_empty(), "{name}: no IQ2 matrices to expand");
+        let expanding: Vec<_> = h.tensors.iter().filter(|t| forms::expands(&t.name, t.ty)).collect();
+        assert!(!expanding.is_empty(), "{name}: no matrices to expand");
+        let has = |ty: GgmlType| expanding.iter().any(|t| t.ty == ty);
+        assert!(name != "A-IQ3_S.gguf" || has(GgmlType::IQ3_S), "{name}: no IQ3_S matrix");
 
-        iq2_sx::set_enabled(false);
+        forms::set_enabled(false);
         let (plain, none, plain_bytes) = run(&file);
-        iq2_sx::set_enabled(true);
+        forms::set_enabled(true);
         let (expanded, count, bytes) = run(&file);
         assert_eq!(none, 0, "{name}: expanded while switched off");
         // Whole: every IQ2_S matrix; each split holds each matrix's part once or more.
-        assert!(count >= 3 * iq2s.len(), "{name}: {count} IQ2_SX tensors over whole + 2 + 3 shards, {} matrices", iq2s.len());
-        let growth: u64 = iq2s.iter().map(|t| iq2_sx::expanded_len(t.ty, t.size) - t.size).sum();
+        assert!(count >= 3 * expanding.len(), "{name}: {count} expanded tensors over whole + 2 + 3 shards, {} matrices", expanding.len());
+        let growth: u64 = expanding.iter().map(|t| forms::expanded_len(t.ty, t.size) - t.size).sum();
         assert!(bytes[0] >= plain_bytes[0] + growth, "{name}: whole model {} bytes, plain {}", bytes[0], plain_bytes[0]);
         assert_eq!(Model::role_memory(&h, Role::Whole, true).unwrap().0, bytes[0], "{name}: the fit's figure is what is allocated");
         for (i, (a, b)) in plain.iter().zip(&expanded).enumerate() {

@@ -409,7 +409,7 @@ pub mod iq3_s {
 
     /// The 8 signed magnitudes of group l (0..4) of sub-block b.
     #[inline(always)]
-    fn group(blk: &[u8], b: usize, l: usize) -> [i32; 8] {
+    pub(crate) fn group(blk: &[u8], b: usize, l: usize) -> [i32; 8] {
         let qh = blk[66 + b] as usize;
         let k = 2 * l;
         let i1 = blk[2 + 8 * b + k] as usize | ((qh >> k) & 1) << 8;
@@ -524,7 +524,7 @@ pub mod iq3_s {
     /// cheaper in V8 than scalar byte loads and bit fiddling for the 9th index bit. Sign bytes are
     /// spread to their 8 lanes with a swizzle and compared against the lane's bit.
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    mod simd {
+    pub(crate) mod simd {
         #[cfg(not(target_feature = "relaxed-simd"))]
         use {
             super::super::check_lengths,
@@ -565,7 +565,7 @@ pub mod iq3_s {
         }
 
         /// Constants of [`sub_block`], made once per row.
-        struct Consts {
+        pub(crate) struct Consts {
             spread0: v128,
             spread1: v128,
             bits: v128,
@@ -576,7 +576,7 @@ pub mod iq3_s {
 
         impl Consts {
             #[inline(always)]
-            fn new() -> Consts {
+            pub(crate) fn new() -> Consts {
                 // `black_box` hides these constants from LLVM, which would otherwise turn the
                 // swizzles into shuffles (V8 rebuilds a shuffle's mask from immediates every
                 // time), `== bit` into `!= 0` (three x64 ops in V8 instead of one) and the
@@ -598,7 +598,7 @@ pub mod iq3_s {
         /// # Safety
         /// `p` points to a whole block.
         #[inline(always)]
-        unsafe fn sub_block(p: *const u8, sc: u32, b: usize, k: &Consts) -> (v128, v128, v128) {
+        pub(crate) unsafe fn sub_block(p: *const u8, sc: u32, b: usize, k: &Consts) -> (v128, v128, v128) {
             // Index k = qs[8b+k] | (bit k of qh[b]) << 8 in u16 lane k: the qh byte is
             // splatted, bit k kept and moved to bit 8 by a multiply.
             let lo = u16x8_extend_low_u8x16(v128_load64_zero(p.add(2 + 8 * b) as *const u64));

@@ -23,8 +23,8 @@
 //!
 //! What it costs: more memory (IQ2_S +29 %, IQ2_XS +43 %: 3.3125 bits per weight), and an
 //! expansion after loading ([`expand_in_place`], `weights.rs`). The browser's loader expands only
-//! where that costs no context (`www/src/loader.ts`). In the browsers the expanded matrices are
-//! also interleaved four rows at a time ([`R4`]), as Q3_K's.
+//! where that costs no context (`www/src/loader.ts`; the load-time forms: `forms.rs`). In the
+//! browsers the expanded matrices are also interleaved four rows at a time ([`R4`]), as Q3_K's.
 
 use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, dispatch_vec_dot4, kernels, kernels8, KBlock, QuantKernels, QK_K};
 use crate::quant::gemm8::Kernels8;
@@ -134,13 +134,13 @@ static SPREAD_KSIGNS: [u64; 128] = {
     out
 };
 
-/// One block of `ty` (IQ2_S or IQ2_XS: [`source_bytes`]) → its expanded form (106 bytes): the
+/// One block of `ty` (IQ2_S or IQ2_XS) → its expanded form (106 bytes): the
 /// reference of [`expand_in_place`], which in wasm runs `simd::expand_iq2s` / `expand_iq2xs`
 /// (the same bytes: IQ2_S's codebook indices made 8 at a time, the sign bits transposed 64 at a
 /// time, the code words one at a time: BENCHMARKS.md, "… the IQ2 expansion twice as fast").
 pub fn expand_block(ty: GgmlType, src: &[u8], dst: &mut [u8]) {
     let dst: &mut [u8; BB] = dst.try_into().unwrap();
-    assert_eq!(src.len(), source_bytes(ty), "{ty}: not one block");
+    assert_eq!(src.len(), ty.block_bytes(), "{ty}: not one block");
     match ty {
         GgmlType::IQ2_S => write_iq2s(src.try_into().unwrap(), dst),
         GgmlType::IQ2_XS => write_iq2xs(src.try_into().unwrap(), dst),
@@ -190,72 +190,22 @@ fn write_expanded(codes: impl Fn(usize, usize) -> u64, signs: impl Fn(usize, usi
     dst[104..106].copy_from_slice(&d);
 }
 
-/// Whether `ty` has this expanded form: IQ2_S and IQ2_XS.
-pub fn has_expanded_form(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::IQ2_S | GgmlType::IQ2_XS)
-}
-
-/// Bytes per block of a type that expands (its file block: IQ2_S 82, IQ2_XS 74).
-pub fn source_bytes(ty: GgmlType) -> usize {
-    assert!(has_expanded_form(ty), "{ty} has no expanded form");
-    ty.block_bytes()
-}
-
-/// Bytes of the expanded form of `len` bytes of `ty` blocks.
-pub fn expanded_len(ty: GgmlType, len: u64) -> u64 {
-    len / source_bytes(ty) as u64 * BB as u64
-}
-
-/// Whether a tensor of the file is stored expanded where a load allows it: the IQ2_S and IQ2_XS
-/// matrices multiplied with every token (not `token_embd`, whose rows are only looked up). Not
-/// IQ2_XXS: its kernel is the closest of the three to IQ2_SX's speed (8.8 against 10.0 G weights/s
-/// in Node) and its matrices would grow the most (+61 %), BENCHMARKS.md.
-pub fn expands(name: &str, ty: GgmlType) -> bool {
-    has_expanded_form(ty) && name != "token_embd.weight"
-}
-
-static ENABLED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
-
-/// Whether loads that do not decide for themselves expand (the native and command-line
-/// loaders; the browser runtime decides per load, `www/src/loader.ts`).
-pub fn enabled() -> bool {
-    ENABLED.load(core::sync::atomic::Ordering::Relaxed)
-}
-
-/// Sets [`enabled`]: for side-by-side measurements (`clef generate --layout plain`) and tests.
-pub fn set_enabled(on: bool) {
-    ENABLED.store(on, core::sync::atomic::Ordering::Relaxed);
-}
-
-/// Expands `nb` blocks of `ty` at `buf[raw..]` into their expanded form at `buf[out..]`, in place
-/// (`out ≥ raw`; the two ranges may overlap). Back to front: block i's output starts at
-/// `out + 106 i ≥ raw + bb i`, where the input of the blocks before it ends, and its own input is
-/// copied out first.
+/// Expands `nb` blocks of `ty` (IQ2_S or IQ2_XS) at `buf[raw..]` into their expanded form at
+/// `buf[out..]`, in place (`out ≥ raw`, the ranges may overlap: [`super::forms::expand_blocks`]).
 pub fn expand_in_place(ty: GgmlType, buf: &mut [u8], raw: usize, out: usize, nb: usize) {
-    assert!(out >= raw && out + nb * BB <= buf.len(), "expansion out of range");
+    use super::forms::expand_blocks;
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     // SAFETY (both): simd128 is enabled for this build.
     match ty {
-        GgmlType::IQ2_S => expand_blocks::<BB_IQ2S>(buf, raw, out, nb, |src, dst| unsafe { simd::expand_iq2s(src, dst) }),
-        GgmlType::IQ2_XS => expand_blocks::<74>(buf, raw, out, nb, |src, dst| unsafe { simd::expand_iq2xs(src, dst) }),
+        GgmlType::IQ2_S => expand_blocks::<BB_IQ2S, BB>(buf, raw, out, nb, |src, dst| unsafe { simd::expand_iq2s(src, dst) }),
+        GgmlType::IQ2_XS => expand_blocks::<74, BB>(buf, raw, out, nb, |src, dst| unsafe { simd::expand_iq2xs(src, dst) }),
         _ => panic!("{ty} has no expanded form"),
     }
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     match ty {
-        GgmlType::IQ2_S => expand_blocks::<BB_IQ2S>(buf, raw, out, nb, write_iq2s),
-        GgmlType::IQ2_XS => expand_blocks::<74>(buf, raw, out, nb, write_iq2xs),
+        GgmlType::IQ2_S => expand_blocks::<BB_IQ2S, BB>(buf, raw, out, nb, write_iq2s),
+        GgmlType::IQ2_XS => expand_blocks::<74, BB>(buf, raw, out, nb, write_iq2xs),
         _ => panic!("{ty} has no expanded form"),
-    }
-}
-
-/// [`expand_in_place`] for source blocks of `SB` bytes. The block is copied out as a fixed-size
-/// array (a copy of a run-time length is a `memory.copy` in wasm, a call into the engine that cost
-/// as much as the expansion itself).
-#[inline(always)]
-fn expand_blocks<const SB: usize>(buf: &mut [u8], raw: usize, out: usize, nb: usize, expand: impl Fn(&[u8; SB], &mut [u8; BB])) {
-    for i in (0..nb).rev() {
-        let blk: [u8; SB] = buf[raw + SB * i..][..SB].try_into().unwrap();
-        expand(&blk, (&mut buf[out + BB * i..][..BB]).try_into().unwrap());
     }
 }
 

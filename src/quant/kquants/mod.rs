@@ -9,6 +9,9 @@
 //! | `q6_k.rs`   | Q6_K    | 210   | 6-bit (4 + 2), 16 signed 8-bit scales                |
 //! | `iq4_xs.rs` | IQ4_XS  | 136   | 4-bit indices into `KVALUES_IQ4NL`, 6-bit scales     |
 //! | `iq2_sx.rs` | IQ2_SX  | 106   | IQ2_S expanded after loading: 2-bit magnitude codes + sign bits in Q3_K's places, IQ2_S's nibble scales |
+//! | `iq3_sx.rs` | IQ3_SX  | 134   | IQ3_S expanded after loading: a nibble `c` per weight (`q = 2c − 15`), IQ3_S's nibble scales |
+//!
+//! `forms.rs` says which file types are kept in which load-time form (IQ2_SX, IQ3_SX).
 //!
 //! All of them use the Q8_K activation layout: `act.d[8 * blk]` is the scale of super-block `blk`
 //! and `act.bsums[16 * blk + g]` the sum of its 16-element group `g`, which turns every per-group
@@ -46,7 +49,9 @@ use super::gemm::Decoded;
 use super::gemm8::{pair_pos, Decoded8, Kernels8};
 use super::{QuantKernels, Q8, QK_K};
 
+pub mod forms;
 pub mod iq2_sx;
+pub mod iq3_sx;
 mod iq4_xs;
 mod q2_k;
 mod q3_k;
@@ -61,10 +66,11 @@ pub static KERNELS: &[QuantKernels] = &[
     q6_k::KERNELS,
     iq4_xs::KERNELS,
     iq2_sx::KERNELS,
+    iq3_sx::KERNELS,
 ];
 
 /// The types with a four-rows-interleaved form ([`crate::quant::r4`]).
-pub static R4: &[crate::quant::r4::R4Kernels] = &[q2_k::R4, q3_k::R4, q4_k::R4, q4_k::R4_Q5K, q6_k::R4, iq2_sx::R4];
+pub static R4: &[crate::quant::r4::R4Kernels] = &[q2_k::R4, q3_k::R4, q4_k::R4, q4_k::R4_Q5K, q6_k::R4, iq2_sx::R4, iq3_sx::R4];
 
 /// The types with an int8 prompt GEMM form (`gemm8`): codes `u = q + offset` ≤ `umax` (IQ2_S's
 /// from `iq2.rs`).
@@ -75,6 +81,7 @@ pub static KERNELS8: &[Kernels8] = &[
     q4_k::KERNELS8_Q5K,
     q6_k::KERNELS8,
     iq2_sx::KERNELS8,
+    iq3_sx::KERNELS8,
     super::iq2::KERNELS8_IQ2XXS,
     super::iq2::KERNELS8_IQ2XS,
     super::iq2::KERNELS8_IQ2S,
