@@ -130,8 +130,12 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
 ///   against 46.3 / 45.2 — 12 stays).
 /// * wide, Q5_K (interleaved in the wide profile only, session 26): 35.8 / 42.4 / 44.7 at
 ///   T = 8 / 12 / 16 against 44.0 / 43.8 / 39.5 → 12.
-/// * wide, IQ2_SX (interleaved in the wide profile only, session 27): 36.8 / 39.0 / 41.9 / 45.5 at
-///   T = 8 / 10 / 12 / 16 against 38.9 / 36.5 / 39.5 / 39.5 → 10.
+/// * IQ2_SX as nibbles (session 28; interleaved in both profiles): wide 36.6 / 38.4 / 42.8 / 45.1 at
+///   T = 12 / 16 / 24 / 32 against tiles 43.8 / 41.3 / 42.4 / 43.0 → 24; narrow 32.9 / 36.4 / 39.6 /
+///   43.1 against 38.7 / 37.4 / 38.4 / 40.3 → 24.
+/// * IQ3_SX (session 28): wide 41.3 / 45.2 / 50.7 at T = 8 / 12 / 16 against 44.7 / 44.7 / 43.3
+///   → 12; narrow 36.6 / 40.1 / 43.3 / 45.8 at T = 16 / 24 / 32 / 48 against 45.0 / 46.0 / 46.6 /
+///   45.9 → 48.
 pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
     let wide = quant::gemm8::profile() == quant::gemm8::Profile::Wide;
     match (ty, wide) {
@@ -142,7 +146,9 @@ pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
         (GgmlType::Q4_K, false) => 64,
         (GgmlType::Q4_K, true) => 40,
         (GgmlType::Q5_K, true) => 12,
-        (GgmlType::IQ2_SX, true) => 10,
+        (GgmlType::IQ2_SX, _) => 24,
+        (GgmlType::IQ3_SX, false) => 48,
+        (GgmlType::IQ3_SX, true) => 12,
         _ => gemm_min_tokens(ty),
     }
 }

@@ -15,7 +15,7 @@
 //!   every row (one strided op per column range: a per-row scatter).
 //!
 //! A tensor may be stored in another form than the file's (`quant::kquants::forms`): IQ2_S and
-//! IQ2_XS matrices become IQ2_SX (106 bytes per block instead of 82 or 74), IQ3_S ones IQ3_SX (134
+//! IQ2_XS matrices become IQ2_SX (138 bytes per block instead of 82 or 74), IQ3_S ones IQ3_SX (134
 //! instead of 110). Its space is the stored size;
 //! the file bytes are copied to the start of it (its own op, so they land packed, as any tensor's)
 //! and expanded in place once the load is complete ([`Relocation`], [`WeightStore::finish_load`]).

@@ -230,7 +230,7 @@ impl GgmlType {
             IQ1_S => 50,
             IQ3_S => 110,
             IQ2_S => 82,
-            IQ2_SX => 106,
+            IQ2_SX => 138,
             IQ3_SX => 134,
             IQ4_XS => 136,
             IQ1_M => 56,

@@ -49,8 +49,7 @@ pub struct R4Kernels {
     pub alt: Option<&'static R4Kernels>,
     /// Interleaved only where the engine runs the int8 GEMM's wide profile (the browsers' V8,
     /// [`crate::quant::gemm8::Profile`]): Q5_K, which Node 20's V8 runs slower interleaved than
-    /// plain, and IQ2_SX, which it runs no faster (BENCHMARKS.md, "Q5_K interleaved", "IQ2_SX
-    /// interleaved").
+    /// plain (BENCHMARKS.md, "Q5_K interleaved").
     pub wide_only: bool,
 }
 

@@ -72,8 +72,8 @@ test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one wo
     for (const workers of [1, 2, 3]) {
       const engine = await ClefEngine.load(path, { workers });
       try {
-        // IQ2_M's IQ2_S and IQ2_XS's IQ2_XS matrices are held expanded (IQ2_SX) wherever memory
-        // allows, as here.
+        // IQ2_M's IQ2_S and IQ3_S and IQ2_XS's IQ2_XS matrices are held expanded (IQ2_SX, IQ3_SX)
+        // wherever memory allows, as here.
         assert.equal(engine.info.stats.expanded, q.startsWith('IQ2_'), `${q}, ${workers} workers: expanded`);
         runs.push(await greedyIds(engine, A.cases[0].prompt_ids, 12));
       } finally {
@@ -234,9 +234,10 @@ test('Chromium without COOP/COEP: 2 and 3 workers over HTTP, then from OPFS, giv
   }
 });
 
-// The browsers' engine runs forms the command line does not (the int8 GEMM's wide profile: Q5_K and
-// IQ2_SX interleaved four rows at a time, `r4::R4Kernels::wide_only`); these files use them.
-test('Chromium: files whose interleaved forms only browsers run (IQ2_M: IQ2_S expanded and interleaved; Q5_K_M: Q5_K) give llama.cpp\'s greedy tokens with 1 and 2 workers', { skip: skipBrowser, timeout: 120000 }, async () => {
+// The browsers' engine runs forms the command line does not (the int8 GEMM's wide profile; Q5_K
+// interleaved four rows at a time, `r4::R4Kernels::wide_only`); these files use them, IQ2_M with its
+// IQ2_S and IQ3_S matrices expanded and interleaved.
+test('Chromium: files through the browsers\' own forms (IQ2_M: IQ2_S and IQ3_S expanded and interleaved, the wide GEMM; Q5_K_M: Q5_K interleaved) give llama.cpp\'s greedy tokens with 1 and 2 workers', { skip: skipBrowser, timeout: 120000 }, async () => {
   const hub = await startHubServer();
   const b = await launch(hub.url);
   try {

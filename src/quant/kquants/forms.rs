@@ -4,7 +4,7 @@
 //!
 //! | file type      | form   | bytes per block | matrices grow by | why                                    |
 //! |----------------|--------|-----------------|------------------|----------------------------------------|
-//! | IQ2_S, IQ2_XS  | IQ2_SX | 82, 74 → 106    | 29 %, 43 %       | no codebook lookup per 8 weights       |
+//! | IQ2_S, IQ2_XS  | IQ2_SX | 82, 74 → 138    | 68 %, 86 %       | no codebook lookup per 8 weights       |
 //! | IQ3_S          | IQ3_SX | 110 → 134       | 22 %             | no codebook lookup per 4 weights       |
 //!
 //! Only the matrices multiplied with every token expand (not `token_embd`, whose rows are only

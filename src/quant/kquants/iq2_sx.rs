@@ -1,30 +1,33 @@
 //! IQ2_S and IQ2_XS expanded ("IQ2_SX"): a load-time form of both whose weights are read like
-//! Q3_K's, with no codebook lookup. 256 weights in 106 bytes (IQ2_S: 82, IQ2_XS: 74), never stored
-//! in a file.
+//! Q4_K's nibbles, with no codebook lookup. 256 weights in 138 bytes (IQ2_S: 82, IQ2_XS: 74), never
+//! stored in a file.
 //!
 //! A weight of these types is `d · (0.5 + nib) · 0.25 · mag · sign`, its magnitude one of {8, 25,
 //! 43} found through a codebook index per group of 8 (10 bits in IQ2_S, 9 in IQ2_XS) and its sign
 //! stored (IQ2_S) or looked up from a 7-bit index (IQ2_XS). The decode kernels are bound by those
-//! lookups (dependent loads per 8 weights). Here each magnitude is stored as its 2-bit code `c`
-//! (0, 1, 2 → 8, 25, 43) and its sign as one bit, in Q3_K's places:
+//! lookups (dependent loads per 8 weights). Here each weight is one nibble `c = code | sign << 2`
+//! (code 0, 1, 2 → magnitude 8, 25, 43; sign 1: negative):
 //!
-//! | offset | bytes | field                                                                   |
-//! |--------|-------|-------------------------------------------------------------------------|
-//! | 0      | 32    | `signs`: bit k of byte l = weight `32k + l` negative                    |
-//! | 32     | 64    | `codes`: bits 2s.. of byte `32n + l` = code of weight `128n + 32s + l`  |
-//! | 96     | 8     | `scales`: nibbles (byte b: low = weights 32b.., high = 32b+16..), as both |
-//! | 104    | 2     | `d` (fp16), as in the source                                            |
+//! | offset | bytes | field                                                                        |
+//! |--------|-------|------------------------------------------------------------------------------|
+//! | 0      | 128   | `codes`: byte `16b + l`: low nibble = weight `32b + l`, high = `32b + 16 + l` |
+//! | 128    | 8     | `scales`: nibbles (byte b: low = weights 32b.., high = 32b+16..), as both    |
+//! | 136    | 2     | `d` (fp16), as in the source                                                 |
 //!
 //! In the K-quant form: group g (16 weights) has `sc_g = 2·nib_g + 1`, `q = ±mag`, `d = d_w / 8`
 //! (exactly the source's values: `(d/8)·(2nib+1)` and `d·(0.5+nib)·0.25` are the same real number
-//! scaled by powers of two, so they round alike). The kernels turn `code | sign << 2` into the
-//! unsigned `u = q + 43 ∈ 0..=86` with one byte swizzle and take the 43 back through the
-//! activations' group sums, as Q3_K does with its 4.
+//! scaled by powers of two, so they round alike). The kernels turn a nibble into the unsigned
+//! `u = q + 43 ∈ 0..=86` with one byte swizzle and take the 43 back through the activations' group
+//! sums, as Q3_K does with its 4.
 //!
-//! What it costs: more memory (IQ2_S +29 %, IQ2_XS +43 %: 3.3125 bits per weight), and an
+//! An earlier form kept Q3_K's bit layout (2-bit codes and a sign-bit plane, 106 bytes); joining
+//! each weight's code and sign took five operations per 16 weights, and the nibbles run 1.5× the
+//! weights per second in the four-row kernel for 30 % more bytes (BENCHMARKS.md, "IQ2_S as nibbles").
+//!
+//! What it costs: more memory (IQ2_S +68 %, IQ2_XS +86 %: 4.3125 bits per weight), and an
 //! expansion after loading ([`expand_in_place`], `weights.rs`). The browser's loader expands only
 //! where that costs no context (`www/src/loader.ts`; the load-time forms: `forms.rs`). In the
-//! browsers the expanded matrices are also interleaved four rows at a time ([`R4`]), as Q3_K's.
+//! browsers the expanded matrices are also interleaved four rows at a time ([`R4`]).
 
 use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, dispatch_vec_dot4, kernels, kernels8, KBlock, QuantKernels, QK_K};
 use crate::quant::gemm8::Kernels8;
@@ -33,7 +36,7 @@ use crate::quant::tables::{IQ2S_GRID, IQ2XS_GRID, KSIGNS_IQ2XS};
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
 
 /// Bytes per expanded block.
-pub const BB: usize = 106;
+pub const BB: usize = 138;
 /// Bytes per IQ2_S block (the largest source block).
 pub const BB_IQ2S: usize = 82;
 
@@ -52,30 +55,32 @@ impl KBlock for Iq2Sx {
     const HAS_MIN: bool = false;
 
     fn d(blk: &[u8]) -> (f32, f32) {
-        (f16_at(blk, 104) * 0.125, 0.0)
+        (f16_at(blk, 136) * 0.125, 0.0)
     }
 
     fn scales(blk: &[u8]) -> ([i32; 16], [i32; 16]) {
-        (core::array::from_fn(|g| 2 * ((blk[96 + g / 2] >> (4 * (g % 2))) & 15) as i32 + 1), [0; 16])
+        (core::array::from_fn(|g| 2 * ((blk[128 + g / 2] >> (4 * (g % 2))) & 15) as i32 + 1), [0; 16])
     }
 
     fn decode(blk: &[u8], q: &mut [i8; QK_K]) {
         for (w, qw) in q.iter_mut().enumerate() {
-            let (n, s, l) = (w / 128, (w % 128) / 32, w % 32);
-            let mag = MAG[((blk[32 + 32 * n + l] >> (2 * s)) & 3) as usize];
-            *qw = if blk[l] >> (w / 32) & 1 != 0 { -mag } else { mag };
+            let (b, l) = (w / 32, w % 32);
+            let byte = blk[16 * b + l % 16];
+            let c = if l < 16 { byte & 15 } else { byte >> 4 };
+            let mag = MAG[(c & 3) as usize];
+            *qw = if c & 4 != 0 { -mag } else { mag };
         }
     }
 }
 
 fn sanitize(block: &mut [u8]) {
-    sanitize_f16(block, 104);
-    // Codes are 0..=2: a random byte's code 3 becomes 2.
-    for c in &mut block[32..96] {
-        let mut v = *c;
-        for s in 0..4 {
-            if (v >> (2 * s)) & 3 == 3 {
-                v &= !(1 << (2 * s));
+    sanitize_f16(block, 136);
+    // A nibble is `code | sign << 2` with code 0..=2: bit 3 cleared, code 3 made 2.
+    for c in &mut block[..128] {
+        let mut v = *c & 0x77;
+        for s in [0, 4] {
+            if (v >> s) & 3 == 3 {
+                v &= !(1 << s);
             }
         }
         *c = v;
@@ -134,10 +139,10 @@ static SPREAD_KSIGNS: [u64; 128] = {
     out
 };
 
-/// One block of `ty` (IQ2_S or IQ2_XS) → its expanded form (106 bytes): the
-/// reference of [`expand_in_place`], which in wasm runs `simd::expand_iq2s` / `expand_iq2xs`
-/// (the same bytes: IQ2_S's codebook indices made 8 at a time, the sign bits transposed 64 at a
-/// time, the code words one at a time: BENCHMARKS.md, "… the IQ2 expansion twice as fast").
+/// One block of `ty` (IQ2_S or IQ2_XS) → its expanded form (138 bytes): the reference of
+/// [`expand_in_place`], which in wasm runs `simd::expand_iq2s` / `expand_iq2xs` (the same bytes:
+/// IQ2_S's codebook indices made 8 at a time, each sub-block's sign bits spread to its nibbles in
+/// one vector, the code words two at a time).
 pub fn expand_block(ty: GgmlType, src: &[u8], dst: &mut [u8]) {
     let dst: &mut [u8; BB] = dst.try_into().unwrap();
     assert_eq!(src.len(), ty.block_bytes(), "{ty}: not one block");
@@ -171,23 +176,16 @@ fn write_iq2xs(src: &[u8; 74], dst: &mut [u8; BB]) {
 /// (low nibble: weights 32b.., high: 32b+16..) and `d`.
 #[inline(always)]
 fn write_expanded(codes: impl Fn(usize, usize) -> u64, signs: impl Fn(usize, usize) -> u64, scales: [u8; 8], d: [u8; 2], dst: &mut [u8; BB]) {
-    // Group (b, l) = weights 32b + 8l + j: codes in bytes 32(b/4) + 8l + j at shift 2(b%4),
-    // signs in bytes 8l + j at bit b. Eight u64 words of codes, four of signs.
-    let (mut code_words, mut sign_words) = ([0u64; 8], [0u64; 4]);
+    // Group (b, l)'s nibbles `code | sign << 2`, eight to a word; groups l and l + 2 share bytes
+    // 16b + 8l.. (low and high nibbles).
+    let c = |b: usize, l: usize| codes(b, l) | signs(b, l) << 2;
     for b in 0..8 {
-        for l in 0..4 {
-            code_words[4 * (b / 4) + l] |= codes(b, l) << (2 * (b % 4));
-            sign_words[l] |= signs(b, l) << b;
+        for l in 0..2 {
+            dst[16 * b + 8 * l..][..8].copy_from_slice(&(c(b, l) | c(b, l + 2) << 4).to_le_bytes());
         }
     }
-    for (k, w) in sign_words.iter().enumerate() {
-        dst[8 * k..8 * k + 8].copy_from_slice(&w.to_le_bytes());
-    }
-    for (k, w) in code_words.iter().enumerate() {
-        dst[32 + 8 * k..40 + 8 * k].copy_from_slice(&w.to_le_bytes());
-    }
-    dst[96..104].copy_from_slice(&scales);
-    dst[104..106].copy_from_slice(&d);
+    dst[128..136].copy_from_slice(&scales);
+    dst[136..138].copy_from_slice(&d);
 }
 
 /// Expands `nb` blocks of `ty` (IQ2_S or IQ2_XS) at `buf[raw..]` into their expanded form at
@@ -211,30 +209,24 @@ pub fn expand_in_place(ty: GgmlType, buf: &mut [u8], raw: usize, out: usize, nb:
 
 dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Iq2Sx>);
 
-/// Four rows interleaved ([`crate::quant::r4`]), 424 bytes per block, in the order the kernel
-/// reads them (Q3_K's R4 block: the signs are its `hmask`, the codes its `qs`):
+/// Four rows interleaved ([`crate::quant::r4`]), 552 bytes per block:
 ///
 /// | offset | bytes | field                                                          |
 /// |--------|-------|----------------------------------------------------------------|
-/// | 0      | 32    | `scales` word k (bytes 4k..4k+4, k < 2) of row r at `16k + 4r` |
-/// | 32     | 8     | `d` of row r at `2r`                                           |
-/// | 40     | 128   | `signs` word k of row r at `16k + 4r`                          |
-/// | 168    | 256   | `codes` word k of row r at `16k + 4r`                          |
-///
-/// Interleaved in the browsers only (`wide_only`): Chromium 156 runs it 1.12–1.20× the plain
-/// kernel over a 65536 × 4096 matrix, Node 20 0.99× (BENCHMARKS.md, "IQ2_SX interleaved").
+/// | 0      | 512   | `codes` word k (bytes 4k..4k+4) of row r at `16k + 4r`         |
+/// | 512    | 32    | `scales` byte b of row r at `4b + r`                           |
+/// | 544    | 8     | `d` of row r at `2r`                                           |
 pub(super) const R4: R4Kernels = R4Kernels {
     ty: GgmlType::IQ2_SX,
     fields: &[
-        Field { off: 96, len: 8, gran: 4 },
-        Field { off: 104, len: 2, gran: 2 },
-        Field { off: 0, len: 32, gran: 4 },
-        Field { off: 32, len: 64, gran: 4 },
+        Field { off: 0, len: 128, gran: 4 },
+        Field { off: 128, len: 8, gran: 1 },
+        Field { off: 136, len: 2, gran: 2 },
     ],
     vec_dot4,
     vec_dot4_n,
     alt: None,
-    wide_only: true,
+    wide_only: false,
 };
 
 dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4, GgmlType::IQ2_SX);
@@ -243,16 +235,16 @@ dispatch_decode8!(decode8, simd::decode8_row, Iq2Sx, 43);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
-    //! Q3_K's kernels (`dot_3bit_relaxed`, `decode_3bit`: the same bit layout): per loop step the
-    //! codes of 32 weights (`(codes >> 2s) & 3`) and their sign bits (pre-shifted to bit 2) make
-    //! `code | sign << 2`, a swizzle of [`biased`]'s table turns that into `u = ±mag + 43`, and
-    //! the products are summed per group and scaled by `i32x4.dot` with `sc_g`;
-    //! `43 Σ_g sc_g bsum_g` is taken off per block (in i32: exact).
-    use super::super::simd::{block_ptrs, check_decode, decode_3bit, f16_splat, store_scale_pairs};
+    //! Sub-block b's 32 nibbles are one vector: `v & 15` (weights 32b..32b+16, group 2b) and
+    //! `(v >> 4) & 15` (32b+16.., group 2b+1) — a u16 shift, the mask drops the bits that cross a
+    //! byte — and a swizzle of [`biased`]'s table makes `u = ±mag + 43`. A product's pair sums
+    //! (≤ 2·86·128) fill an i16 lane, so each product is scaled on its own by `i32x4.dot` with
+    //! `sc_g`; `43 Σ_g sc_g bsum_g` is taken off per block (in i32: exact).
+    use super::super::simd::{block_ptrs, check_decode, f16_splat, store_scale_pairs};
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g16;
     #[cfg(target_feature = "relaxed-simd")]
-    use super::super::simd::{dot_3bit_relaxed, f16_lanes, r4_3bit_isums, r4_dup_masks, r4_scale_sums_g16, r4_store_scales};
+    use super::super::simd::{f16_lanes, rdot16};
     use super::super::{check_lens, Q8, QK_K};
     use super::BB;
     use crate::quant::gemm::Decoded;
@@ -317,61 +309,45 @@ mod simd {
     /// Writes an expanded block (the reference is `super::write_expanded`) from the code word of
     /// each group (`codes(k)`, k = 4b + l: group l of sub-block b, byte j = the 2-bit code of
     /// weight 32b + 8l + j), the 32 sign bytes in the same order (bit j: weight j of the group
-    /// negative; two vectors), the 8 scale bytes and `d`. Each code word is made whole and stored
-    /// once (a few values live at a time); the signs are [`transpose_signs`].
+    /// negative; two vectors), the 8 scale bytes and `d`. Per sub-block: groups l and l + 2 share
+    /// bytes 8l.. (low, high nibble); each sign byte is spread to eight lanes and its bits tested.
     #[inline(always)]
     unsafe fn write_block(codes: impl Fn(usize) -> u64, signs: [v128; 2], scales: &[u8; 8], d: [u8; 2], dst: &mut [u8; BB]) {
         let out = dst.as_mut_ptr();
-        transpose_signs(signs, out);
-        // Code word 4n + l (bytes 32 + 8(4n + l)..): group l of sub-blocks 4n..4n+4 at shifts 0, 2, 4, 6.
-        for n in 0..2 {
-            for l in 0..4 {
-                let c = |s: usize| codes(4 * (4 * n + s) + l) << (2 * s);
-                let w = c(0) | c(1) | c(2) | c(3);
-                (out.add(32 + 8 * (4 * n + l)) as *mut u64).write_unaligned(w.to_le());
-            }
+        // black_box: kept as swizzles and an equality test (see `iq3::iq3_s::simd::Consts`).
+        let spread = core::hint::black_box(u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+        let bits = core::hint::black_box(u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128));
+        for b in 0..8 {
+            let (s, k) = (signs[b / 4], 4 * (b % 4));
+            // Lanes 8l + j: bit j of sign byte k + l (low nibbles) and of k + l + 2 (high ones).
+            let lo = i8x16_eq(v128_and(i8x16_swizzle(s, i8x16_add(spread, i8x16_splat(k as i8))), bits), bits);
+            let hi = i8x16_eq(v128_and(i8x16_swizzle(s, i8x16_add(spread, i8x16_splat(k as i8 + 2))), bits), bits);
+            let sign = v128_or(v128_and(lo, u8x16_splat(4)), v128_and(hi, u8x16_splat(0x40)));
+            let c = u64x2(codes(4 * b) | codes(4 * b + 2) << 4, codes(4 * b + 1) | codes(4 * b + 3) << 4);
+            v128_store(out.add(16 * b) as *mut v128, v128_or(c, sign));
         }
-        dst[96..104].copy_from_slice(scales);
-        dst[104..106].copy_from_slice(&d);
+        dst[128..136].copy_from_slice(scales);
+        dst[136..138].copy_from_slice(&d);
     }
 
-    /// The expanded form's sign bytes from the source's (`signs`: bytes 0..16 and 16..32): bit b
-    /// of `out[8l + j]` = bit j of source byte `4b + l` (weight 32b + 8l + j). For each group
-    /// position l the 8 sign bytes of the sub-blocks are an 8 × 8 bit matrix (row b) that this
-    /// transposes; two per vector.
-    #[inline(always)]
-    unsafe fn transpose_signs([a, b]: [v128; 2], out: *mut u8) {
-        // u64 lane h of vector p: byte b = source byte 4b + 2p + h (row b of group position 2p + h).
-        let v0 = i8x16_shuffle::<0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29>(a, b);
-        let v1 = i8x16_shuffle::<2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31>(a, b);
-        v128_store(out as *mut v128, transpose8x8(v0));
-        v128_store(out.add(16) as *mut v128, transpose8x8(v1));
-    }
-
-    /// Each u64 lane as an 8 × 8 bit matrix (byte r = row r, bit c = column c) transposed: bit
-    /// 8r + c → 8c + r, by three rounds of swapping bit blocks across the diagonal (2 × 2, 4 × 4,
-    /// then 8 × 8: the block at (r, c) with c > r moves by 7 (c − r) bit positions).
-    #[inline(always)]
-    fn transpose8x8(x: v128) -> v128 {
-        let swap = |x: v128, shift: u32, mask: u64| {
-            let t = v128_and(v128_xor(x, u64x2_shr(x, shift)), u64x2_splat(mask));
-            v128_xor(v128_xor(x, t), i64x2_shl(t, shift))
-        };
-        let x = swap(x, 7, 0x00aa_00aa_00aa_00aa);
-        let x = swap(x, 14, 0x0000_cccc_0000_cccc);
-        swap(x, 28, 0x0000_0000_f0f0_f0f0)
-    }
-
-    /// `u = q + 43` of lane `code | sign << 2`.
+    /// `u = q + 43` of nibble `code | sign << 2`.
     #[inline(always)]
     fn biased() -> v128 {
         core::hint::black_box(u8x16(51, 68, 86, 43, 35, 18, 0, 43, 0, 0, 0, 0, 0, 0, 0, 0))
     }
 
+    /// The two `u` vectors of sub-block b (groups 2b and 2b + 1) of the block at `x`.
+    #[inline(always)]
+    unsafe fn biased_codes(x: *const u8, b: usize, table: v128) -> (v128, v128) {
+        let v = v128_load(x.add(16 * b) as *const v128);
+        let m15 = u8x16_splat(15);
+        (i8x16_swizzle(table, v128_and(v, m15)), i8x16_swizzle(table, v128_and(u16x8_shr(v, 4), m15)))
+    }
+
     /// The 16 group scales `2·nib + 1` as u8 lanes in group order.
     #[inline(always)]
     unsafe fn scales(x: *const u8) -> v128 {
-        let v = v128_load64_zero(x.add(96) as *const u64);
+        let v = v128_load64_zero(x.add(128) as *const u64);
         let lo = v128_and(v, u8x16_splat(15));
         let hi = v128_and(u16x8_shr(v, 4), u8x16_splat(15));
         let nib = i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(lo, hi);
@@ -388,35 +364,51 @@ mod simd {
         let mut sbuf = [i32x4_splat(0); 4];
         #[cfg(not(target_feature = "relaxed-simd"))]
         let mut wbuf = [i32x4_splat(0); 16];
-        for b in 0..nb {
+        for i in 0..nb {
             // SAFETY: check_lens guarantees nb whole blocks and the matching activations.
-            let (x, a, bs, da) = block_ptrs(row, BB, &act, b);
+            let (x, a, bs, da) = block_ptrs(row, BB, &act, i);
             let sc = scales(x);
             let (sc_lo, sc_hi) = (u16x8_extend_low_u8x16(sc), u16x8_extend_high_u8x16(sc));
             store_scale_pairs(sbuf.as_mut_ptr(), sc_lo, sc_hi);
+            let s = sbuf.as_ptr() as *const u32;
             #[cfg(not(target_feature = "relaxed-simd"))]
             let isum = {
-                let w = wbuf.as_mut_ptr();
-                decode_3bit(x, |u| i8x16_swizzle(table, u), |g, v| v128_store(w.add(g), v));
-                dot_bytes_g16(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32)
+                for b in 0..8 {
+                    let (lo, hi) = biased_codes(x, b, table);
+                    wbuf[2 * b] = lo;
+                    wbuf[2 * b + 1] = hi;
+                }
+                dot_bytes_g16(wbuf.as_ptr() as *const u8, a, s)
             };
             #[cfg(target_feature = "relaxed-simd")]
-            let isum = dot_3bit_relaxed(x, a, sbuf.as_ptr() as *const u32, |u| i8x16_relaxed_swizzle(table, u));
+            let isum = {
+                let mut isum = i32x4_splat(0);
+                for b in 0..core::hint::black_box(8usize) {
+                    let (lo, hi) = biased_codes(x, b, table);
+                    let plo = rdot16(lo, v128_load(a.add(32 * b) as *const v128));
+                    let phi = rdot16(hi, v128_load(a.add(32 * b + 16) as *const v128));
+                    isum = i32x4_add(isum, i32x4_dot_i16x8(plo, v128_load32_splat(s.add(2 * b))));
+                    isum = i32x4_add(isum, i32x4_dot_i16x8(phi, v128_load32_splat(s.add(2 * b + 1))));
+                }
+                isum
+            };
             let summs = i32x4_add(
                 i32x4_dot_i16x8(sc_lo, v128_load(bs as *const v128)),
                 i32x4_dot_i16x8(sc_hi, v128_load(bs.add(8) as *const v128)),
             );
             let isum = i32x4_sub(isum, i32x4_mul(summs, i32x4_splat(43)));
-            acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_mul(f16_splat(x.add(104)), da)));
+            acc = f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(isum), f32x4_mul(f16_splat(x.add(136)), da)));
         }
         0.125 * hsum_f32(acc)
     }
 
-    /// Four interleaved rows (the R4 layout above) · `NY` activation rows: Q3_K's loop
-    /// (`r4_3bit_isums`) with `u = ±mag + 43` swizzled from `code | sign << 2`. Codes reach 86, so
-    /// a word's pair sums (≤ 2·86·127) fill an i16 lane: each word is widened on its own by
-    /// `i32x4.dot` with the group's scales of the four rows (lane r = row r). Per block and row, `43 Σ_g sc_g bsum_g`
-    /// is taken off in i32 (exact, as in `vec_dot`), then scaled by `d·d_a`; `d_w / 8` at the end.
+    /// Four interleaved rows (the R4 layout above) · `NY` activation rows: lane r of `out[t]` is
+    /// row r · `acts[t]`. Per sub-block the four code words of the rows make 8 vectors of 16
+    /// products with one activation word broadcast each (i16 lanes 2r, 2r+1 belong to row r),
+    /// each scaled by `i32x4.dot` with the rows' `sc` of its group (one swizzle of the block's
+    /// scale bytes, made `2·nib + 1` once per block). The 43 comes back per block through the
+    /// group sums: lanes 2r, 2r+1 of one blend of the two groups' scales are row r's, one
+    /// `i32x4.dot` with the pair of sums. `d_w / 8` at the end.
     ///
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
@@ -425,38 +417,51 @@ mod simd {
     pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::IQ2_SX, &a))[0];
         let table = biased();
-        let dup = r4_dup_masks();
-        let mut scb = [0i8; 128];
-        let scb = scb.as_mut_ptr();
+        let (m15, one) = (u8x16_splat(15), u8x16_splat(1));
+        // Byte 4k + r → i16 lanes 2r and 2r+1 (index 0x80 + 4k gives 0). Opaque, so that it stays
+        // in a register: a shuffle with immediate indices is rebuilt from two 64-bit moves at every use.
+        let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 1, 0x80, 1, 0x80, 2, 0x80, 2, 0x80, 3, 0x80, 3, 0x80));
         let mut acc = [f32x4_splat(0.0); NY];
-        for b in 0..nb {
-            // SAFETY: check_rows4 guarantees nb R4 blocks of 4·106 bytes in `rows4` and nb·256
-            // activations, nb·8 scales and nb·16 group sums in every `acts[t]`; `scb` holds 16
-            // groups × 8 bytes.
-            let x = rows4.as_ptr().add(4 * BB * b);
-            let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * b));
-            // Scales: byte 4r + i of the first vector is scale byte i of row r (groups 2i, 2i + 1
-            // in its nibbles), of the second scale byte 4 + i; made `sc_g = 2·nib + 1` in lanes
-            // 4r + i of four vectors, groups 4q + i.
-            let m15 = u8x16_splat(15);
-            let nibs = |v: v128| (v128_and(v, m15), v128_and(u16x8_shr(v, 4), m15));
-            let (lo0, hi0) = nibs(v128_load(x as *const v128));
-            let (lo1, hi1) = nibs(v128_load(x.add(16) as *const v128));
-            let sc = [
-                i8x16_shuffle::<0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29>(lo0, hi0),
-                i8x16_shuffle::<2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31>(lo0, hi0),
-                i8x16_shuffle::<0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29>(lo1, hi1),
-                i8x16_shuffle::<2, 18, 3, 19, 6, 22, 7, 23, 10, 26, 11, 27, 14, 30, 15, 31>(lo1, hi1),
-            ]
-            .map(|v| i8x16_add(i8x16_add(v, v), u8x16_splat(1)));
-            r4_store_scales(sc, scb, dup);
-            let summs = r4_scale_sums_g16(sc, acts.map(|a| a.bsums.as_ptr().add(16 * b)));
-
-            let isum = r4_3bit_isums::<NY, true>(x.add(40), x.add(168), a0, scb, |u| i8x16_relaxed_swizzle(table, u));
-            let d = f16_lanes(u32x4_load_extend_u16x4(x.add(32) as *const u16));
+        for i in 0..nb {
+            // SAFETY: check_rows4 guarantees nb R4 blocks of 4·138 bytes in `rows4` and nb·256
+            // activations, nb·8 scales and nb·16 group sums in every `acts[t]`.
+            let x = rows4.as_ptr().add(4 * BB * i);
+            let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * i));
+            // Byte 4b + r of the two vectors (b < 4, b ≥ 4): scale nibbles of groups 2b (low) and
+            // 2b + 1 (high) of row r, made 2·nib + 1.
+            let s = [v128_load(x.add(512) as *const v128), v128_load(x.add(528) as *const v128)];
+            let sc_lo = s.map(|s| v128_or(i8x16_add(v128_and(s, m15), v128_and(s, m15)), one));
+            let sc_hi = s.map(|s| v128_or(v128_and(u16x8_shr(s, 3), u8x16_splat(0x1e)), one));
+            let mut isum = [i32x4_splat(0); NY];
+            let mut offs = [i32x4_splat(0); NY];
+            // Opaque trip count keeps the loop a loop (V8 spills a fully unrolled block).
+            for b in 0..core::hint::black_box(8usize) {
+                let dupb = i8x16_add(dup, i8x16_splat(4 * (b % 4) as i8));
+                let slo = i8x16_relaxed_swizzle(sc_lo[b / 4], dupb);
+                let shi = i8x16_relaxed_swizzle(sc_hi[b / 4], dupb);
+                // Lanes 2r = row r's scale of group 2b, 2r + 1 of group 2b + 1.
+                let pair = i16x8_shuffle::<0, 9, 2, 11, 4, 13, 6, 15>(slo, shi);
+                let q = x.add(64 * b) as *const v128;
+                let v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
+                let lo = v.map(|v| i8x16_relaxed_swizzle(table, v128_and(v, m15)));
+                let hi = v.map(|v| i8x16_relaxed_swizzle(table, v128_and(u16x8_shr(v, 4), m15)));
+                for t in 0..NY {
+                    // Word j of the rows: weights 32b + 4j.. (low nibbles), 32b + 16 + 4j.. (high).
+                    let a = a0[t].add(32 * b) as *const u32;
+                    let mut s = isum[t];
+                    for j in 0..4 {
+                        s = i32x4_add(s, i32x4_dot_i16x8(rdot16(lo[j], v128_load32_splat(a.add(j))), slo));
+                        s = i32x4_add(s, i32x4_dot_i16x8(rdot16(hi[j], v128_load32_splat(a.add(4 + j))), shi));
+                    }
+                    isum[t] = s;
+                    let bs = acts[t].bsums.as_ptr().add(16 * i + 2 * b) as *const u32;
+                    offs[t] = i32x4_add(offs[t], i32x4_dot_i16x8(pair, v128_load32_splat(bs)));
+                }
+            }
+            let d = f16_lanes(u32x4_load_extend_u16x4(x.add(544) as *const u16));
             for t in 0..NY {
-                let dall = f32x4_mul(d, v128_load32_splat(acts[t].d.as_ptr().add(8 * b) as *const u32));
-                let q = i32x4_sub(isum[t], i32x4_mul(summs[t], i32x4_splat(43)));
+                let dall = f32x4_mul(d, v128_load32_splat(acts[t].d.as_ptr().add(8 * i) as *const u32));
+                let q = i32x4_sub(isum[t], i32x4_mul(offs[t], i32x4_splat(43)));
                 acc[t] = f32x4_add(acc[t], f32x4_mul(f32x4_convert_i32x4(q), dall));
             }
         }
@@ -473,13 +478,17 @@ mod simd {
         let table = biased();
         let mut sc = [0u8; 16];
         let off = i8x16_splat(43);
-        for b in 0..nb {
-            // SAFETY: block b is row[106b..106b+106]; its weights are q[256b..256b+256].
-            let x = row.as_ptr().add(BB * b);
+        for i in 0..nb {
+            // SAFETY: block i is row[138i..138i+138]; its weights are q[256i..256i+256].
+            let x = row.as_ptr().add(BB * i);
             v128_store(sc.as_mut_ptr() as *mut v128, scales(x));
-            let q = out.q.as_mut_ptr().add(QK_K * b);
-            decode_3bit(x, |u| i8x16_swizzle(table, u), |g, u| store_scaled16(q.add(16 * g), i8x16_sub(u, off), i16x8_splat(sc[g] as i16)));
-            out.d[b] = crate::quant::f16_at(core::slice::from_raw_parts(x, BB), 104) * 0.125;
+            let q = out.q.as_mut_ptr().add(QK_K * i);
+            for b in 0..8 {
+                let (lo, hi) = biased_codes(x, b, table);
+                store_scaled16(q.add(32 * b), i8x16_sub(lo, off), i16x8_splat(sc[2 * b] as i16));
+                store_scaled16(q.add(32 * b + 16), i8x16_sub(hi, off), i16x8_splat(sc[2 * b + 1] as i16));
+            }
+            out.d[i] = crate::quant::f16_at(core::slice::from_raw_parts(x, BB), 136) * 0.125;
         }
     }
 
@@ -493,15 +502,17 @@ mod simd {
         let table = biased();
         let mut v = [u8x16_splat(0); 16];
         let off = i16x8_splat(-43);
-        for b in 0..nb {
-            // SAFETY: block b is row[106b..106b+106]; its outputs are u[256b..], sc/mn[16b..16b+16].
-            let x = row.as_ptr().add(BB * b);
-            store_i16_and_scaled(out.sc.as_mut_ptr().add(16 * b), scales(x), out.mn.as_mut_ptr().add(16 * b), off);
-            decode_3bit(x, |u| i8x16_swizzle(table, u), |g, u| v[g] = u);
-            store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * b));
-            let d = crate::quant::f16_at(core::slice::from_raw_parts(x, BB), 104) * 0.125;
-            out.d[b] = d;
-            out.m[b] = d;
+        for i in 0..nb {
+            // SAFETY: block i is row[138i..138i+138]; its outputs are u[256i..], sc/mn[16i..16i+16].
+            let x = row.as_ptr().add(BB * i);
+            store_i16_and_scaled(out.sc.as_mut_ptr().add(16 * i), scales(x), out.mn.as_mut_ptr().add(16 * i), off);
+            for b in 0..8 {
+                (v[2 * b], v[2 * b + 1]) = biased_codes(x, b, table);
+            }
+            store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * i));
+            let d = crate::quant::f16_at(core::slice::from_raw_parts(x, BB), 136) * 0.125;
+            out.d[i] = d;
+            out.m[i] = d;
         }
     }
 }

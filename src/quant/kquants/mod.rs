@@ -8,7 +8,7 @@
 //! | `q4_k.rs`   | Q5_K    | 176   | Q4_K plus a fifth bit per weight                     |
 //! | `q6_k.rs`   | Q6_K    | 210   | 6-bit (4 + 2), 16 signed 8-bit scales                |
 //! | `iq4_xs.rs` | IQ4_XS  | 136   | 4-bit indices into `KVALUES_IQ4NL`, 6-bit scales     |
-//! | `iq2_sx.rs` | IQ2_SX  | 106   | IQ2_S expanded after loading: 2-bit magnitude codes + sign bits in Q3_K's places, IQ2_S's nibble scales |
+//! | `iq2_sx.rs` | IQ2_SX  | 138   | IQ2_S, IQ2_XS expanded after loading: a nibble per weight (2-bit magnitude code, sign bit), IQ2_S's nibble scales |
 //! | `iq3_sx.rs` | IQ3_SX  | 134   | IQ3_S expanded after loading: a nibble `c` per weight (`q = 2c − 15`), IQ3_S's nibble scales |
 //!
 //! `forms.rs` says which file types are kept in which load-time form (IQ2_SX, IQ3_SX).
@@ -518,16 +518,15 @@ mod simd {
 
     /// Relaxed SIMD over a block in Q3_K's bit layout (`hmask` at 0..32: bit 4n + j of byte
     /// 16h + l; `qs` at 32..96: two bits at shift 2j of byte 32n + 16h + l — element
-    /// 128n + 32j + 16h + l): `Σ_g sc_g Σ_l map(u)·a` with `u = low | high << 2 ∈ 0..7` made in
-    /// registers (no stack round trip) and `map` its 7-bit weight (Q3_K: `u` itself; IQ2_SX: a
-    /// swizzle). One loop step = shift j of half n, i.e. groups 8n+2j and 8n+2j+1; `qs` moves
+    /// 128n + 32j + 16h + l): `Σ_g sc_g Σ_l u·a` with `u = low | high << 2 ∈ 0..7` made in
+    /// registers (no stack round trip). One loop step = shift j of half n, i.e. groups 8n+2j and 8n+2j+1; `qs` moves
     /// right by 2 and `hmask` (pre-shifted: its step bit at bit 2) by 1 per step.
     ///
     /// # Safety
     /// `x` is a whole block, `a` its 256 activations, `s` 16 words `sc_g | sc_g << 16`.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    pub unsafe fn dot_3bit_relaxed(x: *const u8, a: *const i8, s: *const u32, map: impl Fn(v128) -> v128) -> v128 {
+    pub unsafe fn dot_3bit_relaxed(x: *const u8, a: *const i8, s: *const u32) -> v128 {
         let (mut a, mut s) = (a, s);
         let mut isum = i32x4_splat(0);
         let steps = core::hint::black_box(4u32);
@@ -540,8 +539,8 @@ mod simd {
             let mut h = [half(x), half(x.add(16))];
             for _ in 0..steps {
                 let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
-                let u0 = map(v128_or(v128_and(q[0], m3), v128_and(h[0], m4)));
-                let u1 = map(v128_or(v128_and(q[1], m3), v128_and(h[1], m4)));
+                let u0 = v128_or(v128_and(q[0], m3), v128_and(h[0], m4));
+                let u1 = v128_or(v128_and(q[1], m3), v128_and(h[1], m4));
                 let p0 = rdot16(u0, v128_load(a as *const v128));
                 let p1 = rdot16(u1, v128_load(a.add(16) as *const v128));
                 let s0 = i32x4_dot_i16x8(p0, v128_load32_splat(s));
@@ -556,27 +555,20 @@ mod simd {
         isum
     }
 
-    /// The per-token integer sums `Σ_g sc_r[g] Σ_l map(u)·a` (lane r = row r) of one R4 block in
-    /// Q3_K's bit layout (Q3_K, IQ2_SX): `hmask` / `qs` the block's interleaved high-bit and
+    /// The per-token integer sums `Σ_g sc_r[g] Σ_l u·a` (lane r = row r) of one R4 block in
+    /// Q3_K's bit layout: `hmask` / `qs` the block's interleaved high-bit and
     /// low-bits words (word k of a quarter (n, h) holds elements 4k..4k+4 of group
     /// g = 8n + 2j + h of each row at shift j; the high bits pre-shifted per quarter so that bit 2
     /// of each byte is the step's bit, as in [`dot_3bit_relaxed`]), `a0[t]` token t's 256
     /// activations, `scb` the groups' scales as [`r4_store_scales`] leaves them. Each token's
-    /// four relaxed dots of a group (16 products per row) are summed in i16 before one `i32x4.dot`
-    /// with the scales where `map`'s weights are small enough (`WIDEN` false: ≤ 4·2·w·127 < 2^15),
-    /// else each is widened on its own (`WIDEN` true: IQ2_SX's codes reach 86).
+    /// four relaxed dots of a group (16 products per row) are summed in i16 (≤ 4·2·7·128 < 2^15)
+    /// before one `i32x4.dot` with the scales. The shifts after a quarter's last step are skipped.
     ///
     /// # Safety
     /// `hmask` 128 and `qs` 256 readable bytes, every `a0[t]` 256 activations, `scb` 128 bytes.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    pub unsafe fn r4_3bit_isums<const NY: usize, const WIDEN: bool>(
-        hmask: *const u8,
-        qs: *const u8,
-        a0: [*const i8; NY],
-        scb: *const i8,
-        map: impl Fn(v128) -> v128,
-    ) -> [v128; NY] {
+    pub unsafe fn r4_3bit_isums<const NY: usize>(hmask: *const u8, qs: *const u8, a0: [*const i8; NY], scb: *const i8) -> [v128; NY] {
         let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
         let mut isum = [i32x4_splat(0); NY];
         // Opaque trip counts keep both loops loops (V8 spills a fully unrolled block).
@@ -588,36 +580,33 @@ mod simd {
             let mut hm = [0, 1, 2, 3].map(|k| i16x8_shl(u16x8_shr(v128_load(hp.add(k)), 4 * n as u32), 2));
             for j in 0..core::hint::black_box(4usize) {
                 let g = 8 * n + 2 * j + h;
-                let u: [v128; 4] = core::array::from_fn(|k| map(v128_or(v128_and(v[k], m3), v128_and(hm[k], m4))));
+                let u: [v128; 4] = core::array::from_fn(|k| v128_or(v128_and(v[k], m3), v128_and(hm[k], m4)));
                 let scale = i16x8_load_extend_i8x8(scb.add(8 * g));
                 for t in 0..NY {
                     let a = a0[t].add(16 * g) as *const u32;
                     let p: [v128; 4] = core::array::from_fn(|k| rdot16(u[k], v128_load32_splat(a.add(k))));
-                    isum[t] = if WIDEN {
-                        let [p0, p1, p2, p3] = p.map(|pk| i32x4_dot_i16x8(pk, scale));
-                        i32x4_add(isum[t], i32x4_add(i32x4_add(p0, p1), i32x4_add(p2, p3)))
-                    } else {
-                        let s = i16x8_add(i16x8_add(i16x8_add(p[0], p[1]), p[2]), p[3]);
-                        i32x4_add(isum[t], i32x4_dot_i16x8(s, scale))
-                    };
+                    let s = i16x8_add(i16x8_add(i16x8_add(p[0], p[1]), p[2]), p[3]);
+                    isum[t] = i32x4_add(isum[t], i32x4_dot_i16x8(s, scale));
                 }
-                for k in 0..4 {
-                    v[k] = u16x8_shr(v[k], 2);
-                    hm[k] = u16x8_shr(hm[k], 1);
+                if j < 3 {
+                    for k in 0..4 {
+                        v[k] = u16x8_shr(v[k], 2);
+                        hm[k] = u16x8_shr(hm[k], 1);
+                    }
                 }
             }
         }
         isum
     }
 
-    /// `out(g, map(u))` for the 16 elements of group g of a block in Q3_K's bit layout (see
+    /// `out(g, u)` for the 16 elements of group g of a block in Q3_K's bit layout (see
     /// [`dot_3bit_relaxed`]): `u = (qs >> 2j) & 3 | (hmask bit 4n+j) << 2`. Byte lanes are
     /// shifted as u16 lanes; the masks drop the bits that cross a byte.
     ///
     /// # Safety
     /// `x` is a whole block.
     #[inline(always)]
-    pub unsafe fn decode_3bit(x: *const u8, map: impl Fn(v128) -> v128, mut out: impl FnMut(usize, v128)) {
+    pub unsafe fn decode_3bit(x: *const u8, mut out: impl FnMut(usize, v128)) {
         let hm = [v128_load(x as *const v128), v128_load(x.add(16) as *const v128)];
         let (m3, m4) = (u8x16_splat(3), u8x16_splat(4));
         for n in 0..2 {
@@ -627,7 +616,7 @@ mod simd {
                     let low = v128_and(u16x8_shr(q, 2 * j as u32), m3);
                     let m = (4 * n + j) as u32; // hmask bit → bit 2
                     let high = if m < 2 { u16x8_shl(hmh, 2 - m) } else { u16x8_shr(hmh, m - 2) };
-                    out(8 * n + 2 * j + h, map(v128_or(low, v128_and(high, m4))));
+                    out(8 * n + 2 * j + h, v128_or(low, v128_and(high, m4)));
                 }
             }
         }

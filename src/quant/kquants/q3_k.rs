@@ -101,7 +101,7 @@ mod simd {
     //! Each block is first decoded to 256 bytes `u = q + 4 ∈ 0..7` on the stack (16 lanes per
     //! operation), then multiplied by `dot_bytes_g16`; the `-4` comes back as `4 Σ_g sc_g bsum_g`.
     //! With relaxed SIMD the codes stay in registers and go straight into the relaxed dot
-    //! (`dot_3bit_relaxed`; both walks of the bit layout are shared with IQ2_SX).
+    //! (`dot_3bit_relaxed`; the four-row kernel: `r4_3bit_isums`).
     use super::super::simd::{block_ptrs, check_decode, decode_3bit, f16_splat, fold_block, store_scale_pairs};
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g16;
@@ -139,11 +139,11 @@ mod simd {
             #[cfg(not(target_feature = "relaxed-simd"))]
             let isum = {
                 let w = wbuf.as_mut_ptr();
-                decode_3bit(x, |u| u, |g, v| v128_store(w.add(g), v));
+                decode_3bit(x, |g, v| v128_store(w.add(g), v));
                 dot_bytes_g16(wbuf.as_ptr() as *const u8, a, sbuf.as_ptr() as *const u32)
             };
             #[cfg(target_feature = "relaxed-simd")]
-            let isum = dot_3bit_relaxed(x, a, sbuf.as_ptr() as *const u32, |u| u);
+            let isum = dot_3bit_relaxed(x, a, sbuf.as_ptr() as *const u32);
             let summs = i32x4_add(
                 i32x4_dot_i16x8(sc_lo, v128_load(bs as *const v128)),
                 i32x4_dot_i16x8(sc_hi, v128_load(bs.add(8) as *const v128)),
@@ -189,7 +189,7 @@ mod simd {
             let x = row.as_ptr().add(BB * b);
             v128_store(sc.as_mut_ptr() as *mut v128, unpack_scales(x, hi_mul));
             let q = out.q.as_mut_ptr().add(QK_K * b);
-            decode_3bit(x, |u| u, |g, u| store_scaled16(q.add(16 * g), i8x16_sub(u, off), i16x8_splat(sc[g] as i16)));
+            decode_3bit(x, |g, u| store_scaled16(q.add(16 * g), i8x16_sub(u, off), i16x8_splat(sc[g] as i16)));
             out.d[b] = f16_at(core::slice::from_raw_parts(x, BB), 108);
         }
     }
@@ -235,7 +235,7 @@ mod simd {
             r4_store_scales(sc, scb, dup);
             let summs = r4_scale_sums_g16(sc, acts.map(|a| a.bsums.as_ptr().add(16 * b)));
 
-            let isum = r4_3bit_isums::<NY, false>(x.add(56), x.add(184), a0, scb, |u| u);
+            let isum = r4_3bit_isums::<NY>(x.add(56), x.add(184), a0, scb);
             let d = f16_lanes(u32x4_load_extend_u16x4(x.add(48) as *const u16));
             for t in 0..NY {
                 let dall = f32x4_mul(d, v128_load32_splat(acts[t].d.as_ptr().add(8 * b) as *const u32));
@@ -262,7 +262,7 @@ mod simd {
             let x = row.as_ptr().add(BB * b);
             let sc = unpack_scales(x, hi_mul);
             store_i16_and_scaled(out.sc.as_mut_ptr().add(16 * b), sc, out.mn.as_mut_ptr().add(16 * b), off);
-            decode_3bit(x, |u| u, |g, u| v[g] = u);
+            decode_3bit(x, |g, u| v[g] = u);
             store_pair_order(&v, out.u.as_mut_ptr().add(QK_K * b));
             let d = f16_at(core::slice::from_raw_parts(x, BB), 108);
             out.d[b] = d;
