@@ -136,6 +136,9 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
 /// * IQ3_SX (session 28): wide 41.3 / 45.2 / 50.7 at T = 8 / 12 / 16 against 44.7 / 44.7 / 43.3
 ///   → 12; narrow 36.6 / 40.1 / 43.3 / 45.8 at T = 16 / 24 / 32 / 48 against 45.0 / 46.0 / 46.6 /
 ///   45.9 → 48.
+/// * Q3_KX (session 28): wide 51.6 / 61.0 / 57.1 / 67.1 at T = 8 / 12 / 16 / 24 against tiles
+///   58.4 / 58.4 / 54.8 / 61.0 → 12; narrow 40.8 / 40.4 / 45.7 at T = 12 / 16 / 24 against 40.0 /
+///   42.7 / 40.9 → 24.
 pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
     let wide = quant::gemm8::profile() == quant::gemm8::Profile::Wide;
     match (ty, wide) {
@@ -149,6 +152,8 @@ pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
         (GgmlType::IQ2_SX, _) => 24,
         (GgmlType::IQ3_SX, false) => 48,
         (GgmlType::IQ3_SX, true) => 12,
+        (GgmlType::Q3_KX, false) => 24,
+        (GgmlType::Q3_KX, true) => 12,
         _ => gemm_min_tokens(ty),
     }
 }

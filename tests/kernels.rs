@@ -599,18 +599,19 @@ fn ksigns_is_the_index_made_even() {
     }
 }
 
-/// The load-time forms (`quant::kquants::forms`: IQ2_S and IQ2_XS → IQ2_SX, IQ3_S → IQ3_SX) hold
+/// The load-time forms (`quant::kquants::forms`: IQ2_S and IQ2_XS → IQ2_SX, IQ3_S → IQ3_SX, Q3_K →
+/// Q3_KX) hold
 /// the file type's weights bit for bit (dequantised, the golden vectors too), give the same
 /// reference dot product bit for bit, and rows expanded in place (the file's bytes at the start of
 /// the space, or shifted into it by any offset) equal the rows expanded block by block.
 #[test]
 fn load_time_forms_hold_the_same_weights() {
-    use clef_web::quant::kquants::{forms, iq2_sx, iq3_sx};
-    for form in [GgmlType::IQ2_SX, GgmlType::IQ3_SX] {
+    use clef_web::quant::kquants::{forms, iq2_sx, iq3_sx, q3_kx};
+    for form in [GgmlType::IQ2_SX, GgmlType::IQ3_SX, GgmlType::Q3_KX] {
         assert_eq!(GgmlType::from_id(form as u32), None, "a load-time form is no file type");
     }
     assert!(!forms::expands("blk.0.ffn_up.weight", GgmlType::IQ2_XXS) && forms::form_of(GgmlType::IQ3_XXS).is_none());
-    for (ty, form) in [(GgmlType::IQ2_S, GgmlType::IQ2_SX), (GgmlType::IQ2_XS, GgmlType::IQ2_SX), (GgmlType::IQ3_S, GgmlType::IQ3_SX)] {
+    for (ty, form) in [(GgmlType::IQ2_S, GgmlType::IQ2_SX), (GgmlType::IQ2_XS, GgmlType::IQ2_SX), (GgmlType::IQ3_S, GgmlType::IQ3_SX), (GgmlType::Q3_K, GgmlType::Q3_KX)] {
         let (k, bb, fb) = (kernels(ty).unwrap(), ty.block_bytes(), form.block_bytes());
         let sx = kernels(form).unwrap();
         assert_eq!(forms::form_of(ty), Some(form));
@@ -621,7 +622,8 @@ fn load_time_forms_hold_the_same_weights() {
             for (src, dst) in row.chunks_exact(bb).zip(out.chunks_exact_mut(fb)) {
                 match form {
                     GgmlType::IQ2_SX => iq2_sx::expand_block(ty, src, dst),
-                    _ => iq3_sx::expand_block(src, dst),
+                    GgmlType::IQ3_SX => iq3_sx::expand_block(src, dst),
+                    _ => q3_kx::expand_block(src, dst),
                 }
             }
             out

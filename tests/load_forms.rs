@@ -1,5 +1,5 @@
 //! Tensors stored in another form than the file's (`weights.rs` `Relocation`, `kquants::forms`:
-//! IQ2_S / IQ2_XS → IQ2_SX, IQ3_S → IQ3_SX): the IQ2 and IQ3_S fixtures loaded whole and split
+//! IQ2_S / IQ2_XS → IQ2_SX, IQ3_S → IQ3_SX, Q3_K → Q3_KX): the IQ2, IQ3_S and K-quant fixtures loaded whole and split
 //! across 2 and 3 shards hold those
 //! matrices expanded, in more memory, and give the same logits as with the expansion switched off — bit
 //! for bit natively, where both forms run their scalar references (which compute the same
@@ -46,14 +46,15 @@ fn run(file: &[u8]) -> (Vec<Vec<f32>>, usize, Vec<u64>) {
 #[test]
 fn expanding_matrices_compute_the_same() {
     // IQ2_M and IQ3_XXS hold IQ2_S and IQ3_S matrices, the IQ2_S file IQ2_XS and IQ3_S ones, the
-    // IQ2_XS file IQ2_XS ones, the IQ3_S file IQ3_S ones.
-    for name in ["A-IQ2_M.gguf", "A-IQ3_XXS.gguf", "A-IQ2_S.gguf", "A-IQ2_XS.gguf", "A-IQ3_S.gguf"] {
+    // IQ2_XS file IQ2_XS ones, the IQ3_S file IQ3_S ones, Q3_K_M and Q2_K Q3_K ones.
+    for name in ["A-IQ2_M.gguf", "A-IQ3_XXS.gguf", "A-IQ2_S.gguf", "A-IQ2_XS.gguf", "A-IQ3_S.gguf", "A-Q3_K_M.gguf", "A-Q2_K.gguf"] {
         let file = fixture(name);
         let h = parse_header(&file, Some(file.len() as u64)).unwrap();
         let expanding: Vec<_> = h.tensors.iter().filter(|t| forms::expands(&t.name, t.ty)).collect();
         assert!(!expanding.is_empty(), "{name}: no matrices to expand");
         let has = |ty: GgmlType| expanding.iter().any(|t| t.ty == ty);
         assert!(name != "A-IQ3_S.gguf" || has(GgmlType::IQ3_S), "{name}: no IQ3_S matrix");
+        assert!(name != "A-Q3_K_M.gguf" || has(GgmlType::Q3_K), "{name}: no Q3_K matrix");
 
         forms::set_enabled(false);
         let (plain, none, plain_bytes) = run(&file);

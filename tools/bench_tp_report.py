@@ -142,7 +142,7 @@ def main():
             p(f"| {f} | {n} | " + " | ".join(cells) + " |")
     p("")
     if any(r.get("expanded") for runs in rows.values() for r in runs.values()):
-        p("ˣ IQ2_S / IQ2_XS / IQ3_S matrices held expanded (IQ2_SX, IQ3_SX, where memory allows it with the same context): "
+        p("ˣ IQ2_S / IQ2_XS / IQ3_S / Q3_K matrices held expanded (IQ2_SX, IQ3_SX, Q3_KX, where memory allows it with the same context): "
           "ratios between a ˣ run and a plain one compare two weight forms.")
         p("")
     # ---- ratios

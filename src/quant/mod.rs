@@ -7,7 +7,7 @@
 //! |-------------|------------------------------------------------|
 //! | `lowbit.rs` | Q1_0, Q2_0                                     |
 //! | `legacy.rs` | Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL           |
-//! | `kquants/`  | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; IQ2_SX, IQ3_SX (IQ2_S, IQ3_S expanded after loading) |
+//! | `kquants/`  | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; IQ2_SX, IQ3_SX, Q3_KX (IQ2_S, IQ3_S, Q3_K expanded after loading) |
 //! | `iq2.rs`    | IQ2_XXS, IQ2_XS, IQ2_S                         |
 //! | `iq3.rs`    | IQ3_XXS, IQ3_S                                 |
 //! | `iq1.rs`    | IQ1_S, IQ1_M                                   |
@@ -26,7 +26,7 @@
 //!   here has this form). `decode` is the fast version (SIMD128 on wasm32) and equals `decode_ref`
 //!   bit for bit. Prompt processing decodes each weight row once this way and multiplies it with
 //!   all prompt tokens ([`gemm::gemm`]).
-//! * Q2_K–Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ2_SX, IQ3_XXS, IQ3_S and IQ3_SX also have an int8 GEMM form
+//! * Q2_K–Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ2_SX, IQ3_XXS, IQ3_S, IQ3_SX and Q3_KX also have an int8 GEMM form
 //!   ([`gemm8::Decoded8`], registered in `kquants::KERNELS8`): 7-bit codes in pair order with
 //!   per-16 scales and mins / offsets, `decode_ref` / `decode` likewise (tested against
 //!   `dequantize` and each other); the relaxed-SIMD build's prompt runs it where it measured
@@ -113,11 +113,14 @@ pub enum GgmlType {
     IQ2_SX = 5,
     /// IQ3_S expanded after loading (`kquants/iq3_sx.rs`): never in a file; a retired ggml id (Q4_2).
     IQ3_SX = 4,
+    /// Q3_K expanded after loading (`kquants/q3_kx.rs`): never in a file; a removed ggml id
+    /// (Q4_0_4_4).
+    Q3_KX = 31,
 }
 
 impl GgmlType {
     /// Every type this runtime reads, in ggml id order.
-    pub const ALL: [GgmlType; 26] = [
+    pub const ALL: [GgmlType; 27] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -144,6 +147,7 @@ impl GgmlType {
         GgmlType::Q2_0,
         GgmlType::IQ2_SX,
         GgmlType::IQ3_SX,
+        GgmlType::Q3_KX,
     ];
 
     /// The type of a GGUF tensor type id (not the load-time forms).
@@ -151,10 +155,10 @@ impl GgmlType {
         GgmlType::ALL.iter().copied().find(|t| *t as u32 == id && !t.is_load_form())
     }
 
-    /// A form the runtime makes from a file's type after loading (IQ2_SX, IQ3_SX:
+    /// A form the runtime makes from a file's type after loading (IQ2_SX, IQ3_SX, Q3_KX:
     /// `kquants/forms.rs`), never read from a file.
     pub fn is_load_form(self) -> bool {
-        matches!(self, GgmlType::IQ2_SX | GgmlType::IQ3_SX)
+        matches!(self, GgmlType::IQ2_SX | GgmlType::IQ3_SX | GgmlType::Q3_KX)
     }
 
     pub fn from_name(name: &str) -> Option<GgmlType> {
@@ -190,6 +194,7 @@ impl GgmlType {
             Q2_0 => "Q2_0",
             IQ2_SX => "IQ2_SX",
             IQ3_SX => "IQ3_SX",
+            Q3_KX => "Q3_KX",
         }
     }
 
@@ -232,6 +237,7 @@ impl GgmlType {
             IQ2_S => 82,
             IQ2_SX => 138,
             IQ3_SX => 134,
+            Q3_KX => 146,
             IQ4_XS => 136,
             IQ1_M => 56,
         }

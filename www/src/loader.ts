@@ -4,7 +4,7 @@
 //             satisfied; learn size, ETag and sha256 (the Hub's LFS oid)          load/header.ts
 //   fit       weights + state + KV for the context against the memory limit; fail here, before
 //             any weight byte is downloaded, naming a smaller quant; the faster stored forms
-//             of some tensors (IQ2_S/XS → IQ2_SX, IQ3_S → IQ3_SX) where they cost no context
+//             of some tensors (IQ2_S/XS → IQ2_SX, IQ3_S → IQ3_SX, Q3_K → Q3_KX) where they cost no context
 //                                                                                   load/fit.ts
 //   cache     reuse a valid OPFS manifest (if the file did not change), or start a fresh one
 //                                                                                   load/cached.ts
@@ -172,7 +172,8 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   const headerBytes = head.header.subarray(0, info.dataOffset);
   // Each instance's memory shape with n workers: the whole model, or the coordinator then each shard,
   // with the weights as in the file and with the faster stored forms of some tensors (IQ2_S, IQ2_XS →
-  // IQ2_SX, IQ3_S → IQ3_SX, src/quant/kquants/forms.rs: more memory), from one parse of the header per n.
+  // IQ2_SX, IQ3_S → IQ3_SX, Q3_K → Q3_KX, src/quant/kquants/forms.rs: more memory), from one parse of
+  // the header per n.
   // An f16 KV cache stores half the bytes per token of the figures (which are f32).
   const kvScale = params.kvCache === 'f16' ? 0.5 : 1;
   type LayoutShape = MemoryShape & { expandedWeightBytes: number };

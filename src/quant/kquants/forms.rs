@@ -6,12 +6,13 @@
 //! |----------------|--------|-----------------|------------------|----------------------------------------|
 //! | IQ2_S, IQ2_XS  | IQ2_SX | 82, 74 → 138    | 68 %, 86 %       | no codebook lookup per 8 weights       |
 //! | IQ3_S          | IQ3_SX | 110 → 134       | 22 %             | no codebook lookup per 4 weights       |
+//! | Q3_K           | Q3_KX  | 110 → 146       | 33 %             | no joining of each weight's 2 + 1 bits |
 //!
 //! Only the matrices multiplied with every token expand (not `token_embd`, whose rows are only
 //! looked up). Not IQ2_XXS: its kernel is the closest to IQ2_SX's speed (8.8 against 10.0 G
 //! weights/s in Node) and its matrices would grow the most (+61 %), BENCHMARKS.md.
 
-use super::{iq2_sx, iq3_sx};
+use super::{iq2_sx, iq3_sx, q3_kx};
 use crate::quant::GgmlType;
 
 /// The load-time form of file type `ty`, where it has one.
@@ -19,6 +20,7 @@ pub fn form_of(ty: GgmlType) -> Option<GgmlType> {
     match ty {
         GgmlType::IQ2_S | GgmlType::IQ2_XS => Some(GgmlType::IQ2_SX),
         GgmlType::IQ3_S => Some(GgmlType::IQ3_SX),
+        GgmlType::Q3_K => Some(GgmlType::Q3_KX),
         _ => None,
     }
 }
@@ -47,6 +49,7 @@ pub fn expand_in_place(ty: GgmlType, buf: &mut [u8], raw: usize, out: usize, nb:
     match form_of(ty) {
         Some(GgmlType::IQ2_SX) => iq2_sx::expand_in_place(ty, buf, raw, out, nb),
         Some(GgmlType::IQ3_SX) => iq3_sx::expand_in_place(buf, raw, out, nb),
+        Some(GgmlType::Q3_KX) => q3_kx::expand_in_place(buf, raw, out, nb),
         _ => panic!("{ty} has no load-time form"),
     }
 }

@@ -27,7 +27,7 @@ pub(super) const KERNELS: QuantKernels = kernels::<Q3K>(GgmlType::Q3_K, vec_dot,
 /// Int8 GEMM form: `u = q + 4 ∈ 0..7`, the offset through the min term.
 pub(super) const KERNELS8: Kernels8 = kernels8::<Q3K, 4>(GgmlType::Q3_K, 7, [false, true], decode8);
 
-struct Q3K;
+pub(super) struct Q3K;
 
 impl KBlock for Q3K {
     const BB: usize = BB;
@@ -97,7 +97,7 @@ dispatch_decode!(decode, simd::decode_row, Q3K);
 dispatch_decode8!(decode8, simd::decode8_row, Q3K, 4);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-mod simd {
+pub(super) mod simd {
     //! Each block is first decoded to 256 bytes `u = q + 4 ∈ 0..7` on the stack (16 lanes per
     //! operation), then multiplied by `dot_bytes_g16`; the `-4` comes back as `4 Σ_g sc_g bsum_g`.
     //! With relaxed SIMD the codes stay in registers and go straight into the relaxed dot
@@ -156,7 +156,7 @@ mod simd {
 
     /// The 16 scales as signed bytes (lane g = sc_g). `hi_mul` = `i32x4(64, 16, 4, 1)`.
     #[inline(always)]
-    unsafe fn unpack_scales(x: *const u8, hi_mul: v128) -> v128 {
+    pub(in crate::quant::kquants) unsafe fn unpack_scales(x: *const u8, hi_mul: v128) -> v128 {
         // Bytes 94..110: scale byte s[i] is lane i + 2.
         let v = v128_load(x.add(94) as *const v128);
         // Low nibbles: g < 8 → s[g] & 15, g ≥ 8 → s[g-8] >> 4.
