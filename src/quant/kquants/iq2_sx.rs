@@ -235,12 +235,11 @@ dispatch_decode8!(decode8, simd::decode8_row, Iq2Sx, 43);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
-    //! Sub-block b's 32 nibbles are one vector: `v & 15` (weights 32b..32b+16, group 2b) and
-    //! `(v >> 4) & 15` (32b+16.., group 2b+1) — a u16 shift, the mask drops the bits that cross a
-    //! byte — and a swizzle of [`biased`]'s table makes `u = ±mag + 43`. A product's pair sums
+    //! Sub-block b's 32 nibbles are one vector (`nibbles`: weights 32b..32b+16, group 2b, and
+    //! 32b+16.., group 2b+1), and a swizzle of [`biased`]'s table makes `u = ±mag + 43`. A product's pair sums
     //! (≤ 2·86·128) fill an i16 lane, so each product is scaled on its own by `i32x4.dot` with
     //! `sc_g`; `43 Σ_g sc_g bsum_g` is taken off per block (in i32: exact).
-    use super::super::simd::{block_ptrs, check_decode, f16_splat, store_scale_pairs};
+    use super::super::simd::{block_ptrs, check_decode, f16_splat, nibbles, store_scale_pairs};
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g16;
     #[cfg(target_feature = "relaxed-simd")]
@@ -339,9 +338,8 @@ mod simd {
     /// The two `u` vectors of sub-block b (groups 2b and 2b + 1) of the block at `x`.
     #[inline(always)]
     unsafe fn biased_codes(x: *const u8, b: usize, table: v128) -> (v128, v128) {
-        let v = v128_load(x.add(16 * b) as *const v128);
-        let m15 = u8x16_splat(15);
-        (i8x16_swizzle(table, v128_and(v, m15)), i8x16_swizzle(table, v128_and(u16x8_shr(v, 4), m15)))
+        let (lo, hi) = nibbles(x, b);
+        (i8x16_swizzle(table, lo), i8x16_swizzle(table, hi))
     }
 
     /// The 16 group scales `2·nib + 1` as u8 lanes in group order.

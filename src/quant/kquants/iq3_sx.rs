@@ -125,13 +125,12 @@ dispatch_decode8!(decode8, simd::decode8_row, Iq3Sx, 15);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
-    //! Sub-block b's 32 codes are one vector: `v & 15` (weights 32b..32b+16) and `(v >> 4) & 15`
-    //! (32b+16..32b+32) — a u16 shift, the mask drops the bits that cross a byte.
+    //! Sub-block b's 32 codes are one vector (`nibbles`: weights 32b..32b+16 and 32b+16..32b+32).
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g32;
     #[cfg(target_feature = "relaxed-simd")]
     use super::super::simd::{f16_lanes, rdot16};
-    use super::super::simd::{block_ptrs, check_decode};
+    use super::super::simd::{block_ptrs, check_decode, nibbles as codes};
     use super::super::{check_lens, Q8, QK_K};
     use super::{BB, BB_IQ3S};
     use crate::quant::gemm::Decoded;
@@ -140,14 +139,6 @@ mod simd {
     use crate::quant::simd::{hsum_i32, store_scaled16};
     use crate::quant::f16_at;
     use core::arch::wasm32::*;
-
-    /// The two code vectors of sub-block b (weights 32b.., 32b+16..) of the block at `x`.
-    #[inline(always)]
-    unsafe fn codes(x: *const u8, b: usize) -> (v128, v128) {
-        let v = v128_load(x.add(16 * b) as *const v128);
-        let m15 = u8x16_splat(15);
-        (v128_and(v, m15), v128_and(u16x8_shr(v, 4), m15))
-    }
 
     /// `1 + 2 s_b` of the block at `x`.
     #[inline(always)]

@@ -446,6 +446,19 @@ mod simd {
 
     pub use crate::quant::simd::f16_lanes;
 
+    /// The 32 nibbles of the 16 bytes at `x + 16b` as two byte vectors: `v & 15` and `(v >> 4) &
+    /// 15` (a u16 shift; the mask drops the bits that cross a byte) — sub-block b's codes in the
+    /// load-time nibble forms (IQ2_SX, IQ3_SX, Q3_KX: weights 32b.. and 32b+16..).
+    ///
+    /// # Safety
+    /// `x + 16b .. x + 16b + 16` must be readable.
+    #[inline(always)]
+    pub unsafe fn nibbles(x: *const u8, b: usize) -> (v128, v128) {
+        let v = v128_load(x.add(16 * b) as *const v128);
+        let m15 = u8x16_splat(15);
+        (v128_and(v, m15), v128_and(u16x8_shr(v, 4), m15))
+    }
+
     /// The fp16 at `p` as an f32x4 splat.
     ///
     /// # Safety

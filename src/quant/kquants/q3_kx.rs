@@ -124,10 +124,9 @@ dispatch_decode8!(decode8, simd::decode8_row, Q3Kx, 4);
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
-    //! Sub-block b's 32 codes are one vector: `v & 15` (group 2b) and `(v >> 4) & 15` (group
-    //! 2b + 1) — a u16 shift, the mask drops the bits that cross a byte.
+    //! Sub-block b's 32 codes are one vector (`nibbles`: groups 2b and 2b + 1).
     use super::super::q3_k::simd::unpack_scales;
-    use super::super::simd::{block_ptrs, check_decode, decode_3bit, dot_bytes_g16, f16_splat, store_scale_pairs};
+    use super::super::simd::{block_ptrs, check_decode, decode_3bit, dot_bytes_g16, f16_splat, nibbles as codes, store_scale_pairs};
     #[cfg(target_feature = "relaxed-simd")]
     use super::super::simd::{f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales, rdot16};
     use super::super::{check_lens, Q8, QK_K};
@@ -137,14 +136,6 @@ mod simd {
     use crate::quant::simd::{hsum_f32, store_scaled16};
     use crate::quant::f16_at;
     use core::arch::wasm32::*;
-
-    /// The two code vectors of sub-block b (groups 2b, 2b + 1) of the block at `x`.
-    #[inline(always)]
-    unsafe fn codes(x: *const u8, b: usize) -> (v128, v128) {
-        let v = v128_load(x.add(16 * b) as *const v128);
-        let m15 = u8x16_splat(15);
-        (v128_and(v, m15), v128_and(u16x8_shr(v, 4), m15))
-    }
 
     /// [`super::expand_block`] of one Q3_K block: Q3_K's decoding of its 16 groups to `u = q + 4`
     /// (`decode_3bit`), two groups to a vector of nibbles (a u16 shift: `u ≤ 7`, nothing crosses a
