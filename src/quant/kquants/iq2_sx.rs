@@ -243,7 +243,7 @@ mod simd {
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g16;
     #[cfg(target_feature = "relaxed-simd")]
-    use super::super::simd::{f16_lanes, rdot16};
+    use super::super::simd::{f16_lanes, nibbles4, odd_scales, rdot16};
     use super::super::{check_lens, Q8, QK_K};
     use super::BB;
     use crate::quant::gemm::Decoded;
@@ -415,7 +415,6 @@ mod simd {
     pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::IQ2_SX, &a))[0];
         let table = biased();
-        let (m15, one) = (u8x16_splat(15), u8x16_splat(1));
         // Byte 4k + r → i16 lanes 2r and 2r+1 (index 0x80 + 4k gives 0). Opaque, so that it stays
         // in a register: a shuffle with immediate indices is rebuilt from two 64-bit moves at every use.
         let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 1, 0x80, 1, 0x80, 2, 0x80, 2, 0x80, 3, 0x80, 3, 0x80));
@@ -427,9 +426,8 @@ mod simd {
             let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * i));
             // Byte 4b + r of the two vectors (b < 4, b ≥ 4): scale nibbles of groups 2b (low) and
             // 2b + 1 (high) of row r, made 2·nib + 1.
-            let s = [v128_load(x.add(512) as *const v128), v128_load(x.add(528) as *const v128)];
-            let sc_lo = s.map(|s| v128_or(i8x16_add(v128_and(s, m15), v128_and(s, m15)), one));
-            let sc_hi = s.map(|s| v128_or(v128_and(u16x8_shr(s, 3), u8x16_splat(0x1e)), one));
+            let (s0, s1) = (odd_scales(x.add(512)), odd_scales(x.add(528)));
+            let (sc_lo, sc_hi) = ([s0.0, s1.0], [s0.1, s1.1]);
             let mut isum = [i32x4_splat(0); NY];
             let mut offs = [i32x4_splat(0); NY];
             // Opaque trip count keeps the loop a loop (V8 spills a fully unrolled block).
@@ -439,10 +437,8 @@ mod simd {
                 let shi = i8x16_relaxed_swizzle(sc_hi[b / 4], dupb);
                 // Lanes 2r = row r's scale of group 2b, 2r + 1 of group 2b + 1.
                 let pair = i16x8_shuffle::<0, 9, 2, 11, 4, 13, 6, 15>(slo, shi);
-                let q = x.add(64 * b) as *const v128;
-                let v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
-                let lo = v.map(|v| i8x16_relaxed_swizzle(table, v128_and(v, m15)));
-                let hi = v.map(|v| i8x16_relaxed_swizzle(table, v128_and(u16x8_shr(v, 4), m15)));
+                let (lo, hi) = nibbles4(x.add(64 * b));
+                let (lo, hi) = (lo.map(|v| i8x16_relaxed_swizzle(table, v)), hi.map(|v| i8x16_relaxed_swizzle(table, v)));
                 for t in 0..NY {
                     // Word j of the rows: weights 32b + 4j.. (low nibbles), 32b + 16 + 4j.. (high).
                     let a = a0[t].add(32 * b) as *const u32;

@@ -129,7 +129,7 @@ mod simd {
     #[cfg(not(target_feature = "relaxed-simd"))]
     use super::super::simd::dot_bytes_g32;
     #[cfg(target_feature = "relaxed-simd")]
-    use super::super::simd::{f16_lanes, rdot16};
+    use super::super::simd::{f16_lanes, nibbles4, odd_scales, rdot16};
     use super::super::simd::{block_ptrs, check_decode, nibbles as codes};
     use super::super::{check_lens, Q8, QK_K};
     use super::{BB, BB_IQ3S};
@@ -232,7 +232,6 @@ mod simd {
     #[target_feature(enable = "simd128")]
     pub(super) unsafe fn vec_dot4_n<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::IQ3_SX, &a))[0];
-        let (m15, one) = (u8x16_splat(15), u8x16_splat(1));
         // Byte 4k + r → i16 lanes 2r and 2r+1 (index 0x80 + 4k gives 0). Opaque, so that it stays
         // in a register: a shuffle with immediate indices is rebuilt from two 64-bit moves at every use.
         let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 1, 0x80, 1, 0x80, 2, 0x80, 2, 0x80, 3, 0x80, 3, 0x80));
@@ -243,9 +242,7 @@ mod simd {
             let x = rows4.as_ptr().add(4 * BB * i);
             let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * i));
             // Byte 4k + r of `s`: nibbles s_{2k} (low), s_{2k+1} (high) of row r, made 1 + 2s.
-            let s = v128_load(x.add(512) as *const v128);
-            let ls_even = v128_or(i8x16_add(v128_and(s, m15), v128_and(s, m15)), one);
-            let ls_odd = v128_or(v128_and(u16x8_shr(s, 3), u8x16_splat(0x1e)), one);
+            let (ls_even, ls_odd) = odd_scales(x.add(512));
             let mut isum = [i32x4_splat(0); NY];
             let mut offs = [i32x4_splat(0); NY];
             // Opaque trip count keeps the loop a loop (V8 spills a fully unrolled block).
@@ -254,10 +251,7 @@ mod simd {
                 for (h, half) in [ls_even, ls_odd].into_iter().enumerate() {
                     let b = 2 * k + h;
                     let ls = i8x16_relaxed_swizzle(half, dupk);
-                    let q = x.add(64 * b) as *const v128;
-                    let v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
-                    let lo = v.map(|v| v128_and(v, m15));
-                    let hi = v.map(|v| v128_and(u16x8_shr(v, 4), m15));
+                    let (lo, hi) = nibbles4(x.add(64 * b));
                     for t in 0..NY {
                         // Word j of the rows: weights 32b + 4j.. (low nibbles), 32b + 16 + 4j.. (high).
                         let a = a0[t].add(32 * b) as *const u32;

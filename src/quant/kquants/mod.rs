@@ -459,6 +459,31 @@ mod simd {
         (v128_and(v, m15), v128_and(u16x8_shr(v, 4), m15))
     }
 
+    /// [`nibbles`] of the four 16-byte words at `q` (a sub-block of four interleaved rows): the
+    /// low nibbles of the four words, then the high ones.
+    ///
+    /// # Safety
+    /// `q..q + 64` must be readable.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub unsafe fn nibbles4(q: *const u8) -> ([v128; 4], [v128; 4]) {
+        let n: [(v128, v128); 4] = core::array::from_fn(|k| nibbles(q, k));
+        (n.map(|p| p.0), n.map(|p| p.1))
+    }
+
+    /// `2·nib + 1` of the low and of the high nibbles of the 16 bytes at `p`, as bytes (the odd
+    /// scales of IQ2_S and IQ3_S, kept as nibbles by their load-time forms).
+    ///
+    /// # Safety
+    /// `p..p + 16` must be readable.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    pub unsafe fn odd_scales(p: *const u8) -> (v128, v128) {
+        let (lo, hi) = nibbles(p, 0);
+        let one = u8x16_splat(1);
+        (v128_or(i8x16_add(lo, lo), one), v128_or(i8x16_add(hi, hi), one))
+    }
+
     /// The fp16 at `p` as an f32x4 splat.
     ///
     /// # Safety

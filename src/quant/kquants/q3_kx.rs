@@ -128,7 +128,7 @@ mod simd {
     use super::super::q3_k::simd::unpack_scales;
     use super::super::simd::{block_ptrs, check_decode, decode_3bit, dot_bytes_g16, f16_splat, nibbles as codes, store_scale_pairs};
     #[cfg(target_feature = "relaxed-simd")]
-    use super::super::simd::{f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales, rdot16};
+    use super::super::simd::{f16_lanes, nibbles4, r4_dup_masks, r4_scale_sums_g16, r4_store_scales, rdot16};
     use super::super::{check_lens, Q8, QK_K};
     use super::{BB, BB_Q3K};
     use crate::quant::gemm::Decoded;
@@ -201,7 +201,6 @@ mod simd {
     #[target_feature(enable = "simd128")]
     pub(super) unsafe fn vec_dot4_n<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q3_KX, &a))[0];
-        let m15 = u8x16_splat(15);
         let dup = r4_dup_masks();
         let mut scb = [0i8; 128];
         let scb = scb.as_mut_ptr();
@@ -219,10 +218,7 @@ mod simd {
             let mut isum = [i32x4_splat(0); NY];
             // Opaque trip count keeps the loop a loop (V8 spills a fully unrolled block).
             for b in 0..core::hint::black_box(8usize) {
-                let q = x.add(72 + 64 * b) as *const v128;
-                let v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
-                let lo = v.map(|v| v128_and(v, m15));
-                let hi = v.map(|v| v128_and(u16x8_shr(v, 4), m15));
+                let (lo, hi) = nibbles4(x.add(72 + 64 * b));
                 let slo = i16x8_load_extend_i8x8(scb.add(16 * b));
                 let shi = i16x8_load_extend_i8x8(scb.add(16 * b + 8));
                 for t in 0..NY {
