@@ -38,8 +38,10 @@ pub struct KernelBench {
     pub simd_gbps: f64,
     pub scalar_gbps: f64,
     /// The same matvec with the rows four by four interleaved ([`crate::quant::r4`]), where the
-    /// type has that form.
+    /// type has that form: the faster of its kernels, as `ops` picks one per instance.
     pub r4_gbps: Option<f64>,
+    /// Each four-row kernel's rate where the type has two (`R4Kernels::alt`): the first, the second.
+    pub r4_forms: Option<(f64, f64)>,
     /// The same matvec touching each next row before multiplying the current one
     /// ([`crate::ops::rows_outer`]; quantized types).
     pub touch_gbps: Option<f64>,
@@ -132,7 +134,7 @@ pub fn bench_type(ty: GgmlType, rows: usize, min_ms: f64) -> Option<KernelBench>
     let w = random_matrix(ty, rows, n, 0x5eed ^ ty as u64);
     let rb = ty.row_bytes(n);
     let x: Vec<f32> = (0..n).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
-    let (simd, scalar, r4, touch) = match k {
+    let (simd, scalar, r4, r4_forms, touch) = match k {
         Some(k) => {
             let mut act = QAct::default();
             quantize_q8(ty.act_kind(), &x, n, &mut act);
@@ -147,18 +149,24 @@ pub fn bench_type(ty: GgmlType, rows: usize, min_ms: f64) -> Option<KernelBench>
             };
             let (fast, touch) = (matvec(false), matvec(true));
             let slow = time_it(min_ms / 2.0, || w.chunks_exact(rb).map(|r| (k.vec_dot_ref)(r, a)).sum());
-            let r4 = quant::r4::r4_kernels(ty).map(|k4| w.len() as f64 / 1e9 / time_vec_dot4(k4, &interleaved(k4, &w, rb), rb, a, min_ms));
-            (fast, slow, r4, Some(touch))
+            let rates: Vec<f64> = quant::r4::r4_kernels(ty).map_or(Vec::new(), |k4| {
+                let packed = interleaved(k4, &w, rb);
+                let forms = std::iter::once(k4).chain(k4.alt);
+                forms.map(|k| w.len() as f64 / 1e9 / time_vec_dot4(k, &packed, rb, a, min_ms)).collect()
+            });
+            let r4 = rates.iter().copied().reduce(f64::max);
+            let r4_forms = (rates.len() == 2).then(|| (rates[0], rates[1]));
+            (fast, slow, r4, r4_forms, Some(touch))
         }
         None => {
             let fast = time_it(min_ms, || w.chunks_exact(rb).map(|r| quant::float::dot(ty, r, &x)).sum());
             let slow = time_it(min_ms / 2.0, || w.chunks_exact(rb).map(|r| quant::float::dot_ref(ty, r, &x)).sum());
-            (fast, slow, None, None)
+            (fast, slow, None, None, None)
         }
     };
     let gb = w.len() as f64 / 1e9;
     let expand_ns = time_expansion(ty, &w, min_ms);
-    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4, touch_gbps: touch.map(|t| gb / t), expand_ns })
+    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4, r4_forms, touch_gbps: touch.map(|t| gb / t), expand_ns })
 }
 
 /// Nanoseconds per block of expanding the matrix `w` in place as a load does (its bytes copied to

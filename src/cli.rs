@@ -729,6 +729,9 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
                 b.simd_gbps / b.scalar_gbps,
                 r4.trim_end()
             ));
+            if let Some((one, two)) = b.r4_forms {
+                host.out(&format!("{:8} four-row kernels: {one:.2} (first form), {two:.2} (second form) GB/s\n", ""));
+            }
             if let (Some(ns), Some(form)) = (b.expand_ns, crate::quant::kquants::forms::form_of(b.ty)) {
                 host.out(&format!("{:8} expanded after loading ({form}): {ns:.1} ns per block\n", ""));
             }

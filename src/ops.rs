@@ -92,7 +92,7 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
             Q4_0 | Q2_0 => 8,
             Q8_0 => 6,
             Q5_1 | Q2_K | Q4_K | IQ4_NL | IQ2_SX => 4,
-            Q5_0 | Q3_K | Q5_K | Q6_K | IQ2_XS | IQ1_S | IQ1_M => 3,
+            Q5_0 | Q3_K | Q5_K | Q6_K | Q6_KX | IQ2_XS | IQ1_S | IQ1_M => 3,
             _ => 2,
         }
     } else {
@@ -142,9 +142,9 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
 pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
     let wide = quant::gemm8::profile() == quant::gemm8::Profile::Wide;
     match (ty, wide) {
-        (GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q6_K, false) => 16,
+        (GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q6_K | GgmlType::Q6_KX, false) => 16,
         (GgmlType::Q2_K, true) => 20,
-        (GgmlType::Q6_K, true) => 16,
+        (GgmlType::Q6_K | GgmlType::Q6_KX, true) => 16,
         (GgmlType::Q3_K, true) => 12,
         (GgmlType::Q4_K, false) => 64,
         (GgmlType::Q4_K, true) => 40,
@@ -361,7 +361,7 @@ fn rows_outer_pieces<const C: usize>(
 /// touched there either.
 pub fn touches_ahead(ty: GgmlType) -> bool {
     use GgmlType::*;
-    let loses = ty == Q6_K || (!cfg!(target_feature = "relaxed-simd") && matches!(ty, IQ4_XS | Q5_K));
+    let loses = matches!(ty, Q6_K | Q6_KX) || (!cfg!(target_feature = "relaxed-simd") && matches!(ty, IQ4_XS | Q5_K));
     !ty.is_float() && !loses
 }
 

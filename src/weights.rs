@@ -81,9 +81,9 @@ pub struct Relocation {
 /// load allows it).
 fn stored_form(name: &str, ty: GgmlType, file_len: u64, expand: bool) -> (GgmlType, u64) {
     use crate::quant::kquants::forms;
-    match forms::form_of(ty) {
-        Some(form) if expand && forms::expands(name, ty) => (form, forms::expanded_len(ty, file_len)),
-        _ => (ty, file_len),
+    match forms::stored_as(name, ty, expand) {
+        Some(form) => (form, forms::expanded_len(ty, file_len)),
+        None => (ty, file_len),
     }
 }
 
@@ -268,7 +268,7 @@ impl Layout {
                 return Err(StoreError::TensorTooLarge { name: t.name.clone(), size });
             }
             let start = h.data_offset + t.offset;
-            let expanded = size != t.size;
+            let expanded = ty != t.ty; // (a form may be the same size: Q6_KX)
             // The shard's length with this tensor in it.
             let grown = match (plan.last(), shard_len.last()) {
                 (Some(op), Some(_)) if run && !expanded => op.dst_offset + (start + size - op.file_offset),
@@ -388,7 +388,7 @@ impl Layout {
                     }
                 }
             }
-            if size != file_size {
+            if ty != t.ty {
                 relocations.push(Relocation { shard, at: base, len: file_size, from: t.ty });
             }
             tensors.push(TensorView { name: t.name.clone(), ty, dims: local_dims, shard, offset: base as usize, size: size as usize });

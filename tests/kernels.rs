@@ -600,18 +600,17 @@ fn ksigns_is_the_index_made_even() {
 }
 
 /// The load-time forms (`quant::kquants::forms`: IQ2_S and IQ2_XS → IQ2_SX, IQ3_S → IQ3_SX, Q3_K →
-/// Q3_KX) hold
-/// the file type's weights bit for bit (dequantised, the golden vectors too), give the same
+/// Q3_KX, Q6_K → Q6_KX) hold the file type's weights bit for bit (dequantised, the golden vectors too), give the same
 /// reference dot product bit for bit, and rows expanded in place (the file's bytes at the start of
 /// the space, or shifted into it by any offset) equal the rows expanded block by block.
 #[test]
 fn load_time_forms_hold_the_same_weights() {
-    use clef_web::quant::kquants::{forms, iq2_sx, iq3_sx, q3_kx};
-    for form in [GgmlType::IQ2_SX, GgmlType::IQ3_SX, GgmlType::Q3_KX] {
+    use clef_web::quant::kquants::{forms, iq2_sx, iq3_sx, q3_kx, q6_k};
+    for form in [GgmlType::IQ2_SX, GgmlType::IQ3_SX, GgmlType::Q3_KX, GgmlType::Q6_KX] {
         assert_eq!(GgmlType::from_id(form as u32), None, "a load-time form is no file type");
     }
     assert!(!forms::expands("blk.0.ffn_up.weight", GgmlType::IQ2_XXS) && forms::form_of(GgmlType::IQ3_XXS).is_none());
-    for (ty, form) in [(GgmlType::IQ2_S, GgmlType::IQ2_SX), (GgmlType::IQ2_XS, GgmlType::IQ2_SX), (GgmlType::IQ3_S, GgmlType::IQ3_SX), (GgmlType::Q3_K, GgmlType::Q3_KX)] {
+    for (ty, form) in [(GgmlType::IQ2_S, GgmlType::IQ2_SX), (GgmlType::IQ2_XS, GgmlType::IQ2_SX), (GgmlType::IQ3_S, GgmlType::IQ3_SX), (GgmlType::Q3_K, GgmlType::Q3_KX), (GgmlType::Q6_K, GgmlType::Q6_KX)] {
         let (k, bb, fb) = (kernels(ty).unwrap(), ty.block_bytes(), form.block_bytes());
         let sx = kernels(form).unwrap();
         assert_eq!(forms::form_of(ty), Some(form));
@@ -623,6 +622,7 @@ fn load_time_forms_hold_the_same_weights() {
                 match form {
                     GgmlType::IQ2_SX => iq2_sx::expand_block(ty, src, dst),
                     GgmlType::IQ3_SX => iq3_sx::expand_block(src, dst),
+                    GgmlType::Q6_KX => q6_k::expand_block(src, dst),
                     _ => q3_kx::expand_block(src, dst),
                 }
             }
@@ -652,7 +652,8 @@ fn load_time_forms_hold_the_same_weights() {
             let (d, dx) = ((k.vec_dot_ref)(&row, act.row(0)), (sx.vec_dot_ref)(&x, act.row(0)));
             assert_eq!(d.to_bits(), dx.to_bits(), "{ty} row {r}: reference dots {d} vs {dx}");
 
-            let shift = [0, 1, 24, 100, x.len()][r % 5];
+            // (A form of the same size is made where the file's bytes are.)
+            let shift = if fb == bb { 0 } else { [0, 1, 24, 100, x.len()][r % 5] };
             let mut space = vec![0xa5u8; shift + x.len()];
             space[..row.len()].copy_from_slice(&row);
             forms::expand_in_place(ty, &mut space, 0, shift, row.len() / bb);

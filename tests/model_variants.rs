@@ -92,10 +92,10 @@ fn tied_output_split_across_shards() {
     for n in [2, 3] {
         let (m, mut c) = Cluster::from_bytes(&tied, n, 16).unwrap();
         c.set_precision(Precision::Exact);
-        assert_eq!(m.store.find("token_embd.weight").unwrap().dims[1] as usize, embd_rows, "the coordinator's table");
-        let held: usize = c.shards.iter().map(|s| s.model.store.find("token_embd.weight").unwrap().dims[1] as usize).sum();
+        assert_eq!(m.store.find("token_embd.weight").unwrap().dims[1], embd_rows, "the coordinator's table");
+        let held: usize = c.shards.iter().map(|s| s.model.store.find("token_embd.weight").unwrap().dims[1]).sum();
         assert_eq!(held, embd_rows, "{n} shards hold every row once");
-        assert!(c.shards.iter().all(|s| s.model.store.find("token_embd.weight").unwrap().dims[0] as usize == d));
+        assert!(c.shards.iter().all(|s| s.model.store.find("token_embd.weight").unwrap().dims[0] == d));
         let mut n_past = 0;
         let got = c.forward(&m, &mut n_past, 16, &[8001, 846, 198, 3710, 369], Logits::Last).unwrap();
         let num: f64 = got.iter().zip(&want).map(|(x, y)| ((x - y) as f64).powi(2)).sum();

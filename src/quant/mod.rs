@@ -7,7 +7,7 @@
 //! |-------------|------------------------------------------------|
 //! | `lowbit.rs` | Q1_0, Q2_0                                     |
 //! | `legacy.rs` | Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL           |
-//! | `kquants/`  | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; IQ2_SX, IQ3_SX, Q3_KX (IQ2_S, IQ3_S, Q3_K expanded after loading) |
+//! | `kquants/`  | Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; IQ2_SX, IQ3_SX, Q3_KX, Q6_KX (IQ2_S, IQ3_S, Q3_K, Q6_K in their load-time forms) |
 //! | `iq2.rs`    | IQ2_XXS, IQ2_XS, IQ2_S                         |
 //! | `iq3.rs`    | IQ3_XXS, IQ3_S                                 |
 //! | `iq1.rs`    | IQ1_S, IQ1_M                                   |
@@ -26,7 +26,7 @@
 //!   here has this form). `decode` is the fast version (SIMD128 on wasm32) and equals `decode_ref`
 //!   bit for bit. Prompt processing decodes each weight row once this way and multiplies it with
 //!   all prompt tokens ([`gemm::gemm`]).
-//! * Q2_K–Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ2_SX, IQ3_XXS, IQ3_S, IQ3_SX and Q3_KX also have an int8 GEMM form
+//! * Q2_K–Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ2_SX, IQ3_XXS, IQ3_S, IQ3_SX, Q3_KX and Q6_KX also have an int8 GEMM form
 //!   ([`gemm8::Decoded8`], registered in `kquants::KERNELS8`): 7-bit codes in pair order with
 //!   per-16 scales and mins / offsets, `decode_ref` / `decode` likewise (tested against
 //!   `dequantize` and each other); the relaxed-SIMD build's prompt runs it where it measured
@@ -116,11 +116,14 @@ pub enum GgmlType {
     /// Q3_K expanded after loading (`kquants/q3_kx.rs`): never in a file; a removed ggml id
     /// (Q4_0_4_4).
     Q3_KX = 31,
+    /// Q6_K regrouped after loading (`kquants/q6_k.rs`): never in a file; a removed ggml id
+    /// (Q4_0_4_8).
+    Q6_KX = 32,
 }
 
 impl GgmlType {
     /// Every type this runtime reads, in ggml id order.
-    pub const ALL: [GgmlType; 27] = [
+    pub const ALL: [GgmlType; 28] = [
         GgmlType::F32,
         GgmlType::F16,
         GgmlType::Q4_0,
@@ -148,6 +151,7 @@ impl GgmlType {
         GgmlType::IQ2_SX,
         GgmlType::IQ3_SX,
         GgmlType::Q3_KX,
+        GgmlType::Q6_KX,
     ];
 
     /// The type of a GGUF tensor type id (not the load-time forms).
@@ -155,10 +159,10 @@ impl GgmlType {
         GgmlType::ALL.iter().copied().find(|t| *t as u32 == id && !t.is_load_form())
     }
 
-    /// A form the runtime makes from a file's type after loading (IQ2_SX, IQ3_SX, Q3_KX:
+    /// A form the runtime makes from a file's type after loading (IQ2_SX, IQ3_SX, Q3_KX, Q6_KX:
     /// `kquants/forms.rs`), never read from a file.
     pub fn is_load_form(self) -> bool {
-        matches!(self, GgmlType::IQ2_SX | GgmlType::IQ3_SX | GgmlType::Q3_KX)
+        matches!(self, GgmlType::IQ2_SX | GgmlType::IQ3_SX | GgmlType::Q3_KX | GgmlType::Q6_KX)
     }
 
     pub fn from_name(name: &str) -> Option<GgmlType> {
@@ -195,6 +199,7 @@ impl GgmlType {
             IQ2_SX => "IQ2_SX",
             IQ3_SX => "IQ3_SX",
             Q3_KX => "Q3_KX",
+            Q6_KX => "Q6_KX",
         }
     }
 
@@ -228,7 +233,7 @@ impl GgmlType {
             Q3_K => 110,
             Q4_K => 144,
             Q5_K => 176,
-            Q6_K => 210,
+            Q6_K | Q6_KX => 210,
             IQ2_XXS => 66,
             IQ2_XS => 74,
             IQ3_XXS => 98,

@@ -236,12 +236,13 @@ test('Chromium without COOP/COEP: 2 and 3 workers over HTTP, then from OPFS, giv
 
 // The browsers' engine runs forms the command line does not (the int8 GEMM's wide profile; Q5_K
 // interleaved four rows at a time, `r4::R4Kernels::wide_only`); these files use them, IQ2_M with its
-// IQ2_S and IQ3_S matrices expanded and interleaved, Q3_K_M its Q3_K ones.
-test('Chromium: files through the browsers\' own forms (IQ2_M: IQ2_S and IQ3_S expanded and interleaved, the wide GEMM; Q3_K_M: Q3_K expanded; Q5_K_M: Q5_K interleaved) give llama.cpp\'s greedy tokens with 1 and 2 workers', { skip: skipBrowser, timeout: 120000 }, async () => {
+// IQ2_S and IQ3_S matrices expanded and interleaved, Q3_K_M its Q3_K ones, Q4_K_M its Q6_K ones
+// regrouped (Q6_KX: the browsers' profile only) and split by rows and by columns.
+test('Chromium: files through the browsers\' own forms (IQ2_M: IQ2_S and IQ3_S expanded and interleaved, the wide GEMM; Q3_K_M: Q3_K expanded; Q5_K_M: Q5_K interleaved; Q4_K_M: Q6_K as Q6_KX) give llama.cpp\'s greedy tokens with 1 and 2 workers', { skip: skipBrowser, timeout: 150000 }, async () => {
   const hub = await startHubServer();
   const b = await launch(hub.url);
   try {
-    for (const q of ['IQ2_M', 'Q3_K_M', 'Q5_K_M']) {
+    for (const q of ['IQ2_M', 'Q3_K_M', 'Q5_K_M', 'Q4_K_M']) {
       const ref = JSON.parse(readFileSync(join(fixturesDir, `A-${q}.llama.json`), 'utf8')).cases[0];
       for (const workers of [1, 2]) {
         const r = await b.page.evaluate(async ({ hub, q, workers, ids }) => {
@@ -255,7 +256,8 @@ test('Chromium: files through the browsers\' own forms (IQ2_M: IQ2_S and IQ3_S e
         }, { hub: hub.url, q, workers, ids: ref.prompt_ids });
         assert.equal(r.simd, 'relaxed-simd', 'the relaxed build (the one with interleaved forms)');
         assert.equal(r.workers, workers);
-        assert.equal(r.expanded, q !== 'Q5_K_M', `${q}: expanded`);
+        // (`expanded`: the forms that cost memory; Q6_KX costs none.)
+        assert.equal(r.expanded, q === 'IQ2_M' || q === 'Q3_K_M', `${q}: expanded`);
         assert.deepEqual(r.ids, ref.greedy_ids, `${q}, ${workers} workers`);
       }
     }

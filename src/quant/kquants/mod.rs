@@ -11,8 +11,9 @@
 //! | `iq2_sx.rs` | IQ2_SX  | 138   | IQ2_S, IQ2_XS expanded after loading: a nibble per weight (2-bit magnitude code, sign bit), IQ2_S's nibble scales |
 //! | `iq3_sx.rs` | IQ3_SX  | 134   | IQ3_S expanded after loading: a nibble `c` per weight (`q = 2c − 15`), IQ3_S's nibble scales |
 //! | `q3_kx.rs`  | Q3_KX   | 146   | Q3_K expanded after loading: a nibble `q + 4` per weight, its 16 scales as bytes |
+//! | `q6_k.rs`   | Q6_KX   | 210   | Q6_K regrouped after loading: three of four code vectors whole 6-bit codes |
 //!
-//! `forms.rs` says which file types are kept in which load-time form (IQ2_SX, IQ3_SX, Q3_KX).
+//! `forms.rs` says which file types are kept in which load-time form (IQ2_SX, IQ3_SX, Q3_KX, Q6_KX).
 //!
 //! All of them use the Q8_K activation layout: `act.d[8 * blk]` is the scale of super-block `blk`
 //! and `act.bsums[16 * blk + g]` the sum of its 16-element group `g`, which turns every per-group
@@ -58,7 +59,7 @@ mod q2_k;
 mod q3_k;
 pub mod q3_kx;
 mod q4_k;
-mod q6_k;
+pub mod q6_k;
 
 pub static KERNELS: &[QuantKernels] = &[
     q2_k::KERNELS,
@@ -70,10 +71,11 @@ pub static KERNELS: &[QuantKernels] = &[
     iq2_sx::KERNELS,
     iq3_sx::KERNELS,
     q3_kx::KERNELS,
+    q6_k::KERNELS_X,
 ];
 
 /// The types with a four-rows-interleaved form ([`crate::quant::r4`]).
-pub static R4: &[crate::quant::r4::R4Kernels] = &[q2_k::R4, q3_k::R4, q4_k::R4, q4_k::R4_Q5K, q6_k::R4, iq2_sx::R4, iq3_sx::R4, q3_kx::R4];
+pub static R4: &[crate::quant::r4::R4Kernels] = &[q2_k::R4, q3_k::R4, q4_k::R4, q4_k::R4_Q5K, q6_k::R4, iq2_sx::R4, iq3_sx::R4, q3_kx::R4, q6_k::R4_X];
 
 /// The types with an int8 prompt GEMM form (`gemm8`): codes `u = q + offset` ≤ `umax` (IQ2_S's
 /// from `iq2.rs`).
@@ -86,6 +88,7 @@ pub static KERNELS8: &[Kernels8] = &[
     iq2_sx::KERNELS8,
     iq3_sx::KERNELS8,
     q3_kx::KERNELS8,
+    q6_k::KERNELS8_X,
     super::iq2::KERNELS8_IQ2XXS,
     super::iq2::KERNELS8_IQ2XS,
     super::iq2::KERNELS8_IQ2S,
