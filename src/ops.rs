@@ -139,12 +139,15 @@ pub fn gemm_min_tokens(ty: GgmlType) -> usize {
 /// * Q3_KX (session 28): wide 51.6 / 61.0 / 57.1 / 67.1 at T = 8 / 12 / 16 / 24 against tiles
 ///   58.4 / 58.4 / 54.8 / 61.0 → 12; narrow 40.8 / 40.4 / 45.7 at T = 12 / 16 / 24 against 40.0 /
 ///   42.7 / 40.9 → 24.
+/// * Q6_KX (session 29; taken in the wide profile only): 44.0 / 44.2 / 46.3 / 49.3–52.1 at
+///   T = 16 / 20 / 24 / 32 against tiles 47.1 / 47.9 / 47.4 / 46.7–50.2 → 24.
 pub fn gemm_min_tokens_r4(ty: GgmlType) -> usize {
     let wide = quant::gemm8::profile() == quant::gemm8::Profile::Wide;
     match (ty, wide) {
         (GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q6_K | GgmlType::Q6_KX, false) => 16,
         (GgmlType::Q2_K, true) => 20,
-        (GgmlType::Q6_K | GgmlType::Q6_KX, true) => 16,
+        (GgmlType::Q6_K, true) => 16,
+        (GgmlType::Q6_KX, true) => 24,
         (GgmlType::Q3_K, true) => 12,
         (GgmlType::Q4_K, false) => 64,
         (GgmlType::Q4_K, true) => 40,
