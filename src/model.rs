@@ -300,13 +300,35 @@ pub enum Logits {
 }
 
 /// Per-sequence state of the heads an instance holds: DeltaNet conv/recurrent state and the
-/// attention KV cache (a coordinator holds none: only the position).
+/// attention KV cache (a coordinator holds none: only the position), and the stages' work buffers.
 #[derive(Clone, Debug)]
 pub struct State {
     /// Tokens processed so far (the next position).
     pub n_past: usize,
     pub n_ctx: usize,
     layers: Vec<LayerState>,
+    work: Work,
+}
+
+/// The intermediates of a stage (llama2.c's `RunState`): buffers that grow to the largest pass
+/// they have served and are reused by every stage after it, so a decoded token allocates nothing.
+/// The stages take the slots in turn, largest intermediate first (FFN: x·gate, x·up; DeltaNet:
+/// x·qkv, the conv's window and output, x·z, the heads, x·β, x·α; attention: x·q with its gate,
+/// the heads, x·k, x·v — see each stage's shapes), so together they hold about the largest
+/// stage's memory, not the sum over the three kinds.
+#[derive(Clone, Debug, Default)]
+struct Work {
+    slots: [Vec<f32>; 7],
+    /// Attention: one position's scores (≤ n_ctx), an f16 cache's row as f32 (Dh).
+    scores: Vec<f32>,
+    row: Vec<f32>,
+}
+
+/// `buf` as `n` zeros (its allocation kept when large enough).
+fn zeroed(buf: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    buf.clear();
+    buf.resize(n, 0.0);
+    buf
 }
 
 #[derive(Clone, Debug)]
@@ -769,7 +791,7 @@ impl Model {
                 }
             });
         }
-        Ok(State { n_past: 0, n_ctx, layers })
+        Ok(State { n_past: 0, n_ctx, layers, work: Work::default() })
     }
 
     /// Bytes of recurrent + conv state per sequence, and of K+V cache per token (f32), of the
@@ -925,15 +947,16 @@ impl Model {
                 }
             }
             Stage::Ffn(il) => match &part.layers[il].ffn {
-                Some(w) => self.ffn(w, x, out, prec, s),
+                Some(w) => self.ffn(w, x, out, &mut state.work, prec, s),
                 None => out.fill(0.0),
             },
             Stage::Mixer(il) => {
-                state.n_past = pos + x.len() / d;
-                match (&part.layers[il].mixer, &mut state.layers[il]) {
+                let State { n_past, layers, work, .. } = state;
+                *n_past = pos + x.len() / d;
+                match (&part.layers[il].mixer, &mut layers[il]) {
                     (None, _) => out.fill(0.0),
-                    (Some(Mixer::DeltaNet(w)), LayerState::DeltaNet { conv, ssm }) => self.deltanet(w, x, out, conv, ssm, prec, s),
-                    (Some(Mixer::Attention(w)), LayerState::Attention { k, v, .. }) => self.attention(w, x, out, k, v, pos, prec, s),
+                    (Some(Mixer::DeltaNet(w)), LayerState::DeltaNet { conv, ssm }) => self.deltanet(w, x, out, conv, ssm, work, prec, s),
+                    (Some(Mixer::Attention(w)), LayerState::Attention { k, v, .. }) => self.attention(w, x, out, k, v, pos, work, prec, s),
                     _ => unreachable!("state layout matches the model"),
                 }
             }
@@ -941,15 +964,16 @@ impl Model {
     }
 
     /// SwiGLU rows of this shard: out = (silu(x·gate) ⊙ (x·up)) · down.   x, out: T × D.
-    fn ffn(&self, l: &Ffn, x: &[f32], out: &mut [f32], prec: Precision, s: &mut MatmulScratch) {
+    fn ffn(&self, l: &Ffn, x: &[f32], out: &mut [f32], work: &mut Work, prec: Precision, s: &mut MatmulScratch) {
         let t_n = x.len() / self.config.n_embd;
         let f = l.gate.n_out;
-        let mut g = vec![0.0f32; t_n * f]; // T × F'
-        let mut u = vec![0.0f32; t_n * f]; // T × F'
-        matmul(&self.store, &l.gate, x, &mut g, prec, s);
-        matmul(&self.store, &l.up, x, &mut u, prec, s);
-        ops::silu_mul(&mut g, &u);
-        matmul(&self.store, &l.down, &g, out, prec, s);
+        let [g, u, ..] = &mut work.slots;
+        let g = zeroed(g, t_n * f); // T × F'
+        let u = zeroed(u, t_n * f); // T × F'
+        matmul(&self.store, &l.gate, x, g, prec, s);
+        matmul(&self.store, &l.up, x, u, prec, s);
+        ops::silu_mul(g, u);
+        matmul(&self.store, &l.down, g, out, prec, s);
     }
 
     /// Gated DeltaNet over T tokens (spec §3.3, token by token for the recurrence), on this
@@ -962,6 +986,7 @@ impl Model {
         out: &mut [f32], // T × D
         conv_state: &mut [f32],
         ssm: &mut [f32],
+        work: &mut Work,
         prec: Precision,
         s: &mut MatmulScratch,
     ) {
@@ -971,20 +996,21 @@ impl Model {
         let cd = w.conv_dim(ds);
         let key_dim = hk * ds;
 
-        let mut qkv = vec![0.0f32; t_n * cd]; // T × conv_dim'
-        let mut z = vec![0.0f32; t_n * hv * ds]; // T × Hv'·Ds
-        let mut b = vec![0.0f32; t_n * hv]; // T × Hv'
-        let mut a = vec![0.0f32; t_n * hv]; // T × Hv'
-        matmul(&self.store, &w.qkv, x, &mut qkv, prec, s);
-        matmul(&self.store, &w.gate, x, &mut z, prec, s);
-        matmul(&self.store, &w.beta, x, &mut b, prec, s);
-        matmul(&self.store, &w.alpha, x, &mut a, prec, s);
+        let [qkv, window, conv, z, o, b, a] = &mut work.slots;
+        let qkv = zeroed(qkv, t_n * cd); // T × conv_dim'
+        let z = zeroed(z, t_n * hv * ds); // T × Hv'·Ds
+        let b = zeroed(b, t_n * hv); // T × Hv'
+        let a = zeroed(a, t_n * hv); // T × Hv'
+        matmul(&self.store, &w.qkv, x, qkv, prec, s);
+        matmul(&self.store, &w.gate, x, z, prec, s);
+        matmul(&self.store, &w.beta, x, b, prec, s);
+        matmul(&self.store, &w.alpha, x, a, prec, s);
 
         // Causal depthwise conv over [conv_state (K−1 rows) ; qkv (T rows)], then SiLU.
-        let mut window = Vec::with_capacity((kw - 1 + t_n) * cd); // (K−1+T) × conv_dim'
+        window.clear(); // (K−1+T) × conv_dim'
         window.extend_from_slice(conv_state);
-        window.extend_from_slice(&qkv);
-        let mut conv_out = vec![0.0f32; t_n * cd]; // T × conv_dim'
+        window.extend_from_slice(qkv);
+        let conv_out = zeroed(conv, t_n * cd); // T × conv_dim'
         for t in 0..t_n {
             for ch in 0..cd {
                 let taps = &w.conv[ch * kw..(ch + 1) * kw];
@@ -995,11 +1021,11 @@ impl Model {
                 conv_out[t * cd + ch] = acc;
             }
         }
-        ops::silu_slice(&mut conv_out);
+        ops::silu_slice(conv_out);
         conv_state.copy_from_slice(&window[t_n * cd..]);
 
         let q_scale = 1.0 / (ds as f32).sqrt();
-        let mut o = vec![0.0f32; t_n * hv * ds]; // T × Hv'·Ds
+        let o = zeroed(o, t_n * hv * ds); // T × Hv'·Ds
         for t in 0..t_n {
             let row = &mut conv_out[t * cd..(t + 1) * cd];
             // q, k: Hk' heads of Ds, L2-normalised; q also scaled by 1/√Ds.
@@ -1030,9 +1056,9 @@ impl Model {
             }
         }
         // Gated RMSNorm per head: rmsnorm(o_j) · silu(z_j).
-        rmsnorm(&mut o, &w.norm, c.eps);
-        ops::silu_gate(&mut o, &z);
-        matmul(&self.store, &w.out, &o, out, prec, s);
+        rmsnorm(o, &w.norm, c.eps);
+        ops::silu_gate(o, z);
+        matmul(&self.store, &w.out, o, out, prec, s);
     }
 
     /// Gated full attention over T tokens at positions pos.. (spec §3.4), on this shard's query
@@ -1046,6 +1072,7 @@ impl Model {
         k_cache: &mut KvCache,
         v_cache: &mut KvCache,
         n_past: usize,
+        work: &mut Work,
         prec: Precision,
         s: &mut MatmulScratch,
     ) {
@@ -1053,12 +1080,13 @@ impl Model {
         let t_n = x.len() / c.n_embd;
         let (h, hkv, dh) = (w.n_head, w.n_kv, c.head_dim);
         let kv_dim = hkv * dh;
-        let mut qg = vec![0.0f32; t_n * 2 * h * dh]; // T × H'·[q Dh | gate Dh]
-        let mut k = vec![0.0f32; t_n * kv_dim]; // T × Hkv'·Dh
-        let mut v = vec![0.0f32; t_n * kv_dim];
-        matmul(&self.store, &w.q, x, &mut qg, prec, s);
-        matmul(&self.store, &w.k, x, &mut k, prec, s);
-        matmul(&self.store, &w.v, x, &mut v, prec, s);
+        let Work { slots: [qg, o, k, v, ..], scores, row } = work;
+        let qg = zeroed(qg, t_n * 2 * h * dh); // T × H'·[q Dh | gate Dh]
+        let k = zeroed(k, t_n * kv_dim); // T × Hkv'·Dh
+        let v = zeroed(v, t_n * kv_dim);
+        matmul(&self.store, &w.q, x, qg, prec, s);
+        matmul(&self.store, &w.k, x, k, prec, s);
+        matmul(&self.store, &w.v, x, v, prec, s);
 
         for t in 0..t_n {
             let pos = n_past + t;
@@ -1075,12 +1103,11 @@ impl Model {
         }
         k_cache.truncate(n_past * kv_dim);
         v_cache.truncate(n_past * kv_dim);
-        k_cache.append(&k);
-        v_cache.append(&v);
-        let mut row = vec![0.0f32; dh]; // an f16 cache's row, as f32
+        k_cache.append(k);
+        v_cache.append(v);
+        let row = zeroed(row, dh); // an f16 cache's row, as f32
 
-        let mut o = vec![0.0f32; t_n * h * dh]; // T × H'·Dh
-        let mut scores = Vec::new();
+        let o = zeroed(o, t_n * h * dh); // T × H'·Dh
         for t in 0..t_n {
             let n_kv = n_past + t + 1; // causal: positions 0..=n_past+t
             for hi in 0..h {
@@ -1089,7 +1116,7 @@ impl Model {
                 scores.clear();
                 let mut max = f32::NEG_INFINITY;
                 for p in 0..n_kv {
-                    let kp = k_cache.row(p * kv_dim + kvh * dh, dh, &mut row);
+                    let kp = k_cache.row(p * kv_dim + kvh * dh, dh, row);
                     let sc = crate::quant::float::dot_f32(q, kp) * c.attn_scale;
                     max = max.max(sc);
                     scores.push(sc);
@@ -1102,7 +1129,7 @@ impl Model {
                 let oh = &mut o[(t * h + hi) * dh..][..dh];
                 for (p, &sc) in scores.iter().enumerate() {
                     let wgt = sc / sum;
-                    let vp = v_cache.row(p * kv_dim + kvh * dh, dh, &mut row);
+                    let vp = v_cache.row(p * kv_dim + kvh * dh, dh, row);
                     for (oi, &vi) in oh.iter_mut().zip(vp) {
                         *oi += wgt * vi;
                     }
@@ -1110,6 +1137,6 @@ impl Model {
                 ops::sigmoid_gate(oh, &qg[(t * h + hi) * 2 * dh + dh..][..dh]);
             }
         }
-        matmul(&self.store, &w.out, &o, out, prec, s);
+        matmul(&self.store, &w.out, o, out, prec, s);
     }
 }

@@ -194,7 +194,8 @@ test(`Node soak: ${CYCLES} load/unload cycles in one process leave wasm memory a
     const e = await ClefEngine.load(file);
     const r = await e.chat.completions.create({ messages: [{ role: 'user', content: PROMPT_TEXT }], max_tokens: 16, temperature: 0, return_token_ids: true });
     assert.deepEqual(r.choices[0].token_ids, A.cases[0].greedy_ids);
-    const wasm = e.info.stats.wasmMemoryBytes;
+    // After the generation: a cycle's high-water mark (its stages' work buffers included).
+    const wasm = (await e.stats()).wasmMemoryBytes;
     await e.unload();
     return wasm;
   };
