@@ -29,7 +29,7 @@
 //! where that costs no context (`www/src/loader.ts`; the load-time forms: `forms.rs`). In the
 //! browsers the expanded matrices are also interleaved four rows at a time ([`R4`]).
 
-use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, dispatch_vec_dot4, kernels, kernels8, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_decode8, dispatch_expand, dispatch_vec_dot, dispatch_vec_dot4, kernels, kernels8, KBlock, QuantKernels, QK_K};
 use crate::quant::gemm8::Kernels8;
 use crate::quant::r4::{Field, R4Kernels};
 use crate::quant::tables::{IQ2S_GRID, IQ2XS_GRID, KSIGNS_IQ2XS};
@@ -192,17 +192,9 @@ fn write_expanded(codes: impl Fn(usize, usize) -> u64, signs: impl Fn(usize, usi
 /// `buf[out..]`, in place (`out ≥ raw`, the ranges may overlap: [`super::forms::expand_blocks`]).
 pub fn expand_in_place(ty: GgmlType, buf: &mut [u8], raw: usize, out: usize, nb: usize) {
     use super::forms::expand_blocks;
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    // SAFETY (both): simd128 is enabled for this build.
     match ty {
-        GgmlType::IQ2_S => expand_blocks::<BB_IQ2S, BB>(buf, raw, out, nb, |src, dst| unsafe { simd::expand_iq2s(src, dst) }),
-        GgmlType::IQ2_XS => expand_blocks::<74, BB>(buf, raw, out, nb, |src, dst| unsafe { simd::expand_iq2xs(src, dst) }),
-        _ => panic!("{ty} has no expanded form"),
-    }
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    match ty {
-        GgmlType::IQ2_S => expand_blocks::<BB_IQ2S, BB>(buf, raw, out, nb, write_iq2s),
-        GgmlType::IQ2_XS => expand_blocks::<74, BB>(buf, raw, out, nb, write_iq2xs),
+        GgmlType::IQ2_S => expand_blocks::<BB_IQ2S, BB>(buf, raw, out, nb, dispatch_expand!(simd::expand_iq2s, write_iq2s)),
+        GgmlType::IQ2_XS => expand_blocks::<74, BB>(buf, raw, out, nb, dispatch_expand!(simd::expand_iq2xs, write_iq2xs)),
         _ => panic!("{ty} has no expanded form"),
     }
 }

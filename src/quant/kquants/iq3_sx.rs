@@ -23,7 +23,7 @@
 //! ([`expand_in_place`], `forms.rs`). The browser's loader expands only where that costs no
 //! context (`www/src/loader.ts`).
 
-use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, dispatch_vec_dot4, kernels, kernels8, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_decode8, dispatch_expand, dispatch_vec_dot, dispatch_vec_dot4, kernels, kernels8, KBlock, QuantKernels, QK_K};
 use crate::quant::gemm8::Kernels8;
 use crate::quant::iq3::iq3_s;
 use crate::quant::r4::{Field, R4Kernels};
@@ -90,11 +90,7 @@ pub fn expand_block(src: &[u8], dst: &mut [u8]) {
 /// Expands `nb` IQ3_S blocks at `buf[raw..]` into their expanded form at `buf[out..]`, in place
 /// (`out ≥ raw`, the ranges may overlap: [`super::forms::expand_blocks`]).
 pub fn expand_in_place(buf: &mut [u8], raw: usize, out: usize, nb: usize) {
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    // SAFETY: simd128 is enabled for this build.
-    super::forms::expand_blocks::<BB_IQ3S, BB>(buf, raw, out, nb, |src, dst| unsafe { simd::expand(src, dst) });
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    super::forms::expand_blocks::<BB_IQ3S, BB>(buf, raw, out, nb, |src, dst| expand_block(src, dst));
+    super::forms::expand_blocks::<BB_IQ3S, BB>(buf, raw, out, nb, dispatch_expand!(simd::expand, expand_block));
 }
 
 dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Iq3Sx>);

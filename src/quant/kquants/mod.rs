@@ -394,6 +394,24 @@ macro_rules! dispatch_decode8 {
 }
 use dispatch_decode8;
 
+/// A load-time form's block expansion for [`forms::expand_blocks`](self::forms::expand_blocks): the SIMD128 one `$simd(src,
+/// dst)` on wasm32+simd128 (a symbol only those builds have, hence a macro), else the reference
+/// `$reference(src, dst)` — the same bytes (`tests/kernels.rs`).
+macro_rules! dispatch_expand {
+    ($simd:path, $reference:path) => {
+        |src, dst| {
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            {
+                // SAFETY: simd128 is enabled for this build.
+                return unsafe { $simd(src, dst) };
+            }
+            #[allow(unreachable_code)]
+            $reference(src, dst)
+        }
+    };
+}
+use dispatch_expand;
+
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
     //! SIMD128 building blocks shared by the K-quant kernels.

@@ -30,7 +30,7 @@
 //! (Node 20's V8 runs it slower, so only the browsers' profile takes it: `forms::stored_as`). The
 //! same integers as Q6_K's reference, so its results are Q6_K's bit for bit; no memory of its own.
 
-use super::{dispatch_decode, dispatch_decode8, dispatch_vec_dot, dispatch_vec_dot4, kernels, kernels8, KBlock, QuantKernels, QK_K};
+use super::{dispatch_decode, dispatch_decode8, dispatch_expand, dispatch_vec_dot, dispatch_vec_dot4, kernels, kernels8, KBlock, QuantKernels, QK_K};
 use crate::quant::gemm8::Kernels8;
 use crate::quant::r4::{Field, R4Kernels};
 use crate::quant::{f16_at, sanitize_f16, GgmlType};
@@ -127,11 +127,7 @@ pub fn expand_block(src: &[u8], dst: &mut [u8]) {
 
 /// Turns `nb` Q6_K blocks at `buf[at..]` into Q6_KX in place (the same size).
 pub fn expand_in_place(buf: &mut [u8], at: usize, nb: usize) {
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    // SAFETY: simd128 is enabled for this build.
-    super::forms::expand_blocks::<BB, BB>(buf, at, at, nb, |src, dst| unsafe { simd::expand(src, dst) });
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    super::forms::expand_blocks::<BB, BB>(buf, at, at, nb, |src, dst| expand_block(src, dst));
+    super::forms::expand_blocks::<BB, BB>(buf, at, at, nb, dispatch_expand!(simd::expand, expand_block));
 }
 
 dispatch_vec_dot!(vec_dot, simd::vec_dot::<false>, super::vec_dot_ref::<Q6K>);
