@@ -294,24 +294,28 @@ use dispatch_vec_dot;
 
 /// Defines the four-rows-interleaved dot products `$one` (one activation row) and `$many` (up to
 /// [`crate::quant::r4::MAX_TOKENS`] rows, see `R4Kernels::vec_dot4_n`) from the relaxed-SIMD
-/// kernel `$simd::<NY>` (or `$one` from a one-token kernel `$single`, where the type has one) in
-/// the relaxed build; elsewhere from
+/// kernel `$simd::<NY>` (or `$simd::<G.., NY>` with the leading const arguments `[G, ..]` of a
+/// kernel generic over its form; or `$one` from a one-token kernel `$single`, where the type has
+/// one) in the relaxed build; elsewhere from
 /// [`crate::quant::r4::vec_dot4_plain`] for type `$ty` (un-interleave, then the plain kernel per
 /// row: correct, and never chosen there, see `r4::faster`).
 macro_rules! dispatch_vec_dot4 {
     ($one:ident, $many:ident, $simd:path, $ty:expr) => {
+        dispatch_vec_dot4!($one, $many, $simd[], $ty);
+    };
+    ($one:ident, $many:ident, $simd:path[$($g:tt),*], $ty:expr) => {
         fn $one(rows4: &[u8], act: $crate::quant::Q8<'_>) -> [f32; 4] {
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
             {
                 // SAFETY: relaxed-simd (and so simd128) is enabled; the kernel checks every length.
                 use $simd as kernel;
-                let [v] = unsafe { kernel::<1>(rows4, [act]) };
+                let [v] = unsafe { kernel::<$($g,)* 1>(rows4, [act]) };
                 return $crate::quant::simd::lanes(v);
             }
             #[allow(unreachable_code)]
             $crate::quant::r4::vec_dot4_plain($ty, rows4, act)
         }
-        dispatch_vec_dot4!(@many $one, $many, $simd);
+        dispatch_vec_dot4!(@many $one, $many, $simd[$($g),*]);
     };
     // With a one-token kernel of its own, `$single(rows4, act) -> [f32; 4]`.
     ($one:ident, $many:ident, $simd:path, $ty:expr, $single:path) => {
@@ -324,9 +328,9 @@ macro_rules! dispatch_vec_dot4 {
             #[allow(unreachable_code)]
             $crate::quant::r4::vec_dot4_plain($ty, rows4, act)
         }
-        dispatch_vec_dot4!(@many $one, $many, $simd);
+        dispatch_vec_dot4!(@many $one, $many, $simd[]);
     };
-    (@many $one:ident, $many:ident, $simd:path) => {
+    (@many $one:ident, $many:ident, $simd:path[$($g:tt),*]) => {
         fn $many(rows4: &[u8], acts: &[$crate::quant::Q8<'_>], out: &mut [[f32; 4]]) {
             assert_eq!(acts.len(), out.len(), "vec_dot4_n: one output per activation row");
             assert!(acts.len() <= $crate::quant::r4::MAX_TOKENS, "vec_dot4_n: {} activation rows", acts.len());
@@ -336,7 +340,7 @@ macro_rules! dispatch_vec_dot4 {
                 macro_rules! run {
                     ($n:literal) => {{
                         // SAFETY: relaxed-simd is enabled; the kernel checks every length.
-                        let v = unsafe { kernel::<$n>(rows4, core::array::from_fn(|t| acts[t])) };
+                        let v = unsafe { kernel::<$($g,)* $n>(rows4, core::array::from_fn(|t| acts[t])) };
                         for (o, v) in out.iter_mut().zip(v) {
                             *o = $crate::quant::simd::lanes(v);
                         }

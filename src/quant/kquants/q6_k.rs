@@ -150,7 +150,7 @@ dispatch_vec_dot!(vec_dot_x, simd::vec_dot::<true>, super::vec_dot_ref::<Q6Kx>);
 pub(super) const R4: R4Kernels = R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4, vec_dot4_n, alt: Some(&R4_PAIRS), wide_only: false };
 
 /// The same with a quarter's products summed in i16 two at a time before each `i32x4.dot`
-/// (`simd::vec_dot4_pairs`): Chromium 156 runs it faster, Node 20 slower (BENCHMARKS.md).
+/// (`simd::vec_dot4` with `PAIRS`): Chromium 156 runs it faster, Node 20 slower (BENCHMARKS.md).
 const R4_PAIRS: R4Kernels =
     R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4: vec_dot4_pairs, vec_dot4_n: vec_dot4_n_pairs, alt: None, wide_only: false };
 
@@ -193,10 +193,10 @@ const FIELDS_X: &[Field] = &[
     Field { off: 144, len: 48, gran: 4 },
 ];
 
-dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4, GgmlType::Q6_K);
-dispatch_vec_dot4!(vec_dot4_pairs, vec_dot4_n_pairs, simd::vec_dot4_pairs, GgmlType::Q6_K);
-dispatch_vec_dot4!(vec_dot4_x, vec_dot4_n_x, simd::vec_dot4_x, GgmlType::Q6_KX);
-dispatch_vec_dot4!(vec_dot4_x_pairs, vec_dot4_n_x_pairs, simd::vec_dot4_x_pairs, GgmlType::Q6_KX);
+dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4[false, false], GgmlType::Q6_K);
+dispatch_vec_dot4!(vec_dot4_pairs, vec_dot4_n_pairs, simd::vec_dot4[true, false], GgmlType::Q6_K);
+dispatch_vec_dot4!(vec_dot4_x, vec_dot4_n_x, simd::vec_dot4[false, true], GgmlType::Q6_KX);
+dispatch_vec_dot4!(vec_dot4_x_pairs, vec_dot4_n_x_pairs, simd::vec_dot4[true, true], GgmlType::Q6_KX);
 dispatch_decode!(decode, simd::decode_row::<false>, Q6K);
 dispatch_decode!(decode_x, simd::decode_row::<true>, Q6Kx);
 dispatch_decode8!(decode8, simd::decode8_row::<false>, Q6K, 32);
@@ -258,54 +258,17 @@ mod simd {
     ///   runs' top two bits — vector m is group 4c + m, elements 64c + 16m + 4k ...
     ///
     /// Each product vector goes straight into an `i32x4.dot` with its group's scales of the four
-    /// rows (`r4_store_scales`), row r's sums in lane r; two could be summed in i16 first
-    /// (4 · 63 · 128 < 2¹⁵): `PAIRS` ([`vec_dot4_pairs`]), faster in Chromium 156, slower in Node
-    /// 20 (its V8 spills the accumulators); `ops` times both. The offset comes back as
-    /// `32 Σ_g sc_g bsum_g` per row. Codes and scales are unpacked once for all `NY` tokens; each
-    /// token's sums do not depend on `NY`.
+    /// rows (`r4_store_scales`), row r's sums in lane r; with `PAIRS` two are summed in i16 first
+    /// (4 · 63 · 128 < 2¹⁵: the same integers, so the same results bit for bit), faster in
+    /// Chromium 156, slower in Node 20 (its V8 spills the accumulators); `ops` times both. `X`:
+    /// Q6_KX rows. The offset comes back as `32 Σ_g sc_g bsum_g` per row. Codes and scales are
+    /// unpacked once for all `NY` tokens; each token's sums do not depend on `NY`.
     ///
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
-        vec_dot4_form::<false, false, NY>(rows4, acts)
-    }
-
-    /// [`vec_dot4`] with two granules' products summed in i16 before each `i32x4.dot`: the same
-    /// integers, so the same results bit for bit.
-    ///
-    /// # Safety
-    /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
-    #[cfg(target_feature = "relaxed-simd")]
-    #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn vec_dot4_pairs<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
-        vec_dot4_form::<true, false, NY>(rows4, acts)
-    }
-
-    /// [`vec_dot4`] of Q6_KX rows.
-    ///
-    /// # Safety
-    /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
-    #[cfg(target_feature = "relaxed-simd")]
-    #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn vec_dot4_x<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
-        vec_dot4_form::<false, true, NY>(rows4, acts)
-    }
-
-    /// [`vec_dot4_pairs`] of Q6_KX rows.
-    ///
-    /// # Safety
-    /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
-    #[cfg(target_feature = "relaxed-simd")]
-    #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn vec_dot4_x_pairs<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
-        vec_dot4_form::<true, true, NY>(rows4, acts)
-    }
-
-    #[cfg(target_feature = "relaxed-simd")]
-    #[inline(always)]
-    unsafe fn vec_dot4_form<const PAIRS: bool, const X: bool, const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+    pub(super) unsafe fn vec_dot4<const PAIRS: bool, const X: bool, const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
         use super::super::simd::{f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales};
         use super::super::simd::rdot16;
         let ty = if X { crate::quant::GgmlType::Q6_KX } else { crate::quant::GgmlType::Q6_K };
