@@ -41,6 +41,12 @@ cmp -s www/pkg/clef_web.js www/pkg-relaxed.tmp/clef_web.js || {
   echo "build.sh: the two builds have different JS glue (exports differ?)" >&2; exit 1; }
 opt_features="--enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
   --enable-mutable-globals --enable-reference-types --enable-multivalue"
+# --low-memory-unused: rustc emits `p + 16` before a load as an i32.add, which V8 compiles to an
+# lea per load; wasm-opt may fold such constants (< 1 KiB) into the load's offset only when the
+# lowest 1 KiB of memory is never addressed. Rust's wasm32 layout puts the 1 MiB stack first,
+# growing down towards 0, so only a stack already overflowed could reach it. Chromium 156, the
+# prompt GEMM's int8 tiles (4096 × 4096 × 128 tokens, IQ2_SX): 36.7 → 38.2 G MAC/s (BENCHMARKS.md).
+opt_features="$opt_features --low-memory-unused"
 npx --no-install wasm-opt -O3 $opt_features www/pkg/clef_web_bg.wasm -o www/pkg/clef_web_bg.wasm
 npx --no-install wasm-opt -O3 $opt_features --enable-relaxed-simd \
   www/pkg-relaxed.tmp/clef_web_bg.wasm -o www/pkg/clef_web_relaxed_bg.wasm
