@@ -425,7 +425,8 @@ pub fn touch_report() -> Vec<(GgmlType, Option<bool>, f64, f64)> {
 /// or dot-add into quad sums ([`gemm8`]'s module docs, "Dot-add").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmDot {
-    /// Per weight type, what this machine runs faster ([`crate::tune`]); the default.
+    /// Per weight type, what this machine runs faster ([`crate::tune`]), except that types whose
+    /// pair form sums eight vectors in i16 keep it ([`GEMM_DOT`]); the default.
     Auto,
     /// Always pair sums.
     Pairs,
@@ -439,6 +440,14 @@ pub enum GemmDot {
 /// others (BENCHMARKS.md). Both give the same results bit for bit. Timed: prompt calls of at least
 /// [`GEMM_TRIAL_MIN_MACS`], rated in G multiply-adds a second; a 9B file's layer types are settled
 /// within its first 128-token prompt pass.
+///
+/// Not tried: the types whose pair form sums eight vectors of products in i16 before widening
+/// ([`gemm8::Kernels8::pair_ksum`] 8: Q2_K, Q3_K, Q3_KX, Q4_K, IQ3_S, IQ3_SX, IQ1_S, IQ1_M).
+/// There the pair form pays one widening per 128 products and the dot-add form a scale multiply
+/// per 64, and the dot-add form lost on every CPU measured (Zen 5 EPYC: Q2_K 71–76 → 66–68, Q4_K
+/// 70 → 63 G MAC/s; Emerald Rapids Xeon: Q4_K 40.2 → 36.8, Q3_KX 42.8 → 37.9, IQ1_S 42.4 → 40.4,
+/// IQ3_S 40.4 → 39.1) — yet a trial of 12 timings a form settled on it for one of them once the
+/// dot-add tiles ran faster, and cost the Q2_K file's prompt 9 % (BENCHMARKS.md, session 31).
 static GEMM_DOT: std::sync::Mutex<(GemmDot, Trial)> = std::sync::Mutex::new((GemmDot::Auto, Trial::new()));
 
 /// **Which form of an interleaved type's decode kernel** ([`quant::r4::R4Kernels::alt`]) is
@@ -482,10 +491,12 @@ fn gemm_dot_plan(ty: GgmlType, t_count: usize, macs: f64) -> Plan {
     if !gemm8::enabled(ty, t_count) || !gemm8::quad_add_exact() {
         return Plan::Fixed(false);
     }
+    let pairs_win = gemm8::kernels8(ty).is_some_and(|k| k.pair_ksum() >= 8);
     let mut t = GEMM_DOT.lock().unwrap_or_else(|e| e.into_inner());
     match t.0 {
         GemmDot::Pairs => Plan::Fixed(false),
         GemmDot::Quads => Plan::Fixed(true),
+        GemmDot::Auto if pairs_win => Plan::Fixed(false),
         GemmDot::Auto => t.1.plan(ty, false, macs >= GEMM_TRIAL_MIN_MACS as f64),
     }
 }

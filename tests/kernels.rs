@@ -360,6 +360,22 @@ fn int8_gemm_dot_add_runs_where_exact() {
     assert!(!gemm8::quad_add_exact(), "no dot-add form without relaxed SIMD");
 }
 
+/// Which int8 types keep the pair form without a timing trial (`ops::GemmDot::Auto`): those whose
+/// pair form sums eight vectors in i16 (`pair_ksum` 8, the offset types with their min terms
+/// folded); the wide-code types, where the dot-add form won, are timed.
+#[test]
+fn int8_pair_ksum_names_the_i16_run_types() {
+    let eight: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.pair_ksum() == 8)).collect();
+    let want = [GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q3_KX, GgmlType::Q4_K, GgmlType::IQ3_S, GgmlType::IQ3_SX, GgmlType::IQ1_S, GgmlType::IQ1_M];
+    for ty in want {
+        assert!(eight.contains(&ty), "{ty}: pair_ksum 8");
+    }
+    for ty in [GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q6_KX, GgmlType::IQ2_SX, GgmlType::IQ2_S] {
+        assert!(gemm8::kernels8(ty).is_some_and(|k| k.pair_ksum() < 8), "{ty}: timed");
+    }
+    assert_eq!(eight.len(), want.len(), "{eight:?}");
+}
+
 /// Quad order: a bijection within each 64-element unit that keeps pairs whole, and the reorder of
 /// a pair-ordered row ([`gemm8::row_to_quads`]) puts every element where `quad_pos` says.
 #[test]

@@ -96,8 +96,10 @@
 //! (Q2_K 71–76 → 66–68, Q4_K 70 → 63). The scale multiply per 64 elements and the unit's
 //! zeroing are what keep it from the instruction's 2.6–2.7× over the widening step
 //! (`tools/bench-dot-forms.mjs`). So the choice is per machine and per type (`ops::GemmDot`,
-//! timed on the prompt's own calls by [`crate::tune`]), and only where the engine computes the
-//! instruction exactly ([`quad_add_exact`]: Node 20's baseline tier does not, see `quant/mod.rs`).
+//! timed on the prompt's own calls by [`crate::tune`]; the types summed in i16 eight vectors at a
+//! time, [`Kernels8::pair_ksum`], keep the pair form untimed: it won for each of them on every CPU
+//! measured), and only where the engine computes the instruction exactly ([`quad_add_exact`]:
+//! Node 20's baseline tier does not, see `quant/mod.rs`).
 //!
 //! **Offsets folded** (2026-12-04). For the offset types ([`Kernels8::offset`]: every type without
 //! mins of its own) `m = d` and `mn = −off·sc`, so a block's result `d·da·(isum + msum)` needs its
@@ -279,6 +281,12 @@ impl Kernels8 {
     /// "Widening every vector").
     pub const fn ksum(&self) -> usize {
         self.ksum_for(false)
+    }
+
+    /// The `ksum` the pair form runs with: folded where the type has an offset (activations are
+    /// packed with [`Kernels8::fold`]).
+    pub const fn pair_ksum(&self) -> usize {
+        self.ksum_for(self.offset.is_some())
     }
 
     /// [`Kernels8::ksum`] with the min terms folded (`folded`, only for a type with an
