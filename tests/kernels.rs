@@ -271,8 +271,24 @@ fn int8_decoders_agree_on_random_blocks() {
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got.d), bits(&want.d), "{ty} row {r}: d differs");
             assert_eq!(bits(&got.m), bits(&want.m), "{ty} row {r}: m differs");
+            // The scaled form: the reference's codes times their scales, every scale 1 — the
+            // same weights.
+            if let Some(scaled) = k8.scaled {
+                got.u.fill(0xaa);
+                scaled(&row, &mut got);
+                want.scale_codes();
+                assert_eq!(got.u, want.u, "{ty} row {r}: scaled codes differ");
+                assert!(got.sc.iter().all(|&s| s == 1), "{ty} row {r}: scaled form's scales");
+                assert_eq!(got.mn, want.mn, "{ty} row {r}: scaled form's mins differ");
+                assert_eq!(bits(&got.d), bits(&want.d), "{ty} row {r}: scaled form's d differs");
+                assert_eq!(bits(&got.m), bits(&want.m), "{ty} row {r}: scaled form's m differs");
+                for (i, &wi) in w.iter().enumerate() {
+                    assert!(got.value(i) == wi, "{ty} row {r} elem {i}: scaled form {} vs dequantized {wi}", got.value(i));
+                }
+            }
         }
     }
+    assert!(GgmlType::ALL.into_iter().any(|t| gemm8::kernels8(t).is_some_and(|k| k.scaled.is_some())), "no scaled form checked");
 }
 
 /// The element order of the int8 form: a bijection within each 128-element unit.
@@ -333,6 +349,15 @@ fn int8_gemm_agrees_on_random_and_extreme_blocks() {
                     for (i, (a, b)) in y.iter().zip(&yq).enumerate() {
                         assert!(a.to_bits() == b.to_bits(), "{ty} case {case} ({fold:?}): quads {b} vs pairs {a} at {i}");
                     }
+                    // The scaled form, where the type has one (its dot-add form in the engine).
+                    if k8.scaled.is_some() {
+                        packed.pack_scaled_tiles(&act, tile, k8);
+                        let mut ys = vec![f32::NAN; tokens * (rows + 1)];
+                        gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut ys[1..], rows + 1);
+                        for (i, (a, b)) in y.iter().zip(&ys).enumerate() {
+                            assert!(a.to_bits() == b.to_bits(), "{ty} case {case}: scaled {b} vs pairs {a} at {i}");
+                        }
+                    }
                 }
             }
         }
@@ -362,7 +387,8 @@ fn int8_gemm_dot_add_runs_where_exact() {
 
 /// Which int8 types keep the pair form without a timing trial (`ops::GemmDot::Auto`): those whose
 /// pair form sums eight vectors in i16 (`pair_ksum` 8, the offset types with their min terms
-/// folded); the wide-code types, where the dot-add form won, are timed.
+/// folded) and that have no scaled form (Q2_K has one); the wide-code types, where the dot-add
+/// form won, are timed.
 #[test]
 fn int8_pair_ksum_names_the_i16_run_types() {
     let eight: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.pair_ksum() == 8)).collect();
@@ -374,6 +400,8 @@ fn int8_pair_ksum_names_the_i16_run_types() {
         assert!(gemm8::kernels8(ty).is_some_and(|k| k.pair_ksum() < 8), "{ty}: timed");
     }
     assert_eq!(eight.len(), want.len(), "{eight:?}");
+    let scaled: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.scaled.is_some())).collect();
+    assert_eq!(scaled, [GgmlType::Q2_K], "the types with a scaled form");
 }
 
 /// Quad order: a bijection within each 64-element unit that keeps pairs whole, and the reorder of

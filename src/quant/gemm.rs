@@ -364,7 +364,8 @@ pub struct PromptScratch {
 /// or interleaved) with the quantized activations `act` (quantized for `k.ty`): the int8 GEMM
 /// ([`gemm8`]) where this build runs it for the type ([`gemm8::enabled`]), else the i16 GEMM
 /// ([`gemm_rows`]); results go to `y[t·y_stride + r]`. `quads`: the int8 GEMM's dot-add form
-/// (quad order, [`gemm8`]'s module docs), only where [`gemm8::quad_add_exact`].
+/// (quad order, or the scaled form where the type has one: [`gemm8`]'s module docs), only where
+/// [`gemm8::quad_add_exact`].
 #[allow(clippy::too_many_arguments)]
 pub fn prompt_rows(
     k: &QuantKernels,
@@ -378,7 +379,12 @@ pub fn prompt_rows(
 ) {
     match gemm8::kernels8(k.ty).filter(|_| gemm8::enabled(k.ty, act.rows)) {
         Some(k8) => {
-            s.packed8.pack(act, quads && gemm8::quad_add_exact(), k8);
+            let dot_add = quads && gemm8::quad_add_exact();
+            if dot_add && k8.scaled.is_some() {
+                s.packed8.pack_scaled(act, k8);
+            } else {
+                s.packed8.pack(act, dot_add, k8);
+            }
             gemm8::gemm_rows(k8, weights, rows, &s.packed8, &mut s.gemm8, y, y_stride);
         }
         None => {

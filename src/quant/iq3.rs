@@ -253,6 +253,7 @@ pub mod iq3_xxs {
         offset: Some(OFF8 as u8),
         decode_ref: decode8_ref,
         decode: decode8,
+        scaled: None,
     };
 
     fn decode8(row: &[u8], out: &mut Decoded8) {
@@ -493,6 +494,7 @@ pub mod iq3_s {
         offset: Some(OFF8 as u8),
         decode_ref: decode8_ref,
         decode: decode8,
+        scaled: None,
     };
 
     fn decode8(row: &[u8], out: &mut Decoded8) {

@@ -128,6 +128,14 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
                         if y.iter().zip(&yq).any(|(a, b)| a.to_bits() != b.to_bits()) {
                             check.decode_mismatches += 1;
                         }
+                        // And the scaled form, the dot-add form of a type that has one.
+                        if k8.scaled.is_some() {
+                            packed8.pack_scaled_tiles(&act2, tile, k8);
+                            gemm8::gemm_rows(k8, r4::Rows::plain(&two), 0..2, &packed8, &mut scratch8, &mut yq, 2);
+                            if y.iter().zip(&yq).any(|(a, b)| a.to_bits() != b.to_bits()) {
+                                check.decode_mismatches += 1;
+                            }
+                        }
                     }
                 }
             }

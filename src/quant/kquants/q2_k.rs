@@ -22,8 +22,9 @@ const BB: usize = 84;
 
 pub(super) const KERNELS: QuantKernels = kernels::<Q2K>(GgmlType::Q2_K, vec_dot, decode, sanitize);
 
-/// Int8 GEMM form: the 2-bit codes as they are (0..3), the 4-bit mins as mins.
-pub(super) const KERNELS8: Kernels8 = kernels8::<Q2K, 0>(GgmlType::Q2_K, 3, [true, true], decode8);
+/// Int8 GEMM form: the 2-bit codes as they are (0..3), the 4-bit mins as mins; its scaled form
+/// (a code times its 4-bit scale ≤ 45) for the dot-add tiles.
+pub(super) const KERNELS8: Kernels8 = Kernels8 { scaled: Some(decode8_scaled), ..kernels8::<Q2K, 0>(GgmlType::Q2_K, 3, [true, true], decode8) };
 
 struct Q2K;
 
@@ -85,6 +86,21 @@ pub(super) const R4: R4Kernels = R4Kernels {
 dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4_n, GgmlType::Q2_K, simd::vec_dot4);
 dispatch_decode!(decode, simd::decode_row, Q2K);
 dispatch_decode8!(decode8, simd::decode8_row, Q2K, 0);
+
+/// Row → the int8 GEMM's scaled form ([`Kernels8::scaled`]): [`decode8`] with each code times
+/// its group scale and every scale 1.
+fn decode8_scaled(row: &[u8], out: &mut crate::quant::gemm8::Decoded8) {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        // SAFETY: simd128 is enabled for this build; the decoder checks all lengths itself.
+        return unsafe { simd::decode8_row_scaled(row, out) };
+    }
+    #[allow(unreachable_code)]
+    {
+        decode8(row, out);
+        out.scale_codes();
+    }
+}
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
@@ -221,6 +237,22 @@ mod simd {
     /// Requires simd128. Lengths are checked by `Decoded8::check`.
     #[target_feature(enable = "simd128")]
     pub(super) unsafe fn decode8_row(row: &[u8], out: &mut Decoded8) {
+        decode8_into::<false>(row, out)
+    }
+
+    /// [`decode8_row`] in the scaled form: each code times its group's 4-bit scale (≤ 45; the
+    /// `i16x8.mul` of a code pair by the scale cannot carry from one byte into the other), every
+    /// scale 1.
+    ///
+    /// # Safety
+    /// Requires simd128. Lengths are checked by `Decoded8::check`.
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn decode8_row_scaled(row: &[u8], out: &mut Decoded8) {
+        decode8_into::<true>(row, out)
+    }
+
+    #[inline(always)]
+    unsafe fn decode8_into<const SCALED: bool>(row: &[u8], out: &mut Decoded8) {
         let nb = out.check(crate::quant::GgmlType::Q2_K, row);
         let m3 = u8x16_splat(3);
         let mut v = [u8x16_splat(0); 16];
@@ -230,8 +262,13 @@ mod simd {
             let sm = v128_load(x as *const v128);
             let (sc, mn) = (v128_and(sm, u8x16_splat(15)), u8x16_shr(sm, 4));
             let sp = out.sc.as_mut_ptr().add(16 * b) as *mut v128;
-            v128_store(sp, u16x8_extend_low_u8x16(sc));
-            v128_store(sp.add(1), u16x8_extend_high_u8x16(sc));
+            if SCALED {
+                v128_store(sp, i16x8_splat(1));
+                v128_store(sp.add(1), i16x8_splat(1));
+            } else {
+                v128_store(sp, u16x8_extend_low_u8x16(sc));
+                v128_store(sp.add(1), u16x8_extend_high_u8x16(sc));
+            }
             let mp = out.mn.as_mut_ptr().add(16 * b) as *mut v128;
             v128_store(mp, u16x8_extend_low_u8x16(mn));
             v128_store(mp.add(1), u16x8_extend_high_u8x16(mn));
@@ -239,7 +276,9 @@ mod simd {
                 for h in 0..2 {
                     let q = v128_load(x.add(16 + 32 * n + 16 * h) as *const v128);
                     for j in 0..4 {
-                        v[8 * n + 2 * j + h] = v128_and(u16x8_shr(q, 2 * j as u32), m3);
+                        let g = 8 * n + 2 * j + h;
+                        let codes = v128_and(u16x8_shr(q, 2 * j as u32), m3);
+                        v[g] = if SCALED { i16x8_mul(codes, i16x8_splat((*x.add(g) & 15) as i16)) } else { codes };
                     }
                 }
             }
