@@ -954,6 +954,32 @@ pub mod simd {
         p
     }
 
+    /// `N` steps of 16 elements of R rows (`wp`) × C tokens (`ap`, interleaved per 16 bytes),
+    /// unrolled: `i32x4.relaxed_dot_i8x16_i7x16_add_s` into `acc` per (row, token); advances both
+    /// pointers. The callers keep the trip count around it opaque (V8 keeps that a loop).
+    ///
+    /// # Safety
+    /// `wp[r]..+16·N` and `ap..+16·C·N` must be readable.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
+    unsafe fn dot_add_steps<const R: usize, const C: usize, const N: usize>(
+        wp: &mut [*const u8; R],
+        ap: &mut *const i8,
+        acc: &mut [[v128; C]; R],
+    ) {
+        for _ in 0..N {
+            let wv = next_codes(wp);
+            for c in 0..C {
+                let av = v128_load(ap.add(16 * c) as *const v128);
+                for r in 0..R {
+                    acc[r][c] = i32x4_relaxed_dot_i8x16_i7x16_add(av, wv[r], acc[r][c]);
+                }
+            }
+            *ap = ap.add(16 * C);
+        }
+    }
+
     /// R rows × the C tokens of tile `j`, `KS` = the rows' `ksum` (module docs). Returns one f32x4
     /// per row whose lane c is the row's product with token c.
     ///
@@ -1123,16 +1149,7 @@ pub mod simd {
                 nq = nq.add(nq_step);
                 let mut t = [start; R];
                 for _ in 0..core::hint::black_box(2) {
-                    for _ in 0..2 {
-                        let wv = next_codes(wp);
-                        for c in 0..C {
-                            let av = v128_load(ap.add(16 * c) as *const v128);
-                            for r in 0..R {
-                                t[r][c] = i32x4_relaxed_dot_i8x16_i7x16_add(av, wv[r], t[r][c]);
-                            }
-                        }
-                        *ap = ap.add(16 * C);
-                    }
+                    dot_add_steps::<R, C, 2>(wp, ap, &mut t);
                 }
                 for r in 0..R {
                     let s = i32x4_load_extend_i16x4(sp[r]);
@@ -1209,7 +1226,6 @@ pub mod simd {
     /// As [`ks1_blocks`].
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
     unsafe fn scaled_blocks<const R: usize, const C: usize>(
         w: [&super::Decoded8; R],
         nb: usize,
@@ -1222,16 +1238,7 @@ pub mod simd {
             let mut iacc = [[i32x4_splat(0); C]; R];
             // 16 steps of 16 elements, two per iteration; an opaque trip count keeps this a loop.
             for _ in 0..core::hint::black_box(8) {
-                for _ in 0..2 {
-                    let wv = next_codes(wp);
-                    for c in 0..C {
-                        let av = v128_load(ap.add(16 * c) as *const v128);
-                        for r in 0..R {
-                            iacc[r][c] = i32x4_relaxed_dot_i8x16_i7x16_add(av, wv[r], iacc[r][c]);
-                        }
-                    }
-                    *ap = ap.add(16 * C);
-                }
+                dot_add_steps::<R, C, 2>(wp, ap, &mut iacc);
             }
             add_block::<R, C, false>(&mut facc, &iacc, w, b, da, core::ptr::null());
         }
