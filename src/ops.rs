@@ -426,11 +426,13 @@ pub fn touch_report() -> Vec<(GgmlType, Option<bool>, f64, f64)> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmDot {
     /// Per weight type, what this machine runs faster ([`crate::tune`]), except that types whose
-    /// pair form sums eight vectors in i16 keep it ([`GEMM_DOT`]); the default.
+    /// pair form sums eight vectors in i16 and that have no scaled form keep it ([`GEMM_DOT`]);
+    /// the default.
     Auto,
     /// Always pair sums.
     Pairs,
-    /// Dot-add wherever this engine computes it exactly ([`gemm8::quad_add_exact`]).
+    /// Dot-add (quad order, or a type's scaled form) wherever this engine computes it exactly
+    /// ([`gemm8::quad_add_exact`]).
     Quads,
 }
 
