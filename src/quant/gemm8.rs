@@ -97,8 +97,8 @@
 //! zeroing are what keep it from the instruction's 2.6–2.7× over the widening step
 //! (`tools/bench-dot-forms.mjs`). So the choice is per machine and per type (`ops::GemmDot`,
 //! timed on the prompt's own calls by [`crate::tune`]; the types summed in i16 eight vectors at a
-//! time, [`Kernels8::pair_ksum`], keep the pair form untimed: it won for each of them on every CPU
-//! measured), and only where the engine computes the instruction exactly ([`quad_add_exact`]:
+//! time, [`Kernels8::pair_ksum`], keep the pair form untimed unless they have a scaled form
+//! (below): it won for each of them on every CPU measured), and only where the engine computes the instruction exactly ([`quad_add_exact`]:
 //! Node 20's baseline tier does not, see `quant/mod.rs`).
 //!
 //! **Scaled form** (2026-12-05, [`Kernels8::scaled`]). Where every code times its group scale fits
@@ -200,6 +200,13 @@ pub fn pair_pos(i: usize) -> usize {
     UNIT * unit + 16 * k + 2 * g + e
 }
 
+/// The group (index into `sc`, `mn`) of byte `x` of a pair-ordered row: group `(x % 16) / 2` of
+/// its 128-element unit.
+#[inline]
+fn pair_group(x: usize) -> usize {
+    (x / UNIT) * 8 + (x % 16) / 2
+}
+
 /// Position of element `i` of a row in quad order: in each 64-element unit, quad `k` of group `g`
 /// (elements `16g + 4k .. +4`) sits at bytes `16k + 4g ..`. Pairs stay whole, so a pair-ordered
 /// 128-element unit becomes two quad-ordered ones by interleaving its vectors' 16-bit lanes
@@ -243,8 +250,7 @@ impl Decoded8 {
     /// the scaled form ([`Kernels8::scaled`]); each product must fit 7 bits.
     pub fn scale_codes(&mut self) {
         for (x, u) in self.u.iter_mut().enumerate() {
-            // Pair order: byte x of a 128-element unit belongs to group (x % 16) / 2 of the unit.
-            let sc = self.sc[(x / UNIT) * 8 + (x % 16) / 2];
+            let sc = self.sc[pair_group(x)];
             let v = *u as i32 * sc as i32;
             assert!((0..=127).contains(&v), "scaled code {v} does not fit 7 bits");
             *u = v as u8;
@@ -645,7 +651,8 @@ pub fn gemm(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stri
         assert!(r.u.len() == n && r.sc.len() == n / 16 && r.d.len() == n / QK_K, "weight row and activations differ in length");
         assert!(r.m.len() == n / QK_K && r.mn.len() == n / 16);
     }
-    assert!(matches!(ksum, 1 | 2 | 4 | 8) || ksum == SCALED && act.scaled && act.fold.is_none());
+    assert!(matches!(ksum, 1 | 2 | 4 | 8) || ksum == SCALED && act.fold.is_none());
+    assert_eq!(ksum == SCALED, act.scaled, "scaled rows take the scaled tiles, and only they");
     let folded_ks = act.fold.is_none() || act.quad || ksum < 4 || ksum == act.fold_ks;
     assert!(folded_ks, "start sums cut for another ksum");
     assert!(act.tokens == 0 || (act.tokens - 1) * y_stride + col0 + w.len() <= y.len(), "output too small");
@@ -748,7 +755,7 @@ fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct
         if act.quad {
             return if w.len() == 1 { by_c!(1, 0) } else { by_c!(2, 0) };
         }
-        if ksum == SCALED {
+        if act.scaled {
             return if w.len() == 1 { by_c!(1, 16) } else { by_c!(2, 16) };
         }
         // (Widening every vector is right for any `ksum`: 1 also stands for 2.)
@@ -785,7 +792,7 @@ fn tile_scalar(w: &[Decoded8], act: &PackedAct8, j: usize, c: usize) -> [[f32; 4
                 // (x % 16) / 4 of its 64-element unit in quad order.
                 let mut isum = 0i32;
                 for x in QK_K * b..QK_K * (b + 1) {
-                    let g = if act.quad { (x / 64) * 4 + (x % 16) / 4 } else { (x / UNIT) * 8 + (x % 16) / 2 };
+                    let g = if act.quad { (x / 64) * 4 + (x % 16) / 4 } else { pair_group(x) };
                     let a = qs[((x / 16) * c + t) * 16 + x % 16];
                     isum += wr.sc[g] as i32 * wr.u[x] as i32 * a as i32;
                 }
