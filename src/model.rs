@@ -981,8 +981,7 @@ impl Model {
         let [g, u, ..] = &mut work.slots;
         let g = sized(g, t_n * f); // T × F'
         let u = sized(u, t_n * f); // T × F'
-        matmul(&self.store, &l.gate, x, g, prec, s);
-        matmul(&self.store, &l.up, x, u, prec, s);
+        ops::matmuls(&self.store, x, [(&l.gate, g), (&l.up, u)], prec, s);
         ops::silu_mul(g, u);
         matmul(&self.store, &l.down, g, out, prec, s);
     }
@@ -1012,10 +1011,7 @@ impl Model {
         let z = sized(z, t_n * hv * ds); // T × Hv'·Ds
         let b = sized(b, t_n * hv); // T × Hv'
         let a = sized(a, t_n * hv); // T × Hv'
-        matmul(&self.store, &w.qkv, x, qkv, prec, s);
-        matmul(&self.store, &w.gate, x, z, prec, s);
-        matmul(&self.store, &w.beta, x, b, prec, s);
-        matmul(&self.store, &w.alpha, x, a, prec, s);
+        ops::matmuls(&self.store, x, [(&w.qkv, &mut *qkv), (&w.gate, z), (&w.beta, b), (&w.alpha, a)], prec, s);
 
         // Causal depthwise conv over [conv_state (K−1 rows) ; qkv (T rows)], then SiLU.
         window.clear(); // (K−1+T) × conv_dim'
@@ -1095,9 +1091,7 @@ impl Model {
         let qg = sized(qg, t_n * 2 * h * dh); // T × H'·[q Dh | gate Dh]
         let k = sized(k, t_n * kv_dim); // T × Hkv'·Dh
         let v = sized(v, t_n * kv_dim);
-        matmul(&self.store, &w.q, x, qg, prec, s);
-        matmul(&self.store, &w.k, x, k, prec, s);
-        matmul(&self.store, &w.v, x, v, prec, s);
+        ops::matmuls(&self.store, x, [(&w.q, &mut *qg), (&w.k, &mut *k), (&w.v, &mut *v)], prec, s);
 
         for t in 0..t_n {
             let pos = n_past + t;

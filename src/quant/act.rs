@@ -50,6 +50,10 @@ pub struct QAct {
     pub qs: Vec<i8>,
     pub d: Vec<f32>,
     pub bsums: Vec<i16>,
+    /// Which quantization this is: a number no other [`quantize_q8`] call in the process gave
+    /// (0: none yet). What is made from the values (the prompt GEMM's packed copies) is remade
+    /// only when it changes.
+    pub version: u64,
 }
 
 impl QAct {
@@ -68,6 +72,8 @@ impl QAct {
 pub fn quantize_q8(kind: ActKind, x: &[f32], n: usize, out: &mut QAct) {
     assert!(n > 0 && x.len() % n == 0, "activation length {} is not a multiple of {n}", x.len());
     let rows = x.len() / n;
+    static VERSIONS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+    out.version = VERSIONS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     out.n = n;
     out.rows = rows;
     out.qs.resize(x.len(), 0);

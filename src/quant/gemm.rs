@@ -358,14 +358,22 @@ pub struct PromptScratch {
     gemm: GemmScratch,
     packed8: PackedAct8,
     gemm8: Gemm8Scratch,
+    /// What `packed` and `packed8` hold: the activations' [`QAct::version`] and how they were
+    /// packed, so that products of one input with several matrices pack it once per packing.
+    packed_as: Option<(u64, usize)>,
+    packed8_as: Option<(u64, Pack8)>,
 }
+
+/// How [`PackedAct8`] was packed: tile width, dot-add form, scaled form, folded offset.
+type Pack8 = (usize, bool, bool, Option<(u8, usize)>);
 
 /// The prompt product of output rows `rows` of a weight matrix (`weights`: rows of `k.ty`, plain
 /// or interleaved) with the quantized activations `act` (quantized for `k.ty`): the int8 GEMM
 /// ([`gemm8`]) where this build runs it for the type ([`gemm8::enabled`]), else the i16 GEMM
 /// ([`gemm_rows`]); results go to `y[t·y_stride + r]`. `quads`: the int8 GEMM's dot-add form
 /// (quad order, or the scaled form where the type has one: [`gemm8`]'s module docs), only where
-/// [`gemm8::quad_add_exact`].
+/// [`gemm8::quad_add_exact`]. `act` is packed for the GEMM unless `s` holds it packed the same
+/// way already (the same [`QAct::version`]: one input multiplied with several matrices).
 #[allow(clippy::too_many_arguments)]
 pub fn prompt_rows(
     k: &QuantKernels,
@@ -380,15 +388,24 @@ pub fn prompt_rows(
     match gemm8::kernels8(k.ty).filter(|_| gemm8::enabled(k.ty, act.rows)) {
         Some(k8) => {
             let dot_add = quads && gemm8::quad_add_exact();
-            if dot_add && k8.scaled.is_some() {
-                s.packed8.pack_scaled(act, k8);
-            } else {
-                s.packed8.pack(act, dot_add, k8);
+            let scaled = dot_add && k8.scaled.is_some();
+            let how = (gemm8::profile().tile(), dot_add, scaled, if scaled { None } else { k8.fold() });
+            if s.packed8_as != Some((act.version, how)) || act.version == 0 {
+                if scaled {
+                    s.packed8.pack_scaled(act, k8);
+                } else {
+                    s.packed8.pack(act, dot_add, k8);
+                }
+                s.packed8_as = Some((act.version, how));
             }
             gemm8::gemm_rows(k8, weights, rows, &s.packed8, &mut s.gemm8, y, y_stride);
         }
         None => {
-            s.packed.pack(act, k.ty.gemm_block());
+            let kb = k.ty.gemm_block();
+            if s.packed_as != Some((act.version, kb)) || act.version == 0 {
+                s.packed.pack(act, kb);
+                s.packed_as = Some((act.version, kb));
+            }
             gemm_rows(k, weights, rows, &s.packed, &mut s.gemm, y, y_stride);
         }
     }
