@@ -4,9 +4,9 @@
 //   cd tools/bench-wllama && npm ci && node run.mjs [FILE.gguf …] [--no-fixtures] [--prompt-tokens 64]
 //       [--gen-tokens 32] [--repeats 2] [--ctx 512] [--engines ours,ours2,wl1,wl2] [--json OUT.json] [--verbose]
 //       [--not-isolated]   (the page without COOP/COEP, as on a plain static host)
-//       [--warmup full|short] (the warm-up request: the measured prompt and 2 tokens — one decode
+//       [--warmup full|short|none] (the warm-up request: the measured prompt and 2 tokens — one decode
 //                          step — as llama-bench warms up before its runs, the default; or 40
-//                          characters and 4 tokens)
+//                          characters and 4 tokens; or none: the first measured request cold)
 //
 // CLEF_CHROMIUM_ARGS: more Chromium flags, space-separated (e.g. `--js-flags=--perf-prof
 // --perf-prof-path=/tmp/jd` to profile the engine's wasm with Linux perf, BENCHMARKS.md).
@@ -52,7 +52,7 @@ for (let a = process.argv.slice(2); a.length; ) {
   else if (k.startsWith('--')) opt[k.slice(2).replace(/-(.)/g, (_, c) => c.toUpperCase())] = Number(a.shift());
   else files.push(resolve(k));
 }
-if (opt.warmup !== 'full' && opt.warmup !== 'short') throw new Error(`--warmup: full or short, not '${opt.warmup}'`);
+if (!['full', 'short', 'none'].includes(opt.warmup)) throw new Error(`--warmup: full, short or none, not '${opt.warmup}'`);
 if (opt.fixtures) files.unshift(...['Q2_K', 'IQ2_M', 'Q1_0', 'IQ1_S'].map((q) => join(fixtures, `A-${q}.gguf`)));
 // `ours` = ours1 (the whole model in the engine worker); `oursN` splits it across N workers (the
 // engine worker computing one shard: engineShard), `apartN` across N shard workers besides it.
