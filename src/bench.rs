@@ -114,12 +114,15 @@ fn interleaved(k4: &quant::r4::R4Kernels, w: &[u8], rb: usize) -> Vec<u8> {
     packed
 }
 
-/// Seconds of one matvec of the interleaved matrix `packed` through `vec_dot4` (best of samples).
+/// Seconds of one matvec of the interleaved matrix `packed` as a decoded token's product runs it
+/// (`r4::matvec_streams`: `vec_dot4` over several streams of groups; best of samples).
 fn time_vec_dot4(k4: &quant::r4::R4Kernels, packed: &[u8], rb: usize, a: Q8<'_>, min_ms: f64) -> f64 {
-    // Opaque, so the kernel stays its own function (V8 tiers up functions, not loops: inlined
-    // into the one-call benchmark function it would run in the baseline compiler's code).
-    let dot4 = core::hint::black_box(k4.vec_dot4);
-    time_best(min_ms, || packed.chunks_exact(4 * rb).map(|g| dot4(g, a).iter().sum::<f32>()).sum())
+    let rows = packed.len() / rb;
+    let mut y = vec![0.0f32; rows];
+    time_best(min_ms, || {
+        quant::r4::matvec_streams(k4, packed, rb, 0..rows, a, &mut y);
+        y.iter().sum()
+    })
 }
 
 /// Benchmarks one type: a full `rows`×4096 matvec through `vec_dot` and through `vec_dot_ref`

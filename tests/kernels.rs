@@ -502,7 +502,7 @@ fn four_row_interleave_is_a_permutation_and_dots_agree() {
             r4::pack_rows(k4, &plain, &mut rows4);
             let x = rng.act(n);
             quantize_q8(ty.act_kind(), &x, n, &mut act);
-            let got = (k4.vec_dot4)(&rows4, act.row(0));
+            let got = (k4.vec_dot4)(&rows4, act.row(0), [0.0; 4]);
             let want = r4::vec_dot4_ref(ty, &rows4, act.row(0));
             for r in 0..4 {
                 let row = &plain[r * rb..(r + 1) * rb];
@@ -548,7 +548,7 @@ fn four_row_tiles_equal_one_token_at_a_time() {
             quantize_q8(ty.act_kind(), &rng.act(tokens * n), n, &mut act);
             let acts: Vec<_> = (0..tokens).map(|t| act.row(t)).collect();
             let one: Vec<Vec<[f32; 4]>> =
-                (0..groups).map(|g| acts.iter().map(|&a| (k4.vec_dot4)(&data[g * 4 * rb..(g + 1) * 4 * rb], a)).collect()).collect();
+                (0..groups).map(|g| acts.iter().map(|&a| (k4.vec_dot4)(&data[g * 4 * rb..(g + 1) * 4 * rb], a, [0.0; 4])).collect()).collect();
             for (g, want) in one.iter().enumerate() {
                 let c = tokens.min(r4::MAX_TOKENS);
                 let group = &data[g * 4 * rb..(g + 1) * 4 * rb];
@@ -565,7 +565,7 @@ fn four_row_tiles_equal_one_token_at_a_time() {
                     (alt.vec_dot4_n)(group, &acts[..c], &mut many);
                     for (t, (m, o)) in many.iter().zip(want).enumerate() {
                         assert_eq!(m.map(f32::to_bits), o.map(f32::to_bits), "{ty}: second form, group {g}, token {t} of {c}");
-                        assert_eq!((alt.vec_dot4)(group, acts[t]).map(f32::to_bits), o.map(f32::to_bits), "{ty}: second form, one token");
+                        assert_eq!((alt.vec_dot4)(group, acts[t], [0.0; 4]).map(f32::to_bits), o.map(f32::to_bits), "{ty}: second form, one token");
                     }
                     alts += 1;
                 }
@@ -584,6 +584,57 @@ fn four_row_tiles_equal_one_token_at_a_time() {
     }
     assert!(checked >= 2, "no R4 type checked");
     assert!(alts > 0, "no second R4 form checked");
+}
+
+/// A decoded token's product over interleaved rows (`r4::matvec_streams`, through
+/// `r4::matmul_tiles`): where `r4::STREAMED`, its groups split into `r4::STREAMS` runs read
+/// together a piece at a time, the kernel carrying each group's sums from piece to piece. For every
+/// R4 type (and second form), over 10 groups (runs of 3, 3, 3 and 1) of five blocks (pieces of
+/// one or two blocks, the last shorter) from the second group on, every row gets its whole
+/// group's `vec_dot4` bit for bit and the rows outside the range stay untouched; and `vec_dot4`
+/// one block at a time, its sums carried, gives the whole rows' bits.
+#[test]
+fn a_decoded_token_reads_streams_of_groups_a_piece_at_a_time() {
+    use clef_web::quant::r4;
+    let mut rng = Rng(0x57e4_3a45_0000_0001);
+    let mut checked = 0;
+    for ty in GgmlType::ALL {
+        let Some(first) = r4::r4_kernels(ty) else { continue };
+        let k = kernels(ty).unwrap();
+        let (groups, nb) = (11, 5);
+        let (n, bb4) = (ty.block_elems() * nb, 4 * ty.block_bytes());
+        let rb = ty.row_bytes(n);
+        let mut data = vec![0u8; groups * 4 * rb];
+        rng.bytes(&mut data);
+        for blk in data.chunks_exact_mut(ty.block_bytes()) {
+            (k.sanitize)(blk);
+        }
+        r4::interleave_matrix(first, &mut data, rb, &mut Vec::new());
+        let mut act = QAct::default();
+        quantize_q8(ty.act_kind(), &rng.act(n), n, &mut act);
+        let a = act.row(0);
+        for k4 in std::iter::once(first).chain(first.alt) {
+            let whole: Vec<[f32; 4]> = data.chunks_exact(4 * rb).map(|g| (k4.vec_dot4)(g, a, [0.0; 4])).collect();
+            let n_out = 4 * groups;
+            let mut y = vec![f32::NAN; n_out];
+            r4::matmul_tiles(k4, &data, rb, 4..n_out, &act, &mut y, n_out);
+            assert!(y[..4].iter().all(|v| v.is_nan()), "{ty}: rows outside the range written");
+            for r in 4..n_out {
+                assert_eq!(y[r].to_bits(), whole[r / 4][r % 4].to_bits(), "{ty}: row {r}");
+            }
+            if r4::STREAMED {
+                for (g, want) in data.chunks_exact(4 * rb).zip(&whole) {
+                    let mut acc = [0.0f32; 4];
+                    for (b, blk) in g.chunks_exact(bb4).enumerate() {
+                        acc = (k4.vec_dot4)(blk, a.slice(b * ty.block_elems(), ty.block_elems()), acc);
+                    }
+                    assert_eq!(acc.map(f32::to_bits), want.map(f32::to_bits), "{ty}: a block at a time");
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "{checked} R4 kernels checked");
 }
 
 /// The decode matvec (`ops::rows_outer`), for every quantized type: without touching ahead, or for

@@ -39,8 +39,11 @@ pub struct R4Kernels {
     /// The block's fields in R4 order; together they cover the block exactly once.
     pub fields: &'static [Field],
     /// `[y_0, y_1, y_2, y_3]`: the dot products of four interleaved rows (`rows4`, whole R4
-    /// blocks) with one activation row.
-    pub vec_dot4: fn(rows4: &[u8], act: Q8<'_>) -> [f32; 4],
+    /// blocks) with one activation row, added to `acc` block by block as the kernel adds its own
+    /// blocks: `acc` = the result for the rows' blocks before these (zeros for whole rows), so
+    /// rows taken a few blocks at a time give the whole rows' result bit for bit (in the relaxed
+    /// build; [`vec_dot4_plain`] elsewhere adds its rows' sums to `acc`).
+    pub vec_dot4: fn(rows4: &[u8], act: Q8<'_>, acc: [f32; 4]) -> [f32; 4],
     /// `out[t] = vec_dot4(rows4, acts[t])` for up to [`MAX_TOKENS`] activation rows, bit for bit:
     /// the rows' codes and scales are unpacked once for all of them (a few tokens of a prompt).
     pub vec_dot4_n: fn(rows4: &[u8], acts: &[Q8<'_>], out: &mut [[f32; 4]]),
@@ -263,11 +266,7 @@ pub fn matmul_tiles(k: &R4Kernels, data: &[u8], rb: usize, rows: core::ops::Rang
     assert!(t_count == 0 || (t_count - 1) * y_stride + rows.end <= y.len(), "output too small");
     if t_count == 1 {
         // A decoded token: the one-row kernel straight (no tile bookkeeping per group: ~4 %).
-        let a = act.row(0);
-        for g in (rows.start..rows.end).step_by(R) {
-            y[g..g + R].copy_from_slice(&(k.vec_dot4)(&data[g * rb..(g + R) * rb], a));
-        }
-        return;
+        return matvec_streams(k, data, rb, rows, act.row(0), y);
     }
     // The activation views of up to SPAN tokens are made once for every group.
     const SPAN: usize = 8 * MAX_TOKENS;
@@ -289,15 +288,78 @@ pub fn matmul_tiles(k: &R4Kernels, data: &[u8], rb: usize, rows: core::ops::Rang
     }
 }
 
+/// Groups of four rows a decoded token's product reads at once ([`matvec_streams`]).
+pub const STREAMS: usize = 4;
+
+/// Bytes of four interleaved rows per kernel call in [`matvec_streams`]: a piece is the fewest
+/// whole R4 blocks that hold this many (one block of most types, two of Q2_K's 336 bytes).
+pub const PIECE_BYTES: usize = 512;
+
+/// Whether a decoded token's product reads several streams ([`matvec_streams`]): in the relaxed
+/// build, whose kernels carry their sums from piece to piece exactly.
+pub const STREAMED: bool = cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd"));
+
+/// `y[r] = W[r] · a` for the interleaved rows `rows` (whole groups) of `data`: a decoded token's
+/// product, **reading [`STREAMS`] parts of the matrix at once**. The groups are split into that
+/// many runs, and the i-th group of every run is multiplied together a piece at a time (piece p
+/// of each, then piece p + 1 of each: [`PIECE_BYTES`]), each group's sums carried from piece to
+/// piece through [`R4Kernels::vec_dot4`]'s `acc`, so every row's result is its whole-row
+/// kernel's bit for bit.
+///
+/// Why: one run read front to back keeps too few cache-line misses in flight to stream from
+/// memory at the memory's speed — the kernel's own loads queue behind its arithmetic, and wasm
+/// has no prefetch instruction (touching lines ahead only moves the wait, BENCHMARKS.md). Four
+/// runs give the CPU four independent streams to fetch (BENCHMARKS.md, "Four streams": one
+/// Chromium thread, 262,144 × 4096 matrices from memory, GB/s: Q4_K 6.7 → 9.8, Q3_KX 6.7 → 9.5,
+/// Q6_KX 6.7 → 9.2, Q2_K 5.0 → 5.4). Only where [`STREAMED`]; elsewhere the groups go through
+/// whole, one after the other.
+pub fn matvec_streams(k: &R4Kernels, data: &[u8], rb: usize, rows: core::ops::Range<usize>, a: Q8<'_>, y: &mut [f32]) {
+    if !STREAMED {
+        for g in (rows.start..rows.end).step_by(R) {
+            y[g..g + R].copy_from_slice(&(k.vec_dot4)(&data[g * rb..(g + R) * rb], a, [0.0; R]));
+        }
+        return;
+    }
+    let bb4 = R * k.ty.block_bytes(); // bytes of one R4 block (a block of each of the four rows)
+    let nb = rb / k.ty.block_bytes(); // R4 blocks per group
+    let piece = PIECE_BYTES.div_ceil(bb4); // R4 blocks per kernel call
+    let qk = k.ty.block_elems();
+    let groups = rows.len() / R;
+    let run = groups.div_ceil(STREAMS); // groups per stream; the last stream may hold fewer
+    for i in 0..run {
+        // Row 0 of the i-th group of each stream, where it has one.
+        let g: [Option<usize>; STREAMS] = core::array::from_fn(|s| {
+            let gi = s * run + i;
+            (gi < groups).then_some(rows.start + R * gi)
+        });
+        let mut acc = [[0.0f32; R]; STREAMS];
+        for b0 in (0..nb).step_by(piece) {
+            let b1 = (b0 + piece).min(nb);
+            let ap = a.slice(b0 * qk, (b1 - b0) * qk);
+            for (acc, g) in acc.iter_mut().zip(g) {
+                if let Some(g) = g {
+                    *acc = (k.vec_dot4)(&data[g * rb + b0 * bb4..g * rb + b1 * bb4], ap, *acc);
+                }
+            }
+        }
+        for (acc, g) in acc.iter().zip(g) {
+            if let Some(g) = g {
+                y[g..g + R].copy_from_slice(acc);
+            }
+        }
+    }
+}
+
 /// The test oracle of [`R4Kernels::vec_dot4`]: un-interleave, then the scalar `vec_dot_ref` per row.
 pub fn vec_dot4_ref(ty: GgmlType, rows4: &[u8], act: Q8<'_>) -> [f32; R] {
     by_rows(ty, rows4, act, kernels(ty).expect("no kernels").vec_dot_ref)
 }
 
-/// `vec_dot4` where this build has no R4 kernel: un-interleave, then the plain fast kernel per row
-/// (correct, and slower than the plain layout; [`faster`] keeps such builds off R4).
-pub fn vec_dot4_plain(ty: GgmlType, rows4: &[u8], act: Q8<'_>) -> [f32; R] {
-    by_rows(ty, rows4, act, kernels(ty).expect("no kernels").vec_dot)
+/// `vec_dot4` where this build has no R4 kernel: un-interleave, then the plain fast kernel per row,
+/// added to `acc` (correct, and slower than the plain layout; [`faster`] keeps such builds off R4).
+pub fn vec_dot4_plain(ty: GgmlType, rows4: &[u8], act: Q8<'_>, acc: [f32; R]) -> [f32; R] {
+    let y = by_rows(ty, rows4, act, kernels(ty).expect("no kernels").vec_dot);
+    core::array::from_fn(|r| acc[r] + y[r])
 }
 
 fn by_rows(ty: GgmlType, rows4: &[u8], act: Q8<'_>, dot: fn(&[u8], Q8<'_>) -> f32) -> [f32; R] {

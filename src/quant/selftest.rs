@@ -18,8 +18,9 @@
 //!   it (bytes shifted, re-sanitized) interleaved; un-interleaving gives them back byte for byte
 //!   (a mismatch counts as a decoder mismatch) and `vec_dot4` equals each row's `vec_dot_ref`
 //!   within the same bound (in `max_dot_err`); `vec_dot4_n` on 1–4 activation rows (the row's
-//!   activations, negated, rotated, reversed) equals `vec_dot4` on each, bit for bit (a mismatch
-//!   counts as a decoder mismatch).
+//!   activations, negated, rotated, reversed) equals `vec_dot4` on each, bit for bit, and where
+//!   [`r4::STREAMED`], `vec_dot4` one block at a time with its sums carried equals it on the whole
+//!   rows, bit for bit (a mismatch counts as a decoder mismatch).
 
 use super::gemm::Decoded;
 use super::gemm8::{self, Decoded8, Gemm8Scratch, PackedAct8};
@@ -205,7 +206,7 @@ fn check_r4(k: &QuantKernels, k4: &r4::R4Kernels, row: &[u8], x: &[f32], check: 
     let mut act = QAct::default();
     quantize_q8(k.ty.act_kind(), &xs, n, &mut act);
     let a = act.row(0);
-    let got = (k4.vec_dot4)(&rows4, a);
+    let got = (k4.vec_dot4)(&rows4, a, [0.0; r4::R]);
     let mut w = vec![0.0f32; n];
     for (r, p) in plain.chunks_exact(row.len()).enumerate() {
         (k.dequantize)(p, &mut w);
@@ -213,8 +214,19 @@ fn check_r4(k: &QuantKernels, k4: &r4::R4Kernels, row: &[u8], x: &[f32], check: 
         let want = (k.vec_dot_ref)(p, a) as f64;
         check.max_dot_err = check.max_dot_err.max((got[r] as f64 - want).abs() / scale);
     }
+    // One block at a time, the sums carried (`r4::matvec_streams`): the whole rows' bits.
+    if r4::STREAMED {
+        let (bb4, qk) = (r4::R * bb, k.ty.block_elems());
+        let mut acc = [0.0f32; r4::R];
+        for (b, blk) in rows4.chunks_exact(bb4).enumerate() {
+            acc = (k4.vec_dot4)(blk, a.slice(b * qk, qk), acc);
+        }
+        if acc.map(f32::to_bits) != got.map(f32::to_bits) {
+            check.decode_mismatches += 1;
+        }
+    }
     let acts: Vec<Q8<'_>> = (0..r4::MAX_TOKENS).map(|t| act.row(t)).collect();
-    let one: Vec<[f32; r4::R]> = acts.iter().map(|&a| (k4.vec_dot4)(&rows4, a)).collect();
+    let one: Vec<[f32; r4::R]> = acts.iter().map(|&a| (k4.vec_dot4)(&rows4, a, [0.0; r4::R])).collect();
     let mut many = [[0.0f32; r4::R]; r4::MAX_TOKENS];
     for c in 1..=r4::MAX_TOKENS {
         many.iter_mut().for_each(|o| *o = [f32::NAN; r4::R]);
@@ -228,7 +240,7 @@ fn check_r4(k: &QuantKernels, k4: &r4::R4Kernels, row: &[u8], x: &[f32], check: 
             many.iter_mut().for_each(|o| *o = [f32::NAN; r4::R]);
             (alt.vec_dot4_n)(&rows4, &acts[..c], &mut many[..c]);
             let same_n = many[..c].iter().zip(&one).all(|(m, o)| m.iter().zip(o).all(|(p, q)| p.to_bits() == q.to_bits()));
-            let same_1 = acts[..c].iter().zip(&one).all(|(&a, o)| (alt.vec_dot4)(&rows4, a).iter().zip(o).all(|(p, q)| p.to_bits() == q.to_bits()));
+            let same_1 = acts[..c].iter().zip(&one).all(|(&a, o)| (alt.vec_dot4)(&rows4, a, [0.0; r4::R]).iter().zip(o).all(|(p, q)| p.to_bits() == q.to_bits()));
             if !same_n || !same_1 || alt.ty != k4.ty || alt.fields.len() != k4.fields.len() {
                 check.decode_mismatches += 1;
             }

@@ -292,9 +292,10 @@ macro_rules! dispatch_vec_dot {
 }
 use dispatch_vec_dot;
 
-/// Defines the four-rows-interleaved dot products `$one` (one activation row) and `$many` (up to
+/// Defines the four-rows-interleaved dot products `$one` (one activation row, continuing the
+/// sums `acc`, see `R4Kernels::vec_dot4`) and `$many` (up to
 /// [`crate::quant::r4::MAX_TOKENS`] rows, see `R4Kernels::vec_dot4_n`) from the relaxed-SIMD
-/// kernel `$simd::<NY>` (or `$simd::<G.., NY>` with the leading const arguments `[G, ..]` of a
+/// kernel `$simd::<NY>(rows4, acts, acc0)` (or `$simd::<G.., NY>` with the leading const arguments `[G, ..]` of a
 /// kernel generic over its form; or `$one` from a one-token kernel `$single`, where the type has
 /// one) in the relaxed build; elsewhere from
 /// [`crate::quant::r4::vec_dot4_plain`] for type `$ty` (un-interleave, then the plain kernel per
@@ -304,29 +305,30 @@ macro_rules! dispatch_vec_dot4 {
         dispatch_vec_dot4!($one, $many, $simd[], $ty);
     };
     ($one:ident, $many:ident, $simd:path[$($g:tt),*], $ty:expr) => {
-        fn $one(rows4: &[u8], act: $crate::quant::Q8<'_>) -> [f32; 4] {
+        fn $one(rows4: &[u8], act: $crate::quant::Q8<'_>, acc: [f32; 4]) -> [f32; 4] {
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
             {
                 // SAFETY: relaxed-simd (and so simd128) is enabled; the kernel checks every length.
                 use $simd as kernel;
-                let [v] = unsafe { kernel::<$($g,)* 1>(rows4, [act]) };
+                let acc = core::arch::wasm32::f32x4(acc[0], acc[1], acc[2], acc[3]);
+                let [v] = unsafe { kernel::<$($g,)* 1>(rows4, [act], [acc]) };
                 return $crate::quant::simd::lanes(v);
             }
             #[allow(unreachable_code)]
-            $crate::quant::r4::vec_dot4_plain($ty, rows4, act)
+            $crate::quant::r4::vec_dot4_plain($ty, rows4, act, acc)
         }
         dispatch_vec_dot4!(@many $one, $many, $simd[$($g),*]);
     };
     // With a one-token kernel of its own, `$single(rows4, act) -> [f32; 4]`.
     ($one:ident, $many:ident, $simd:path, $ty:expr, $single:path) => {
-        fn $one(rows4: &[u8], act: $crate::quant::Q8<'_>) -> [f32; 4] {
+        fn $one(rows4: &[u8], act: $crate::quant::Q8<'_>, acc: [f32; 4]) -> [f32; 4] {
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
             {
                 // SAFETY: relaxed-simd (and so simd128) is enabled; the kernel checks every length.
-                return unsafe { $single(rows4, act) };
+                return unsafe { $single(rows4, act, acc) };
             }
             #[allow(unreachable_code)]
-            $crate::quant::r4::vec_dot4_plain($ty, rows4, act)
+            $crate::quant::r4::vec_dot4_plain($ty, rows4, act, acc)
         }
         dispatch_vec_dot4!(@many $one, $many, $simd[]);
     };
@@ -340,7 +342,8 @@ macro_rules! dispatch_vec_dot4 {
                 macro_rules! run {
                     ($n:literal) => {{
                         // SAFETY: relaxed-simd is enabled; the kernel checks every length.
-                        let v = unsafe { kernel::<$($g,)* $n>(rows4, core::array::from_fn(|t| acts[t])) };
+                        let zero = core::arch::wasm32::f32x4_splat(0.0);
+                        let v = unsafe { kernel::<$($g,)* $n>(rows4, core::array::from_fn(|t| acts[t]), [zero; $n]) };
                         for (o, v) in out.iter_mut().zip(v) {
                             *o = $crate::quant::simd::lanes(v);
                         }
@@ -348,7 +351,7 @@ macro_rules! dispatch_vec_dot4 {
                 }
                 match acts.len() {
                     0 => {}
-                    1 => out[0] = $one(rows4, acts[0]),
+                    1 => out[0] = $one(rows4, acts[0], [0.0; 4]),
                     2 => run!(2),
                     3 => run!(3),
                     _ => run!(4),
@@ -357,7 +360,7 @@ macro_rules! dispatch_vec_dot4 {
             }
             #[allow(unreachable_code)]
             for (o, &a) in out.iter_mut().zip(acts) {
-                *o = $one(rows4, a);
+                *o = $one(rows4, a, [0.0; 4]);
             }
         }
     };

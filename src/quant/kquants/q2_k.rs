@@ -313,14 +313,14 @@ mod simd {
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn vec_dot4(rows4: &[u8], act: Q8<'_>) -> [f32; 4] {
+    pub(super) unsafe fn vec_dot4(rows4: &[u8], act: Q8<'_>, acc0: [f32; 4]) -> [f32; 4] {
         let nb = crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q2_K, &act);
         let (m3, m15) = (u8x16_splat(3), u16x8_splat(15));
         // Byte 2r (+ h) → i16 lanes 2r and 2r+1 (index 0x80, or 0x81 once h is added, gives 0).
         // Opaque, so that it stays in a register: a shuffle with immediate indices is rebuilt from
         // two 64-bit moves at every use.
         let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 2, 0x80, 2, 0x80, 4, 0x80, 4, 0x80, 6, 0x80, 6, 0x80));
-        let mut acc = f32x4_splat(0.0);
+        let mut acc = f32x4(acc0[0], acc0[1], acc0[2], acc0[3]);
         for b in 0..nb {
             // SAFETY: check_rows4 guarantees nb R4 blocks of 4·84 bytes in `rows4` and nb·256
             // activations, nb·8 scales and nb·16 group sums in `act`.
@@ -375,12 +375,12 @@ mod simd {
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn vec_dot4_n<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+    pub(super) unsafe fn vec_dot4_n<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY], acc0: [v128; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q2_K, &a))[0];
         let (m3, m15) = (u8x16_splat(3), u16x8_splat(15));
         // As in `vec_dot4`.
         let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 2, 0x80, 2, 0x80, 4, 0x80, 4, 0x80, 6, 0x80, 6, 0x80));
-        let mut acc = [f32x4_splat(0.0); NY];
+        let mut acc = acc0;
         for b in 0..nb {
             // SAFETY: check_rows4 guarantees nb R4 blocks of 4·84 bytes in `rows4` and nb·256
             // activations, nb·8 scales and nb·16 group sums in every `acts[t]`.

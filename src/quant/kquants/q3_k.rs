@@ -208,12 +208,12 @@ pub(super) mod simd {
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+    pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY], acc0: [v128; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q3_K, &a))[0];
         let dup = r4_dup_masks();
         let mut scb = [0i8; 128];
         let scb = scb.as_mut_ptr();
-        let mut acc = [f32x4_splat(0.0); NY];
+        let mut acc = acc0;
         for b in 0..nb {
             // SAFETY: check_rows4 guarantees nb R4 blocks of 4·110 bytes in `rows4` and nb·256
             // activations, nb·8 scales and nb·16 group sums in every `acts[t]`; `scb` holds 16

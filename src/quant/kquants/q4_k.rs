@@ -295,8 +295,8 @@ mod simd {
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
-        dot4::<NY, false>(rows4, acts)
+    pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY], acc0: [v128; NY]) -> [v128; NY] {
+        dot4::<NY, false>(rows4, acts, acc0)
     }
 
     /// Four interleaved Q5_K rows (its R4 layout above) · `NY` activation rows: as Q4_K's
@@ -310,14 +310,14 @@ mod simd {
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn vec_dot4_q5k<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
-        dot4::<NY, true>(rows4, acts)
+    pub(super) unsafe fn vec_dot4_q5k<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY], acc0: [v128; NY]) -> [v128; NY] {
+        dot4::<NY, true>(rows4, acts, acc0)
     }
 
     /// Q4_K's (`Q5 = false`) or Q5_K's (`Q5 = true`) R4 kernel.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    unsafe fn dot4<const NY: usize, const Q5: bool>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+    unsafe fn dot4<const NY: usize, const Q5: bool>(rows4: &[u8], acts: [Q8<'_>; NY], acc0: [v128; NY]) -> [v128; NY] {
         use super::super::simd::{f16_lanes, r4_dup_masks, r4_store_scales};
         use crate::quant::GgmlType;
         // Block bytes, where the `qs` words start.
@@ -330,7 +330,7 @@ mod simd {
         let scb = scb.as_mut_ptr();
         // Q5_K: the block's `qh` vectors, shifted right by 2 per chunk.
         let mut hbuf = [i32x4_splat(0); 8];
-        let mut acc = [f32x4_splat(0.0); NY];
+        let mut acc = acc0;
         for b in 0..nb {
             // SAFETY: check_rows4 guarantees nb R4 blocks of 4·bb bytes in `rows4` and nb·256
             // activations, nb·8 scales and nb·16 group sums in every `acts[t]`; `scb` holds 8

@@ -268,7 +268,7 @@ mod simd {
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub(super) unsafe fn vec_dot4<const PAIRS: bool, const X: bool, const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY]) -> [v128; NY] {
+    pub(super) unsafe fn vec_dot4<const PAIRS: bool, const X: bool, const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY], acc0: [v128; NY]) -> [v128; NY] {
         use super::super::simd::{f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales};
         use super::super::simd::rdot16;
         let ty = if X { crate::quant::GgmlType::Q6_KX } else { crate::quant::GgmlType::Q6_K };
@@ -277,7 +277,7 @@ mod simd {
         let dup = r4_dup_masks();
         let mut scb = [0i8; 128];
         let scb = scb.as_mut_ptr();
-        let mut acc = [f32x4_splat(0.0); NY];
+        let mut acc = acc0;
         for b in 0..nb {
             // SAFETY: check_rows4 guarantees nb R4 blocks of 4·210 bytes in `rows4` and nb·256
             // activations, nb·8 scales and nb·16 group sums in every `acts[t]`; `scb` holds 16
