@@ -54,6 +54,9 @@ pub struct R4Kernels {
     /// [`crate::quant::gemm8::Profile`]): Q5_K, which Node 20's V8 runs slower interleaved than
     /// plain (BENCHMARKS.md, "Q5_K interleaved").
     pub wide_only: bool,
+    /// Its kernel uses `i32x4.relaxed_dot_i8x16_i7x16_add_s`, which some engines miscompute
+    /// (Node 20's baseline tier): taken only where [`crate::quant::gemm8::quad_add_exact`].
+    pub dot_add: bool,
 }
 
 /// The most activation rows one [`R4Kernels::vec_dot4_n`] call takes.

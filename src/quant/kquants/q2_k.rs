@@ -69,21 +69,25 @@ dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q2K>);
 /// | 64     | 256   | `qs` word k (bytes 4k..4k+4) of row r at `16k + 4r`            |
 /// | 320    | 8     | `d` of row r at `2r`                                           |
 /// | 328    | 8     | `dmin` of row r at `2r`                                        |
-pub(super) const R4: R4Kernels = R4Kernels {
-    ty: GgmlType::Q2_K,
-    fields: &[
-        Field { off: 0, len: 16, gran: 2 },
-        Field { off: 16, len: 64, gran: 4 },
-        Field { off: 80, len: 2, gran: 2 },
-        Field { off: 82, len: 2, gran: 2 },
-    ],
-    vec_dot4,
-    vec_dot4_n,
-    alt: None,
-    wide_only: false,
-};
+pub(super) const R4: R4Kernels =
+    R4Kernels { ty: GgmlType::Q2_K, fields: FIELDS, vec_dot4, vec_dot4_n, alt: Some(&R4_DOT_ADD), wide_only: false, dot_add: false };
+
+/// The same with a one-token kernel of fewer operations (`simd::vec_dot4_dot_add`: the group sums
+/// by dot-add, two shifts per four groups, one `i32x4.dot` for two groups' scales), where the
+/// engine computes the dot-add exactly; `ops` times both forms per instance (BENCHMARKS.md, "Four
+/// streams").
+const R4_DOT_ADD: R4Kernels =
+    R4Kernels { ty: GgmlType::Q2_K, fields: FIELDS, vec_dot4: vec_dot4_dot_add, vec_dot4_n: vec_dot4_n_dot_add, alt: None, wide_only: false, dot_add: true };
+
+const FIELDS: &[Field] = &[
+    Field { off: 0, len: 16, gran: 2 },
+    Field { off: 16, len: 64, gran: 4 },
+    Field { off: 80, len: 2, gran: 2 },
+    Field { off: 82, len: 2, gran: 2 },
+];
 
 dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4_n, GgmlType::Q2_K, simd::vec_dot4);
+dispatch_vec_dot4!(vec_dot4_dot_add, vec_dot4_n_dot_add, simd::vec_dot4_n, GgmlType::Q2_K, simd::vec_dot4_dot_add);
 dispatch_decode!(decode, simd::decode_row, Q2K);
 dispatch_decode8!(decode8, simd::decode8_row, Q2K, 0);
 
@@ -354,6 +358,78 @@ mod simd {
             }
             // Mins: lane r = Σ_g mn[r][g] · bsum[g], groups 2k and 2k+1 (bytes 8k + 2r, 8k + 2r + 1:
             // already row r's pair of i16 lanes) per i32x4.dot.
+            let mut summs = i32x4_splat(0);
+            for k in 0..8 {
+                let mn = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);
+                summs = i32x4_add(summs, i32x4_dot_i16x8(mn, v128_load32_splat(bs.add(2 * k) as *const u32)));
+            }
+            let d = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(320) as *const u16)), da);
+            let dmin = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(328) as *const u16)), da);
+            acc = fold_block(acc, isum, d, summs, dmin);
+        }
+        lanes(acc)
+    }
+
+    /// [`vec_dot4`] with fewer vector operations per group of 4 rows × 16 weights (~13 against
+    /// 18), the same integers: a group's 16 products per row summed in i32 by four
+    /// `i32x4.relaxed_dot_i8x16_i7x16_add_s` (AVX-VNNI's `vpdpbusd`); the codes of the odd shifts
+    /// taken in place (`v & 12`, four times too large), so the 2-bit codes move by one shift per
+    /// two shifts; the groups of shifts j and j + 1 (j even) packed into one i32 lane
+    /// as two i16s (the even one ×4: a shift, `i16x8.shuffle` blends them) against their two
+    /// scales (bytes `8k + 2r + h` and `8k + 8 + 2r + h`, one swizzle of a 16-byte load), one
+    /// `i32x4.dot_i16x8` for both. Every sum is 4× the reference's (each i16 ≤ 16 · 12 · 128 <
+    /// 2¹⁵), shifted back exactly once per block. Bit for bit [`vec_dot4`]'s result where the
+    /// engine computes the dot-add exactly ([`crate::quant::gemm8::quad_add_exact`]).
+    ///
+    /// # Safety
+    /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub(super) unsafe fn vec_dot4_dot_add(rows4: &[u8], act: Q8<'_>, acc0: [f32; 4]) -> [f32; 4] {
+        let nb = crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q2_K, &act);
+        // Opaque, so that they stay in registers (as `dup` in `vec_dot4`).
+        let m3 = core::hint::black_box(u8x16_splat(3));
+        let m12 = core::hint::black_box(u8x16_splat(12));
+        let m15 = core::hint::black_box(u16x8_splat(15));
+        // Out bytes 4r and 4r + 2 ← scale bytes 2r (+ h) and 8 + 2r (+ h); 4r + 1 and 4r + 3 zero.
+        let pick = core::hint::black_box(u8x16(0, 0x80, 8, 0x80, 2, 0x80, 10, 0x80, 4, 0x80, 12, 0x80, 6, 0x80, 14, 0x80));
+        let zero = i32x4_splat(0);
+        let mut acc = f32x4(acc0[0], acc0[1], acc0[2], acc0[3]);
+        for b in 0..nb {
+            // SAFETY: check_rows4 guarantees nb R4 blocks of 4·84 bytes in `rows4` and nb·256
+            // activations, nb·8 scales and nb·16 group sums in `act`.
+            let x = rows4.as_ptr().add(4 * BB * b);
+            let a0 = act.qs.as_ptr().add(QK_K * b);
+            let bs = act.bsums.as_ptr().add(16 * b);
+            let da = v128_load32_splat(act.d.as_ptr().add(8 * b) as *const u32);
+            let mut isum = i32x4_splat(0);
+            for nh in 0..core::hint::black_box(4usize) {
+                let (n, h) = (nh >> 1, nh & 1);
+                let q = x.add(64 + 64 * nh) as *const v128;
+                let mut v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
+                let pick = i8x16_add(pick, i8x16_splat(h as i8));
+                for j in [0usize, 2] {
+                    if j == 2 {
+                        for vk in v.iter_mut() {
+                            *vk = u16x8_shr(*vk, 4);
+                        }
+                    }
+                    // Groups g = 8n + 2j + h (codes v & 3) and g + 2 (v & 12).
+                    let g = 8 * n + 2 * j + h;
+                    let (ae, ao) = (a0.add(16 * g) as *const u32, a0.add(16 * (g + 2)) as *const u32);
+                    let mut se = i32x4_relaxed_dot_i8x16_i7x16_add(v128_load32_splat(ae), v128_and(v[0], m3), zero);
+                    let mut so = i32x4_relaxed_dot_i8x16_i7x16_add(v128_load32_splat(ao), v128_and(v[0], m12), zero);
+                    for (i, &vi) in v.iter().enumerate().skip(1) {
+                        se = i32x4_relaxed_dot_i8x16_i7x16_add(v128_load32_splat(ae.add(i)), v128_and(vi, m3), se);
+                        so = i32x4_relaxed_dot_i8x16_i7x16_add(v128_load32_splat(ao.add(i)), v128_and(vi, m12), so);
+                    }
+                    let p = i16x8_shuffle::<0, 9, 2, 11, 4, 13, 6, 15>(i32x4_shl(se, 2), i32x4_shl(so, 16));
+                    let sc = v128_and(i8x16_relaxed_swizzle(v128_load(x.add(8 * (4 * n + j)) as *const v128), pick), m15);
+                    isum = i32x4_add(isum, i32x4_dot_i16x8(p, sc));
+                }
+            }
+            let isum = i32x4_shr(isum, 2);
+            // Mins as in `vec_dot4`.
             let mut summs = i32x4_splat(0);
             for k in 0..8 {
                 let mn = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);

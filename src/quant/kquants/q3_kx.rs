@@ -112,6 +112,7 @@ pub(super) const R4: R4Kernels = R4Kernels {
     vec_dot4_n,
     alt: None,
     wide_only: false,
+    dot_add: false,
 };
 
 dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4_n, GgmlType::Q3_KX);

@@ -96,6 +96,7 @@ pub(super) const R4: R4Kernels = R4Kernels {
     vec_dot4_n,
     alt: None,
     wide_only: false,
+    dot_add: false,
 };
 
 /// Q5_K's four rows interleaved, 704 bytes per block: Q4_K's R4 block with the rows' `qh` words
@@ -122,6 +123,7 @@ pub(super) const R4_Q5K: R4Kernels = R4Kernels {
     vec_dot4_n: vec_dot4_n_q5k,
     alt: None,
     wide_only: true,
+    dot_add: false,
 };
 
 dispatch_vec_dot4!(vec_dot4, vec_dot4_n, simd::vec_dot4, GgmlType::Q4_K);
