@@ -468,7 +468,9 @@ static GEMM_DOT: std::sync::Mutex<(GemmDot, Trial)> = std::sync::Mutex::new((Gem
 /// **Which form of an interleaved type's decode kernel** ([`quant::r4::R4Kernels::alt`]) is
 /// chosen per instance by timing ([`crate::tune`]): both give the same results bit for bit, and
 /// which is faster depends on the engine's code generator (Q6_K's i16 pair sums: 20.6–20.8 against
-/// 19.0 GB/s in Chromium 156, 15.9 against 20.9 in Node 20). Timed: one-token products of at least
+/// 19.0 GB/s in Chromium 156, 15.9 against 20.9 in Node 20) and the CPU (Q2_K's dot-add form,
+/// one instruction per 16 products where the CPU has AVX-VNNI and three elsewhere; only where the
+/// engine computes the dot-add exactly, [`gemm8::quad_add_exact`]). Timed: one-token products of at least
 /// [`R4_TRIAL_MIN_BYTES`] of weights, rated in bytes a second, the largest in pieces
 /// ([`R4_TRIAL_PIECE_BYTES`]: an LM head's type, one product a token, settles in two or three
 /// tokens instead of ~30); the first is the prior.

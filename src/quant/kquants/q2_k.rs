@@ -356,18 +356,28 @@ mod simd {
                     }
                 }
             }
-            // Mins: lane r = Σ_g mn[r][g] · bsum[g], groups 2k and 2k+1 (bytes 8k + 2r, 8k + 2r + 1:
-            // already row r's pair of i16 lanes) per i32x4.dot.
-            let mut summs = i32x4_splat(0);
-            for k in 0..8 {
-                let mn = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);
-                summs = i32x4_add(summs, i32x4_dot_i16x8(mn, v128_load32_splat(bs.add(2 * k) as *const u32)));
-            }
-            let d = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(320) as *const u16)), da);
-            let dmin = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(328) as *const u16)), da);
-            acc = fold_block(acc, isum, d, summs, dmin);
+            acc = end_block(acc, x, bs, da, isum);
         }
         lanes(acc)
+    }
+
+    /// The end of an R4 block `x` in the one-token kernels: the mins (lane r = Σ_g mn[r][g] ·
+    /// bsum[g], groups 2k and 2k+1 — bytes 8k + 2r, 8k + 2r + 1: already row r's pair of i16
+    /// lanes — per i32x4.dot) and the block's fold into `acc` (`isum`: the scaled code sums).
+    ///
+    /// # Safety
+    /// `x` is an R4 block of 4·84 bytes, `bs` its activations' 16 group sums.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn end_block(acc: v128, x: *const u8, bs: *const i16, da: v128, isum: v128) -> v128 {
+        let mut summs = i32x4_splat(0);
+        for k in 0..8 {
+            let mn = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);
+            summs = i32x4_add(summs, i32x4_dot_i16x8(mn, v128_load32_splat(bs.add(2 * k) as *const u32)));
+        }
+        let d = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(320) as *const u16)), da);
+        let dmin = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(328) as *const u16)), da);
+        fold_block(acc, isum, d, summs, dmin)
     }
 
     /// [`vec_dot4`] with fewer vector operations per group of 4 rows × 16 weights (~13 against
@@ -428,16 +438,7 @@ mod simd {
                     isum = i32x4_add(isum, i32x4_dot_i16x8(p, sc));
                 }
             }
-            let isum = i32x4_shr(isum, 2);
-            // Mins as in `vec_dot4`.
-            let mut summs = i32x4_splat(0);
-            for k in 0..8 {
-                let mn = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);
-                summs = i32x4_add(summs, i32x4_dot_i16x8(mn, v128_load32_splat(bs.add(2 * k) as *const u32)));
-            }
-            let d = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(320) as *const u16)), da);
-            let dmin = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(328) as *const u16)), da);
-            acc = fold_block(acc, isum, d, summs, dmin);
+            acc = end_block(acc, x, bs, da, i32x4_shr(isum, 2));
         }
         lanes(acc)
     }
