@@ -233,7 +233,7 @@ fn product(store: &WeightStore, w: &Linear, x: &[f32], y: &mut [f32], prec: Prec
         // Four rows per kernel call and up to four tokens: each group read from memory once.
         let k4 = quant::r4::r4_kernels(ty).expect("R4 kernels");
         let bytes = rows.len() * w.row_bytes;
-        let Some(alt) = k4.alt.filter(|a| !a.dot_add || gemm8::quad_add_exact()) else {
+        let Some(alt) = k4.usable_alt() else {
             quant::r4::matmul_tiles(k4, data, w.row_bytes, rows, &s.act, y, n_out);
             return;
         };

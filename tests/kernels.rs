@@ -560,7 +560,7 @@ fn four_row_tiles_equal_one_token_at_a_time() {
                 // A second form of the kernels (chosen by timing in `ops`) gives the same bits.
                 // (One that uses the dot-add where this engine computes it exactly: Node 20's
                 // baseline tier does not, `gemm8::quad_add_exact`.)
-                if let Some(alt) = k4.alt.filter(|a| !a.dot_add || gemm8::quad_add_exact()) {
+                if let Some(alt) = k4.usable_alt() {
                     assert!(alt.ty == ty && alt.alt.is_none(), "{ty}: the second form");
                     assert!(alt.fields.iter().zip(k4.fields).all(|(a, b)| (a.off, a.len, a.gran) == (b.off, b.len, b.gran)) && alt.fields.len() == k4.fields.len());
                     let mut many = vec![[f32::NAN; 4]; c];
@@ -615,7 +615,7 @@ fn a_decoded_token_reads_streams_of_groups_a_piece_at_a_time() {
         let mut act = QAct::default();
         quantize_q8(ty.act_kind(), &rng.act(n), n, &mut act);
         let a = act.row(0);
-        for k4 in std::iter::once(first).chain(first.alt.filter(|a| !a.dot_add || gemm8::quad_add_exact())) {
+        for k4 in std::iter::once(first).chain(first.usable_alt()) {
             let whole: Vec<[f32; 4]> = data.chunks_exact(4 * rb).map(|g| (k4.vec_dot4)(g, a, [0.0; 4])).collect();
             let n_out = 4 * groups;
             let mut y = vec![f32::NAN; n_out];

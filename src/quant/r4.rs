@@ -59,6 +59,14 @@ pub struct R4Kernels {
     pub dot_add: bool,
 }
 
+impl R4Kernels {
+    /// The second form where this engine may run it: [`R4Kernels::alt`], unless it uses the
+    /// dot-add and the engine does not compute that exactly.
+    pub fn usable_alt(&self) -> Option<&'static R4Kernels> {
+        self.alt.filter(|a| !a.dot_add || crate::quant::gemm8::quad_add_exact())
+    }
+}
+
 /// The most activation rows one [`R4Kernels::vec_dot4_n`] call takes.
 pub const MAX_TOKENS: usize = 4;
 
@@ -314,7 +322,7 @@ pub const STREAMED: bool = cfg!(all(target_arch = "wasm32", target_feature = "re
 /// has no prefetch instruction (touching lines ahead only moves the wait, BENCHMARKS.md). Four
 /// runs give the CPU four independent streams to fetch (BENCHMARKS.md, "Four streams": one
 /// Chromium thread, 262,144 × 4096 matrices from memory, GB/s: Q4_K 6.7 → 9.8, Q3_KX 6.7 → 9.5,
-/// Q6_KX 6.7 → 9.2, Q2_K 5.0 → 5.4). Only where [`STREAMED`]; elsewhere the groups go through
+/// Q6_KX 6.7 → 9.2, Q2_K 5.0 → 5.2). Only where [`STREAMED`]; elsewhere the groups go through
 /// whole, one after the other.
 pub fn matvec_streams(k: &R4Kernels, data: &[u8], rb: usize, rows: core::ops::Range<usize>, a: Q8<'_>, y: &mut [f32]) {
     if !STREAMED {

@@ -217,7 +217,7 @@ fn check_r4(k: &QuantKernels, k4: &r4::R4Kernels, row: &[u8], x: &[f32], check: 
     // One block at a time, the sums carried (`r4::matvec_streams`): the whole rows' bits.
     if r4::STREAMED {
         let (bb4, qk) = (r4::R * bb, k.ty.block_elems());
-        for form in std::iter::once(k4).chain(k4.alt.filter(|a| !a.dot_add || gemm8::quad_add_exact())) {
+        for form in std::iter::once(k4).chain(k4.usable_alt()) {
             let mut acc = [0.0f32; r4::R];
             for (b, blk) in rows4.chunks_exact(bb4).enumerate() {
                 acc = (form.vec_dot4)(blk, a.slice(b * qk, qk), acc);
@@ -238,7 +238,7 @@ fn check_r4(k: &QuantKernels, k4: &r4::R4Kernels, row: &[u8], x: &[f32], check: 
             check.decode_mismatches += 1;
         }
         // The second form, where the type has one: the same results bit for bit.
-        if let Some(alt) = k4.alt.filter(|a| !a.dot_add || gemm8::quad_add_exact()) {
+        if let Some(alt) = k4.usable_alt() {
             many.iter_mut().for_each(|o| *o = [f32::NAN; r4::R]);
             (alt.vec_dot4_n)(&rows4, &acts[..c], &mut many[..c]);
             let same_n = many[..c].iter().zip(&one).all(|(m, o)| m.iter().zip(o).all(|(p, q)| p.to_bits() == q.to_bits()));
