@@ -336,14 +336,14 @@ fn int8_gemm_agrees_on_random_and_extreme_blocks() {
             let tile = if case % 2 == 0 { 2 } else { 4 };
             let folds = if k8.fold().is_some() { vec![k8.fold(), None] } else { vec![None] };
             for fold in folds {
-                packed.pack_ordered(&act, tile, false, fold);
+                packed.pack_ordered(&act, tile, gemm8::Order::Pairs, fold);
                 let mut y = vec![f32::NAN; tokens * (rows + 1)];
                 gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
                 assert_gemm_exact(k, &data, &act, &y, &format!("{ty} case {case} ({fold:?})"));
-                // The dot-add form (quad order) gives the same bits, natively (the portable kernel on
+                // The dot-add form (the type's quad order) gives the same bits, natively (the portable kernel on
                 // both layouts) and in wasm where the engine computes it exactly.
                 if cfg!(not(target_arch = "wasm32")) || gemm8::quad_add_exact() {
-                    packed.pack_ordered(&act, tile, true, fold);
+                    packed.pack_ordered(&act, tile, k8.quad_order(), fold);
                     let mut yq = vec![f32::NAN; tokens * (rows + 1)];
                     gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut yq[1..], rows + 1);
                     for (i, (a, b)) in y.iter().zip(&yq).enumerate() {
@@ -387,8 +387,9 @@ fn int8_gemm_dot_add_runs_where_exact() {
 
 /// Which int8 types keep the pair form without a timing trial (`ops::GemmDot::Auto`): those whose
 /// pair form sums eight vectors in i16 (`pair_ksum` 8, the offset types with their min terms
-/// folded) and that have no scaled form (Q2_K has one); the wide-code types, where the dot-add
-/// form won, are timed.
+/// folded) and that have neither a scaled form (Q2_K has one) nor quad order over groups of 32
+/// (`scales32`: one scale multiply per 128 elements); the wide-code types, where the dot-add form
+/// won, are timed.
 #[test]
 fn int8_pair_ksum_names_the_i16_run_types() {
     let eight: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.pair_ksum() == 8)).collect();
@@ -402,6 +403,8 @@ fn int8_pair_ksum_names_the_i16_run_types() {
     assert_eq!(eight.len(), want.len(), "{eight:?}");
     let scaled: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.scaled.is_some())).collect();
     assert_eq!(scaled, [GgmlType::Q2_K], "the types with a scaled form");
+    let untimed: Vec<GgmlType> = eight.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.scaled.is_none() && !k.scales32)).collect();
+    assert_eq!(untimed, [GgmlType::Q3_K, GgmlType::IQ1_M, GgmlType::Q3_KX], "pair form untimed");
 }
 
 /// Quad order: a bijection within each 64-element unit that keeps pairs whole, and the reorder of
@@ -436,6 +439,78 @@ fn quad_order_is_pair_order_interleaved() {
     if cfg!(not(target_arch = "wasm32")) {
         assert!(gemm8::quads_equal_pairs(&[2, 4]));
     }
+}
+
+/// Quad order over groups of 32: a bijection within each 128-element unit that keeps pairs whole,
+/// puts quad k of group g at bytes 16k + 4g (lane g of vector k), and the reorder of a
+/// pair-ordered row puts every element where `quad32_pos` says.
+#[test]
+fn quad32_order_is_pair_order_shuffled() {
+    let mut seen = vec![false; 512];
+    for i in 0..512 {
+        let q = gemm8::quad32_pos(i);
+        assert_eq!(q / 128, i / 128, "element {i} left its unit");
+        assert_eq!((q % 16) / 4, (i % 128) / 32, "element {i} not in its group's lane");
+        assert!(!seen[q], "position {q} taken twice");
+        seen[q] = true;
+        if i % 2 == 0 {
+            assert_eq!(gemm8::quad32_pos(i + 1), q + 1, "pair {i} split");
+        }
+        let o = gemm8::Order::Quads32;
+        assert_eq!(o.group_of(q), i / 16, "element {i}: group of its byte");
+        assert_eq!(gemm8::Order::Quads.group_of(gemm8::quad_pos(i)), i / 16);
+        assert_eq!(gemm8::Order::Pairs.group_of(gemm8::pair_pos(i)), i / 16);
+    }
+    let n = 1024;
+    let mut u = vec![0u8; n];
+    let mut hi = vec![0u8; n];
+    for i in 0..n {
+        u[gemm8::pair_pos(i)] = (i % 256) as u8;
+        hi[gemm8::pair_pos(i)] = (i / 256) as u8;
+    }
+    gemm8::row_to_order(&mut u, gemm8::Order::Quads32);
+    gemm8::row_to_order(&mut hi, gemm8::Order::Quads32);
+    for i in 0..n {
+        let q = gemm8::quad32_pos(i);
+        assert_eq!(u[q] as usize + 256 * hi[q] as usize, i, "element {i} at position {q}");
+    }
+}
+
+/// The types that take quad order over groups of 32 (`Kernels8::scales32`) decode one scale per
+/// 32 elements: groups 2g and 2g + 1 have the same `sc` (and `mn`) in every row, which the
+/// dot-add kernel relies on (it reads one of the two). And the list is what the docs say.
+#[test]
+fn scales32_types_pair_their_scales() {
+    let mut rng = Rng(0x5ca1_e532_0000_0001);
+    let mut with = Vec::new();
+    for ty in GgmlType::ALL {
+        let Some(k8) = gemm8::kernels8(ty) else { continue };
+        if !k8.scales32 {
+            assert_eq!(k8.quad_order(), gemm8::Order::Quads);
+            continue;
+        }
+        with.push(ty);
+        assert_eq!(k8.quad_order(), gemm8::Order::Quads32);
+        let k = kernels(ty).unwrap();
+        let n = 1024;
+        let mut data = vec![0u8; ty.row_bytes(n)];
+        let mut d = Decoded8::default();
+        d.resize(n);
+        for _ in 0..20 {
+            rng.bytes(&mut data);
+            for blk in data.chunks_exact_mut(ty.block_bytes()) {
+                (k.sanitize)(blk);
+            }
+            for decode in [k8.decode_ref, k8.decode] {
+                decode(&data, &mut d);
+                for g in (0..n / 16).step_by(2) {
+                    assert_eq!(d.sc[g], d.sc[g + 1], "{ty}: scales of groups {g}, {}", g + 1);
+                    assert_eq!(d.mn[g], d.mn[g + 1], "{ty}: mins of groups {g}, {}", g + 1);
+                }
+            }
+        }
+    }
+    assert_eq!(with, [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::IQ2_XXS, GgmlType::IQ3_XXS, GgmlType::IQ1_S, GgmlType::IQ3_S, GgmlType::IQ3_SX]);
 }
 
 /// F32 / F16 / BF16 rows: the fast dot equals the reference.

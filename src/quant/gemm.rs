@@ -364,8 +364,8 @@ pub struct PromptScratch {
     packed8_as: Option<(u64, Pack8)>,
 }
 
-/// How [`PackedAct8`] was packed: tile width, dot-add form, scaled form, folded offset.
-type Pack8 = (usize, bool, bool, Option<(u8, usize)>);
+/// How [`PackedAct8`] was packed: tile width, order, scaled form, folded offset.
+type Pack8 = (usize, gemm8::Order, bool, Option<(u8, usize)>);
 
 /// The prompt product of output rows `rows` of a weight matrix (`weights`: rows of `k.ty`, plain
 /// or interleaved) with the quantized activations `act` (quantized for `k.ty`): the int8 GEMM
@@ -389,7 +389,8 @@ pub fn prompt_rows(
         Some(k8) => {
             let dot_add = quads && gemm8::quad_add_exact();
             let scaled = dot_add && k8.scaled.is_some();
-            let how = (gemm8::profile().tile(), dot_add, scaled, if scaled { None } else { k8.fold() });
+            let order = if dot_add && !scaled { k8.quad_order() } else { gemm8::Order::Pairs };
+            let how = (gemm8::profile().tile(), order, scaled, if scaled { None } else { k8.fold() });
             if s.packed8_as != Some((act.version, how)) || act.version == 0 {
                 if scaled {
                     s.packed8.pack_scaled(act, k8);

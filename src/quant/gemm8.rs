@@ -113,6 +113,20 @@
 //! form: chosen per machine like quad order (`ops::GemmDot`; on a CPU without AVX-VNNI the
 //! instruction is three), and only where [`quad_add_exact`].
 //!
+//! **Groups of 32** (2026-12-06, [`Kernels8::scales32`], [`Order::Quads32`]). Where a type has one
+//! scale per 32 elements (Q4_K, Q5_K, IQ2_XXS, IQ3_XXS, IQ3_S, IQ1_S and IQ3_SX: the decoders
+//! give groups 2g and 2g + 1 the same `sc`), its quad order spans 128 elements ([`quad32_pos`]:
+//! lane g of vector k holds quad k of 32-element group g), eight dot-adds sum a whole group in
+//! one i32 lane, and the scale multiply and the block sums in memory come once per 128 elements
+//! instead of per 64 — the overhead that made quad order lose to the pair form for the types
+//! summed in i16. Rows are put in that order by one 16-bit shuffle per vector
+//! ([`simd::pairs_to_quads32`]); the integers are the pair form's, so the bits are too. Chromium
+//! 156, Emerald Rapids Xeon, 4096 × 4096 × 128 tokens, G MAC/s, quad order over 16 → over 32
+//! (pair form): Q4_K 37.5 → 42.4–42.5 (39.8–40.1), Q5_K 37.0–37.5 → 42.1–42.3 (34.9–35.3),
+//! IQ2_XXS 39.6 → 46.0 (30.7), IQ3_XXS 38.9 → 45.8 (31.9), IQ3_S 38.8 → 44.8 (39.5), IQ3_SX 39.1
+//! → 46.6 (44.2), IQ1_S 40.1 → 44.4 (44.3). So those types are timed against the pair form
+//! (`ops::GemmDot`) like the others with a dot-add form.
+//!
 //! **Offsets folded** (2026-12-04). For the offset types ([`Kernels8::offset`]: every type without
 //! mins of its own) `m = d` and `mn = −off·sc`, so a block's result `d·da·(isum + msum)` needs its
 //! min term only as an integer: `Σ_g sc_g·Σ_{i∈g}(u_i − off)·a_i`. Where the sums are kept per
@@ -189,8 +203,22 @@ const ROWS: usize = 2;
 #[cfg_attr(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")), allow(dead_code))]
 const QUADS: usize = 0;
 
+/// The tile kernel's `KS` for the dot-add form in quad order over groups of 32.
+#[cfg_attr(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")), allow(dead_code))]
+const QUADS32: usize = 32;
+
 /// The `ksum` value that selects the scaled form's tiles ([`Kernels8::scaled`]).
 const SCALED: usize = 16;
+
+/// The order the tile kernel with `KS` reads.
+#[cfg_attr(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")), allow(dead_code))]
+const fn order_of_ks(ks: usize) -> Order {
+    match ks {
+        QUADS => Order::Quads,
+        QUADS32 => Order::Quads32,
+        _ => Order::Pairs,
+    }
+}
 
 /// Position of element `i` of a row in pair order: in each 128-element unit, pair `k` of group `g`
 /// (elements `16g + 2k`, `+1`) sits at bytes `16k + 2g`, `+1`.
@@ -215,6 +243,56 @@ fn pair_group(x: usize) -> usize {
 pub fn quad_pos(i: usize) -> usize {
     let (unit, g, k, e) = (i / 64, (i % 64) / 16, (i % 16) / 4, i % 4);
     64 * unit + 16 * k + 4 * g + e
+}
+
+/// Position of element `i` of a row in quad order over groups of 32 (the dot-add form of the
+/// types whose scales come per 32 elements, [`Kernels8::scales32`]): in each 128-element unit,
+/// quad `k` of 32-element group `g` (elements `32g + 4k .. +4`) sits at bytes `16k + 4g ..`, so
+/// the i32 lane g of eight dot-adds sums a whole group. Pairs stay whole
+/// ([`simd::pairs_to_quads32`]: one 16-bit shuffle per vector).
+#[inline]
+pub fn quad32_pos(i: usize) -> usize {
+    let (unit, g, k, e) = (i / UNIT, (i % UNIT) / 32, (i % 32) / 4, i % 4);
+    UNIT * unit + 16 * k + 4 * g + e
+}
+
+/// How the int8 form orders a row's codes and a tile's activations (module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Order {
+    /// [`pair_pos`]: the pair form, and the scaled form ([`Kernels8::scaled`]).
+    #[default]
+    Pairs,
+    /// [`quad_pos`]: the dot-add form, lane g of a 64-element unit = 16-element group g.
+    Quads,
+    /// [`quad32_pos`]: the dot-add form of types whose scales come per 32 elements, lane g of a
+    /// 128-element unit = 32-element group g.
+    Quads32,
+}
+
+impl Order {
+    /// Whether this is one of the dot-add form's orders.
+    pub fn is_quad(self) -> bool {
+        self != Order::Pairs
+    }
+
+    /// Byte `x` of a row in this order → the 16-element group (index into `sc`, `mn`) its element
+    /// belongs to.
+    pub fn group_of(self, x: usize) -> usize {
+        match self {
+            Order::Pairs => pair_group(x),
+            Order::Quads => (x / 64) * 4 + (x % 16) / 4,
+            Order::Quads32 => (x / UNIT) * 8 + 2 * ((x % 16) / 4) + (x % UNIT) / 64,
+        }
+    }
+
+    /// Element `i` of a row → its byte in this order.
+    pub fn pos(self, i: usize) -> usize {
+        match self {
+            Order::Pairs => pair_pos(i),
+            Order::Quads => quad_pos(i),
+            Order::Quads32 => quad32_pos(i),
+        }
+    }
 }
 
 /// One weight row in the int8 GEMM form (module docs):
@@ -300,9 +378,23 @@ pub struct Kernels8 {
     /// them so, with every `sc` 1 (`decode_ref` then [`Decoded8::scale_codes`], bit for bit) —
     /// the **scaled form** (module docs), this type's dot-add form instead of quad order.
     pub scaled: Option<DecodeRow8>,
+    /// Every scale covers 32 elements (the decoders give groups 2g and 2g + 1 the same `sc`):
+    /// the dot-add form then takes quad order over groups of 32 ([`Order::Quads32`]), a scale
+    /// multiply per 128 elements instead of per 64 (module docs, "Groups of 32").
+    pub scales32: bool,
 }
 
 impl Kernels8 {
+    /// The order of this type's dot-add form (quad order; the scaled form, where the type has
+    /// one, takes pair order instead).
+    pub const fn quad_order(&self) -> Order {
+        if self.scales32 {
+            Order::Quads32
+        } else {
+            Order::Quads
+        }
+    }
+
     /// What activations are packed with for this type's rows: its offset and the folded
     /// `ksum` (`None` for a type with mins).
     pub const fn fold(&self) -> Option<(u8, usize)> {
@@ -379,8 +471,8 @@ pub struct PackedAct8 {
     pub tokens: usize,
     /// Tokens per tile (2 or 4: [`Profile::tile`]).
     pub tile: usize,
-    /// Quad order ([`quad_pos`], the dot-add form) instead of pair order.
-    pub quad: bool,
+    /// The element order: pair order, or one of the dot-add form's quad orders.
+    pub order: Order,
     /// Pair order for rows decoded in the scaled form ([`Kernels8::scaled`]).
     pub scaled: bool,
     pub qs: Vec<i8>,
@@ -392,7 +484,8 @@ pub struct PackedAct8 {
     /// With `fold`, the `ksum` the start sums `nq` are cut for (pair order).
     pub fold_ks: usize,
     /// With `fold`, the folded min terms the sums start from, `−off·Σa` over their elements.
-    /// Quad order: per tile, 64-element unit and token slot, i32 lanes = the unit's 4 groups.
+    /// Quad order: per tile, unit (64 or 128 elements) and token slot, i32 lanes = the unit's 4
+    /// groups.
     /// Pair order with `fold_ks` ≥ 4: per tile, run of `fold_ks` 16-byte steps and token slot,
     /// i16 lanes = the 8 groups of the half-block, wrapped to 16 bits (so are the sums).
     pub nq: Vec<i32>,
@@ -404,9 +497,10 @@ pub const MAX_FOLD_BLOCKS: usize = 64;
 
 impl PackedAct8 {
     /// Packs Q8_K activation rows for rows of `k`'s type in tiles of the current profile's width,
-    /// in quad order ([`quad_pos`]) or pair order ([`pair_pos`]).
+    /// in the type's quad order ([`Kernels8::quad_order`], `quad`) or pair order ([`pair_pos`]).
     pub fn pack(&mut self, act: &QAct, quad: bool, k: &Kernels8) {
-        self.pack_ordered(act, profile().tile(), quad, k.fold());
+        let order = if quad { k.quad_order() } else { Order::Pairs };
+        self.pack_ordered(act, profile().tile(), order, k.fold());
     }
 
     /// Packs Q8_K activation rows for the scaled form of `k`'s rows ([`Kernels8::scaled`]): pair
@@ -418,21 +512,21 @@ impl PackedAct8 {
     /// [`PackedAct8::pack_scaled`] in tiles of `tile` tokens.
     pub fn pack_scaled_tiles(&mut self, act: &QAct, tile: usize, k: &Kernels8) {
         assert!(k.scaled.is_some() && k.offset.is_none(), "{}: no scaled form", k.ty);
-        self.pack_ordered(act, tile, false, None);
+        self.pack_ordered(act, tile, Order::Pairs, None);
         self.scaled = true;
     }
 
-    /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens, in quad or pair
-    /// order, with `fold` ([`Kernels8::fold`]: the rows' offset and folded `ksum`) the min terms
-    /// folded where the rows are at most [`MAX_FOLD_BLOCKS`] blocks long.
-    pub fn pack_ordered(&mut self, act: &QAct, tile: usize, quad: bool, fold: Option<(u8, usize)>) {
+    /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens, in `order`, with
+    /// `fold` ([`Kernels8::fold`]: the rows' offset and folded `ksum`) the min terms folded where
+    /// the rows are at most [`MAX_FOLD_BLOCKS`] blocks long.
+    pub fn pack_ordered(&mut self, act: &QAct, tile: usize, order: Order, fold: Option<(u8, usize)>) {
         let (n, tokens) = (act.n, act.rows);
         assert!(n % QK_K == 0, "int8 GEMM rows are whole 256-element blocks");
         assert!((1..=MAX_TILE).contains(&tile), "tile of {tile} tokens");
         self.n = n;
         self.tokens = tokens;
         self.tile = tile;
-        self.quad = quad;
+        self.order = order;
         self.scaled = false;
         self.qs.clear();
         self.qs.resize(tokens * n, 0);
@@ -442,13 +536,16 @@ impl PackedAct8 {
         self.fold_ks = fold.map_or(0, |(_, ks)| ks);
         self.nq.clear();
         match fold {
-            Some((off, _)) if quad => {
-                let units = n / 64;
+            Some((off, _)) if order.is_quad() => {
+                // A lane's group: 1 (Quads) or 2 (Quads32) of the 16-element groups of `bsums`.
+                let w = if order == Order::Quads32 { 2 } else { 1 };
+                let units = n / (64 * w);
                 self.nq.resize(tokens.div_ceil(tile) * units * tile * 4, 0);
                 for t in 0..tokens {
                     let (j, slot) = (t / tile, t % tile);
                     for (g, &s) in act.row(t).bsums.iter().enumerate() {
-                        self.nq[((j * units + g / 4) * tile + slot) * 4 + g % 4] = -(off as i32) * s as i32;
+                        let (unit, lane) = (g / (4 * w), (g % (4 * w)) / w);
+                        self.nq[((j * units + unit) * tile + slot) * 4 + lane] -= off as i32 * s as i32;
                     }
                 }
             }
@@ -473,15 +570,14 @@ impl PackedAct8 {
             }
             _ => {}
         }
-        // Both orders keep an element pair together.
-        let pos = if quad { quad_pos } else { pair_pos };
+        // Every order keeps an element pair together.
         for j in 0..tokens.div_ceil(tile) {
             let (t0, c) = (tile * j, (tokens - tile * j).min(tile));
             let qs = &mut self.qs[t0 * n..(t0 + c) * n];
             for t in 0..c {
                 let a = act.row(t0 + t).qs;
                 for (p, v) in a.chunks_exact(2).enumerate() {
-                    let x = pos(2 * p);
+                    let x = order.pos(2 * p);
                     let dst = &mut qs[((x / 16) * c + t) * 16 + x % 16..][..2];
                     dst.copy_from_slice(v);
                 }
@@ -524,6 +620,47 @@ pub fn row_to_quads(u: &mut [u8]) {
         let p: [[u8; 16]; 8] = core::array::from_fn(|k| unit[16 * k..16 * k + 16].try_into().unwrap());
         for (k, q) in pairs_to_quads_ref(&p).iter().enumerate() {
             unit[16 * k..16 * k + 16].copy_from_slice(q);
+        }
+    }
+}
+
+/// The 8 pair-ordered vectors of a 128-element unit in quad order over groups of 32
+/// ([`quad32_pos`]): vector k holds quad k % 4 of the 16-element groups 2g + k / 4, i.e. pairs
+/// 2(k % 4) and 2(k % 4) + 1 of those groups.
+pub fn pairs_to_quads32_ref(p: &[[u8; 16]; 8]) -> [[u8; 16]; 8] {
+    let mut q = [[0u8; 16]; 8];
+    for (k, qk) in q.iter_mut().enumerate() {
+        let (m, h) = (k % 4, k / 4);
+        for g in 0..4 {
+            let src = 2 * (2 * g + h);
+            qk[4 * g..4 * g + 2].copy_from_slice(&p[2 * m][src..src + 2]);
+            qk[4 * g + 2..4 * g + 4].copy_from_slice(&p[2 * m + 1][src..src + 2]);
+        }
+    }
+    q
+}
+
+/// Reorders a decoded row's codes from pair order to `order` (nothing for pair order).
+pub fn row_to_order(u: &mut [u8], order: Order) {
+    match order {
+        Order::Pairs => {}
+        Order::Quads => row_to_quads(u),
+        Order::Quads32 => {
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            // SAFETY: simd128 is enabled; chunks_exact gives whole 128-byte units.
+            unsafe {
+                for unit in u.chunks_exact_mut(UNIT) {
+                    simd::pairs_to_quads32(unit.as_mut_ptr());
+                }
+                return;
+            }
+            #[allow(unreachable_code)]
+            for unit in u.chunks_exact_mut(UNIT) {
+                let p: [[u8; 16]; 8] = core::array::from_fn(|k| unit[16 * k..16 * k + 16].try_into().unwrap());
+                for (k, q) in pairs_to_quads32_ref(&p).iter().enumerate() {
+                    unit[16 * k..16 * k + 16].copy_from_slice(q);
+                }
+            }
         }
     }
 }
@@ -572,18 +709,21 @@ pub fn recheck_quad_add() -> bool {
 #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
 static QUAD_EXACT: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
 
-/// The int8 GEMM of fixed 3-row × 512-element cases in both orders, for each tile width of
-/// `tiles` and 5, 6 and 7 tokens (every tile kernel: 1 and 2 rows, 1–4 tokens), with mins and
-/// with an offset folded: whether the outputs are the same bits. Codes 0..=127 (many 127),
-/// scales −128..=127, activations ±127 and a ramp.
+/// The int8 GEMM of fixed 3-row × 512-element cases in pair order and in each quad order (rows
+/// whose scales come per 32 elements for [`Order::Quads32`]), for each tile width of `tiles` and
+/// 5, 6 and 7 tokens (every tile kernel: 1 and 2 rows, 1–4 tokens), with mins and with an offset
+/// folded: whether the outputs are the same bits. Codes 0..=127 (many 127), scales −128..=127,
+/// activations ±127 and a ramp.
 pub fn quads_equal_pairs(tiles: &[usize]) -> bool {
-    [None, Some(43)]
-        .into_iter()
-        .all(|offset| quads_equal_pairs_with(tiles, offset))
+    [None, Some(43)].into_iter().all(|offset| {
+        [Order::Quads, Order::Quads32].into_iter().all(|order| quads_equal_pairs_with(tiles, offset, order))
+    })
 }
 
-fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>) -> bool {
+fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, order: Order) -> bool {
     let (n, max_tokens) = (512, 7);
+    // Groups 2g and 2g + 1 share their scale where the order sums 32 elements per lane.
+    let per = if order == Order::Quads32 { 2 } else { 1 };
     let rows: Vec<Decoded8> = (0..3)
         .map(|r| {
             let mut d = Decoded8::default();
@@ -596,7 +736,7 @@ fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>) -> bool {
                 };
             }
             for (g, (sc, mn)) in d.sc.iter_mut().zip(d.mn.iter_mut()).enumerate() {
-                *sc = [127, -128, 63, 1, -7][(g + r) % 5];
+                *sc = [127, -128, 63, 1, -7][(g / per + r) % 5];
                 *mn = match offset {
                     Some(off) => -(off as i16) * *sc,
                     None => g as i16 - 8,
@@ -611,7 +751,7 @@ fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>) -> bool {
         .collect();
     let mut quad_rows = rows.clone();
     for d in &mut quad_rows {
-        row_to_quads(&mut d.u);
+        row_to_order(&mut d.u, order);
     }
     let mut packed = PackedAct8::default();
     let mut act = QAct::default();
@@ -626,9 +766,9 @@ fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>) -> bool {
         super::quantize_q8(super::ActKind::Q8K, &x, n, &mut act);
         tiles.iter().all(|&tile| {
             let mut y = [vec![0.0f32; 3 * tokens], vec![0.0f32; 3 * tokens]];
-            for (quad, y) in [false, true].into_iter().zip(&mut y) {
-                packed.pack_ordered(&act, tile, quad, offset.map(|off| (off, 1)));
-                gemm(if quad { &quad_rows } else { &rows }, 1, &packed, y, 3, 0);
+            for (o, y) in [Order::Pairs, order].into_iter().zip(&mut y) {
+                packed.pack_ordered(&act, tile, o, offset.map(|off| (off, 1)));
+                gemm(if o.is_quad() { &quad_rows } else { &rows }, 1, &packed, y, 3, 0);
             }
             y[0].iter().zip(&y[1]).all(|(a, b)| a.to_bits() == b.to_bits())
         })
@@ -653,7 +793,7 @@ pub fn gemm(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stri
     }
     assert!(matches!(ksum, 1 | 2 | 4 | 8) || ksum == SCALED && act.fold.is_none());
     assert_eq!(ksum == SCALED, act.scaled, "scaled rows take the scaled tiles, and only they");
-    let folded_ks = act.fold.is_none() || act.quad || ksum < 4 || ksum == act.fold_ks;
+    let folded_ks = act.fold.is_none() || act.order.is_quad() || ksum < 4 || ksum == act.fold_ks;
     assert!(folded_ks, "start sums cut for another ksum");
     assert!(act.tokens == 0 || (act.tokens - 1) * y_stride + col0 + w.len() <= y.len(), "output too small");
     // The tile width as a constant: with a run-time width (and every width's kernels in one
@@ -701,6 +841,11 @@ pub fn gemm_rows(
         act.fold.is_none() || act.fold == k.offset,
         "activations packed for another type's offset"
     );
+    assert!(
+        !act.order.is_quad() || act.order == k.quad_order(),
+        "{}: activations packed in another type's quad order",
+        k.ty
+    );
     s.decoded.resize_with(PANEL, Decoded8::default);
     for d in s.decoded.iter_mut() {
         d.resize(n);
@@ -718,9 +863,7 @@ pub fn gemm_rows(
         let plain = weights.panel(k.ty, rb, r0, p, &mut s.plain);
         for (row, d) in plain.chunks_exact(rb).zip(&mut s.decoded[..p]) {
             decode(row, d);
-            if act.quad {
-                row_to_quads(&mut d.u);
-            }
+            row_to_order(&mut d.u, act.order);
         }
         gemm(&s.decoded[..p], ksum, act, y, y_stride, r0);
         r0 += p;
@@ -752,8 +895,10 @@ fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct
                 out
             }};
         }
-        if act.quad {
-            return if w.len() == 1 { by_c!(1, 0) } else { by_c!(2, 0) };
+        match act.order {
+            Order::Quads => return if w.len() == 1 { by_c!(1, 0) } else { by_c!(2, 0) },
+            Order::Quads32 => return if w.len() == 1 { by_c!(1, 32) } else { by_c!(2, 32) },
+            Order::Pairs => {}
         }
         if act.scaled {
             return if w.len() == 1 { by_c!(1, 16) } else { by_c!(2, 16) };
@@ -788,11 +933,9 @@ fn tile_scalar(w: &[Decoded8], act: &PackedAct8, j: usize, c: usize) -> [[f32; 4
         for t in 0..c {
             let mut sum = 0.0f32;
             for b in 0..nb {
-                // Byte x of the block: group (x % 16) / 2 of its 128-element unit in pair order,
-                // (x % 16) / 4 of its 64-element unit in quad order.
                 let mut isum = 0i32;
                 for x in QK_K * b..QK_K * (b + 1) {
-                    let g = if act.quad { (x / 64) * 4 + (x % 16) / 4 } else { pair_group(x) };
+                    let g = act.order.group_of(x);
                     let a = qs[((x / 16) * c + t) * 16 + x % 16];
                     isum += wr.sc[g] as i32 * wr.u[x] as i32 * a as i32;
                 }
@@ -862,6 +1005,21 @@ pub mod simd {
         for k in 0..4 {
             v128_store(v.add(k), i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(pv[2 * k], pv[2 * k + 1]));
             v128_store(v.add(4 + k), i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(pv[2 * k], pv[2 * k + 1]));
+        }
+    }
+
+    /// Reorders one 128-element unit at `p` from pair order to quad order over groups of 32, in
+    /// place ([`super::pairs_to_quads32_ref`]).
+    ///
+    /// # Safety
+    /// `p..p+128` must be readable and writable.
+    #[inline(always)]
+    pub unsafe fn pairs_to_quads32(p: *mut u8) {
+        let v = p as *mut v128;
+        let pv: [v128; 8] = core::array::from_fn(|k| v128_load(v.add(k)));
+        for m in 0..4 {
+            v128_store(v.add(m), i16x8_shuffle::<0, 8, 2, 10, 4, 12, 6, 14>(pv[2 * m], pv[2 * m + 1]));
+            v128_store(v.add(4 + m), i16x8_shuffle::<1, 9, 3, 11, 5, 13, 7, 15>(pv[2 * m], pv[2 * m + 1]));
         }
     }
 
@@ -1005,7 +1163,7 @@ pub mod simd {
         let n = act.n;
         let nb = n / QK_K;
         debug_assert!(act.tile == TILE && (act.tokens - TILE * j).min(TILE) == C);
-        debug_assert!(act.quad == (KS == super::QUADS));
+        debug_assert!(act.order == super::order_of_ks(KS));
         let mut ap = act.qs.as_ptr().add(TILE * j * n);
         let da = act.da.as_ptr().add(j * nb * 4);
         let bs = act.bs.as_ptr().add(j * (n / 32) * 8);
@@ -1024,6 +1182,19 @@ pub mod simd {
         let mut facc = if KS == super::SCALED {
             debug_assert!(act.scaled && !fold);
             scaled_blocks::<R, C>(w, nb, &mut wp, &mut ap, da)
+        } else if KS == super::QUADS || KS == super::QUADS32 {
+            // Folded, each unit's sums start from its packed min terms; else from zeros.
+            let unit = if KS == super::QUADS32 { 128 } else { 64 };
+            let nq = if fold {
+                (act.nq.as_ptr().add(j * (n / unit) * TILE * 4) as *const v128, TILE)
+            } else {
+                (ZERO_SUMS.as_ptr() as *const v128, 0)
+            };
+            if KS == super::QUADS32 {
+                quad_blocks::<R, C, 32>(w, nb, &mut wp, &mut sp, &mut ap, da, nq)
+            } else {
+                quad_blocks::<R, C, 16>(w, nb, &mut wp, &mut sp, &mut ap, da, nq)
+            }
         } else if KS >= 2 {
             // Folded, each run of KS steps starts from its packed min terms; else from zeros.
             let starts = if fold {
@@ -1032,14 +1203,6 @@ pub mod simd {
                 (ZERO_SUMS.as_ptr() as *const v128, 0)
             };
             i16_sum_blocks::<R, C, KS, TILE>(w, nb, &mut wp, &mut sp, &mut ap, da, starts)
-        } else if KS == super::QUADS {
-            // Folded, each unit's sums start from its packed min terms; else from zeros.
-            let nq = if fold {
-                (act.nq.as_ptr().add(j * (n / 64) * TILE * 4) as *const v128, TILE)
-            } else {
-                (ZERO_SUMS.as_ptr() as *const v128, 0)
-            };
-            quad_blocks::<R, C>(w, nb, &mut wp, &mut sp, &mut ap, da, nq)
         } else {
             // Widening every vector: folded, every block's min terms first, as integers (inside
             // the block loop they made V8 spill in the hot loop: −25 %).
@@ -1117,19 +1280,22 @@ pub mod simd {
         }
     }
 
-    /// The blocks of [`tile`] with `KS` = [`QUADS`](super::QUADS), rows and activations in quad
-    /// order: per 64 elements four `i32x4.relaxed_dot_i8x16_i7x16_add_s` per (row, token) sum the
-    /// 16 products of each group in one i32 lane, then one `i32x4.mul` by the 4 group scales adds
-    /// them to the block's sums, which live in memory (with the unit sums, 2 × 4 of each do not
-    /// fit V8's 16 registers). The integers are those of the pair-order kernels, so the results
-    /// are bit for bit. Returns `Σ_b d·da·(the block's integer sum)` per row.
+    /// The blocks of [`tile`] with `KS` = [`QUADS`](super::QUADS) (`G` = 16) or
+    /// [`QUADS32`](super::QUADS32) (`G` = 32), rows and activations in that quad order: per unit
+    /// of 4·G elements, G / 4 `i32x4.relaxed_dot_i8x16_i7x16_add_s` per (row, token) sum the G
+    /// products of each group in one i32 lane, then one `i32x4.mul` by the unit's 4 group scales
+    /// adds them to the block's sums, which live in memory (with the unit sums, 2 × 4 of each do
+    /// not fit V8's 16 registers). With G = 32 the scale multiply and those memory sums come half
+    /// as often. The integers are those of the pair-order kernels, so the results are bit for
+    /// bit. Returns `Σ_b d·da·(the block's integer sum)` per row.
     ///
     /// # Safety
-    /// As [`tile`]; the pointers are at the rows' codes / scales and the tile's activations.
+    /// As [`tile`]; the pointers are at the rows' codes / scales and the tile's activations; with
+    /// G = 32 every row's groups 2g and 2g + 1 have the same scale.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
-    unsafe fn quad_blocks<const R: usize, const C: usize>(
+    unsafe fn quad_blocks<const R: usize, const C: usize, const G: usize>(
         w: [&super::Decoded8; R],
         nb: usize,
         wp: &mut [*const u8; R],
@@ -1145,22 +1311,30 @@ pub mod simd {
             for i in 0..R * C {
                 core::ptr::write_volatile(ia.add(i), i32x4_splat(0));
             }
-            // 4 units of 64 elements, 4 steps of 16 each, taken two at a time; opaque trip
-            // counts keep these loops. Fully unrolled, the steps' loads were hoisted (0.78×); one
-            // step per iteration paid V8's loop overhead (pointer increments, the counter spilled,
-            // the interrupt check: 7 instructions beside 8 dot-adds) twice as often. Chromium 156,
-            // Intel Xeon (Emerald Rapids), IQ2_SX at T = 128: 38.4–39.8 → 40.9–41.1 G MAC/s.
-            for _ in 0..core::hint::black_box(4) {
+            // 256 / 4G units (4 or 2), G / 4 steps of 16 elements each (4 or 8), taken two at a
+            // time; opaque trip counts keep these loops. Fully unrolled, the steps' loads were
+            // hoisted (0.78×); one step per iteration paid V8's loop overhead (pointer
+            // increments, the counter spilled, the interrupt check: 7 instructions beside 8
+            // dot-adds) twice as often. Chromium 156, Intel Xeon (Emerald Rapids), IQ2_SX at
+            // T = 128: 38.4–39.8 → 40.9–41.1 G MAC/s.
+            for _ in 0..core::hint::black_box(super::QK_K / (4 * G)) {
                 // The unit's sums start from its folded min terms (or from zero).
                 let start: [v128; C] = core::array::from_fn(|c| v128_load(nq.add(c)));
                 nq = nq.add(nq_step);
                 let mut t = [start; R];
-                for _ in 0..core::hint::black_box(2) {
+                for _ in 0..core::hint::black_box(G / 8) {
                     dot_add_steps::<R, C, 2>(wp, ap, &mut t);
                 }
                 for r in 0..R {
-                    let s = i32x4_load_extend_i16x4(sp[r]);
-                    sp[r] = sp[r].add(4);
+                    // The unit's 4 group scales as i32 lanes: groups of 16 each; or groups 2g
+                    // and 2g + 1 as one (lane g of the 8 i16 scales read as i32: the low half,
+                    // sign-extended).
+                    let s = if G == 32 {
+                        i32x4_shr(i32x4_shl(v128_load(sp[r] as *const v128), 16), 16)
+                    } else {
+                        i32x4_load_extend_i16x4(sp[r])
+                    };
+                    sp[r] = sp[r].add(G / 4);
                     for c in 0..C {
                         let x = ia.add(r * C + c);
                         core::ptr::write_volatile(x, i32x4_add(core::ptr::read_volatile(x), i32x4_mul(t[r][c], s)));

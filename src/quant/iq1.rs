@@ -129,7 +129,7 @@ fn put8_u(u: &mut [u8], i0: usize, e: usize) {
 /// T = 4 / 16 / 32: IQ1_S 17.7–18.6 / 30.2–30.9 / 31.8–34.0 → 19.7 / 34.4–34.9 / 38.4–39.5;
 /// IQ1_M 16.0–16.8 / 27.4–29.8 / 33.1–33.8 → 17.2 / 32.7–33.1 / 36.8–38.1.
 const fn kernels8(ty: GgmlType, decode_ref: super::gemm8::DecodeRow8, decode: super::gemm8::DecodeRow8) -> Kernels8 {
-    Kernels8 { ty, umax: 18, faster: [false, true], min_tokens: 0, offset: Some(OFF8 as u8), decode_ref, decode, scaled: None }
+    Kernels8 { ty, umax: 18, faster: [false, true], min_tokens: 0, offset: Some(OFF8 as u8), decode_ref, decode, scaled: None, scales32: false }
 }
 
 /// Sets the scale and min of 16-element group `g` of a row's int8 form.
@@ -404,7 +404,7 @@ pub mod iq1_s {
         }
     }
 
-    pub const KERNELS8: Kernels8 = super::kernels8(GgmlType::IQ1_S, decode8_ref, decode8);
+    pub const KERNELS8: Kernels8 = Kernels8 { scales32: true, ..super::kernels8(GgmlType::IQ1_S, decode8_ref, decode8) };
 
     fn decode8(row: &[u8], out: &mut Decoded8) {
         #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]

@@ -212,10 +212,10 @@ fn decode8_ref<L: Iq2Layout>(row: &[u8], out: &mut Decoded8) {
 ///   29.5–31.2 / 34.0–36.0;
 /// * IQ2_XS: 17.7–18.1 / 27.7–29.8 / 31.4–31.8 → 16.4–18.1 / 29.2–31.2 / 33.8–35.3.
 const fn kernels8<L: Iq2Layout>(min_tokens: usize, decode: DecodeRow8) -> Kernels8 {
-    Kernels8 { ty: L::TY, umax: 86, faster: [false, true], min_tokens, offset: Some(OFF8 as u8), decode_ref: decode8_ref::<L>, decode, scaled: None }
+    Kernels8 { ty: L::TY, umax: 86, faster: [false, true], min_tokens, offset: Some(OFF8 as u8), decode_ref: decode8_ref::<L>, decode, scaled: None, scales32: false }
 }
 
-pub(super) const KERNELS8_IQ2XXS: Kernels8 = kernels8::<Iq2Xxs>(16, decode8_iq2_xxs);
+pub(super) const KERNELS8_IQ2XXS: Kernels8 = Kernels8 { scales32: true, ..kernels8::<Iq2Xxs>(16, decode8_iq2_xxs) };
 pub(super) const KERNELS8_IQ2XS: Kernels8 = kernels8::<Iq2Xs>(16, decode8_iq2_xs);
 pub(super) const KERNELS8_IQ2S: Kernels8 = kernels8::<Iq2S>(16, decode8_iq2_s);
 

@@ -254,6 +254,7 @@ pub mod iq3_xxs {
         decode_ref: decode8_ref,
         decode: decode8,
         scaled: None,
+        scales32: true,
     };
 
     fn decode8(row: &[u8], out: &mut Decoded8) {
@@ -495,6 +496,7 @@ pub mod iq3_s {
         decode_ref: decode8_ref,
         decode: decode8,
         scaled: None,
+        scales32: true,
     };
 
     fn decode8(row: &[u8], out: &mut Decoded8) {

@@ -38,7 +38,7 @@ pub(super) const KERNELS: QuantKernels = kernels::<Iq3Sx>(GgmlType::IQ3_SX, vec_
 
 /// Int8 GEMM form: `u = q + 15 = 2c ∈ 0..=30` (IQ3_S's codes exactly), the offset through the
 /// min term.
-pub(super) const KERNELS8: Kernels8 = kernels8::<Iq3Sx, 15>(GgmlType::IQ3_SX, 30, [false, true], decode8);
+pub(super) const KERNELS8: Kernels8 = Kernels8 { scales32: true, ..kernels8::<Iq3Sx, 15>(GgmlType::IQ3_SX, 30, [false, true], decode8) };
 
 struct Iq3Sx;
 

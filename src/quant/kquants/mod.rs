@@ -240,7 +240,7 @@ const fn kernels8<T: KBlock, const OFF: i32>(
     decode: fn(&[u8], &mut Decoded8),
 ) -> Kernels8 {
     let offset = if T::HAS_MIN { None } else { Some(OFF as u8) };
-    Kernels8 { ty, umax, faster, min_tokens: 0, offset, decode_ref: decode8_ref::<T, OFF>, decode, scaled: None }
+    Kernels8 { ty, umax, faster, min_tokens: 0, offset, decode_ref: decode8_ref::<T, OFF>, decode, scaled: None, scales32: false }
 }
 
 /// The kernel entry of a block type: the generic scalar functions plus its `vec_dot`.

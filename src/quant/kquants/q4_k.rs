@@ -25,9 +25,12 @@ use crate::quant::{f16_at, sanitize_f16, GgmlType};
 pub(super) const KERNELS_Q4K: QuantKernels = kernels::<K4<false>>(GgmlType::Q4_K, vec_dot_q4k, decode_q4k, sanitize);
 pub(super) const KERNELS_Q5K: QuantKernels = kernels::<K4<true>>(GgmlType::Q5_K, vec_dot_q5k, decode_q5k, sanitize);
 
-/// Int8 GEMM forms: the 4-bit / 5-bit codes as they are, the mins as mins.
-pub(super) const KERNELS8_Q4K: Kernels8 = kernels8::<K4<false>, 0>(GgmlType::Q4_K, 15, [false, true], decode8_q4k);
-pub(super) const KERNELS8_Q5K: Kernels8 = kernels8::<K4<true>, 0>(GgmlType::Q5_K, 31, [false, true], decode8_q5k);
+/// Int8 GEMM forms: the 4-bit / 5-bit codes as they are, the mins as mins; one scale per 32
+/// elements (so the dot-add form takes quad order over groups of 32).
+pub(super) const KERNELS8_Q4K: Kernels8 =
+    Kernels8 { scales32: true, ..kernels8::<K4<false>, 0>(GgmlType::Q4_K, 15, [false, true], decode8_q4k) };
+pub(super) const KERNELS8_Q5K: Kernels8 =
+    Kernels8 { scales32: true, ..kernels8::<K4<true>, 0>(GgmlType::Q5_K, 31, [false, true], decode8_q5k) };
 
 /// Q4_K (`Q5 = false`) / Q5_K (`Q5 = true`).
 struct K4<const Q5: bool>;
