@@ -291,18 +291,6 @@ fn int8_decoders_agree_on_random_blocks() {
     assert!(GgmlType::ALL.into_iter().any(|t| gemm8::kernels8(t).is_some_and(|k| k.scaled.is_some())), "no scaled form checked");
 }
 
-/// The element order of the int8 form: a bijection within each 128-element unit.
-#[test]
-fn pair_order_is_a_permutation() {
-    let mut seen = vec![false; 512];
-    for i in 0..512 {
-        let p = gemm8::pair_pos(i);
-        assert_eq!(p / 128, i / 128, "element {i} left its unit");
-        assert!(!seen[p], "position {p} taken twice");
-        seen[p] = true;
-    }
-}
-
 /// The int8 GEMM against the f64 reference Σ dequant(w)·dequant(a): random rows of every int8
 /// type through every tile shape (1..7 rows, 1..9 tokens), then rows of the largest codes (every
 /// block byte 0xFF, scales sanitized) against activations of all +127 / all −127 (the i16 sums
@@ -407,72 +395,46 @@ fn int8_pair_ksum_names_the_i16_run_types() {
     assert_eq!(untimed, [GgmlType::Q3_K, GgmlType::IQ1_M, GgmlType::Q3_KX], "pair form untimed");
 }
 
-/// Quad order: a bijection within each 64-element unit that keeps pairs whole, and the reorder of
-/// a pair-ordered row ([`gemm8::row_to_quads`]) puts every element where `quad_pos` says.
+/// The int8 form's element orders: each a bijection within its unit (128 elements; quad order 64)
+/// that keeps element pairs whole, with the group of every byte where `Order::group_of` says and,
+/// in quad order over 32, quad k of 32-element group g at bytes 16k + 4g (lane g of vector k);
+/// the reorder of a pair-ordered row (`gemm8::row_to_order`) puts every element at its position.
 #[test]
-fn quad_order_is_pair_order_interleaved() {
-    let mut seen = vec![false; 512];
-    for i in 0..512 {
-        let q = gemm8::quad_pos(i);
-        assert_eq!(q / 64, i / 64, "element {i} left its unit");
-        assert!(!seen[q], "position {q} taken twice");
-        seen[q] = true;
-        if i % 2 == 0 {
-            assert_eq!(gemm8::quad_pos(i + 1), q + 1, "pair {i} split");
+fn int8_orders_are_pair_order_rearranged() {
+    use gemm8::Order;
+    for (order, unit) in [(Order::Pairs, 128), (Order::Quads, 64), (Order::Quads32, 128)] {
+        let mut seen = vec![false; 512];
+        for i in 0..512 {
+            let q = order.pos(i);
+            assert_eq!(q / unit, i / unit, "{order:?}: element {i} left its unit");
+            assert!(!seen[q], "{order:?}: position {q} taken twice");
+            seen[q] = true;
+            if i % 2 == 0 {
+                assert_eq!(order.pos(i + 1), q + 1, "{order:?}: pair {i} split");
+            }
+            assert_eq!(order.group_of(q), i / 16, "{order:?}: element {i}: group of its byte");
+            if order == Order::Quads32 {
+                assert_eq!((q % 16) / 4, (i % 128) / 32, "element {i} not in its group's lane");
+            }
+        }
+        // Element i's index, stored at its pair-order position, reordered: found at its position.
+        let n = 1024;
+        let mut u = vec![0u8; n];
+        let mut hi = vec![0u8; n];
+        for i in 0..n {
+            u[gemm8::pair_pos(i)] = (i % 256) as u8;
+            hi[gemm8::pair_pos(i)] = (i / 256) as u8;
+        }
+        gemm8::row_to_order(&mut u, order);
+        gemm8::row_to_order(&mut hi, order);
+        for i in 0..n {
+            let q = order.pos(i);
+            assert_eq!(u[q] as usize + 256 * hi[q] as usize, i, "{order:?}: element {i} at position {q}");
         }
     }
-    // Element i's index, stored at its pair-order position, reordered: found at its quad position.
-    let n = 1024;
-    let mut u = vec![0u8; n];
-    let mut hi = vec![0u8; n];
-    for i in 0..n {
-        u[gemm8::pair_pos(i)] = (i % 256) as u8;
-        hi[gemm8::pair_pos(i)] = (i / 256) as u8;
-    }
-    gemm8::row_to_quads(&mut u);
-    gemm8::row_to_quads(&mut hi);
-    for i in 0..n {
-        let q = gemm8::quad_pos(i);
-        assert_eq!(u[q] as usize + 256 * hi[q] as usize, i, "element {i} at quad position {q}");
-    }
-    // The built-in exactness check passes where the portable kernel runs both forms.
+    // The built-in exactness check passes where the portable kernel runs every form.
     if cfg!(not(target_arch = "wasm32")) {
         assert!(gemm8::quads_equal_pairs(&[2, 4]));
-    }
-}
-
-/// Quad order over groups of 32: a bijection within each 128-element unit that keeps pairs whole,
-/// puts quad k of group g at bytes 16k + 4g (lane g of vector k), and the reorder of a
-/// pair-ordered row puts every element where `quad32_pos` says.
-#[test]
-fn quad32_order_is_pair_order_shuffled() {
-    let mut seen = vec![false; 512];
-    for i in 0..512 {
-        let q = gemm8::quad32_pos(i);
-        assert_eq!(q / 128, i / 128, "element {i} left its unit");
-        assert_eq!((q % 16) / 4, (i % 128) / 32, "element {i} not in its group's lane");
-        assert!(!seen[q], "position {q} taken twice");
-        seen[q] = true;
-        if i % 2 == 0 {
-            assert_eq!(gemm8::quad32_pos(i + 1), q + 1, "pair {i} split");
-        }
-        let o = gemm8::Order::Quads32;
-        assert_eq!(o.group_of(q), i / 16, "element {i}: group of its byte");
-        assert_eq!(gemm8::Order::Quads.group_of(gemm8::quad_pos(i)), i / 16);
-        assert_eq!(gemm8::Order::Pairs.group_of(gemm8::pair_pos(i)), i / 16);
-    }
-    let n = 1024;
-    let mut u = vec![0u8; n];
-    let mut hi = vec![0u8; n];
-    for i in 0..n {
-        u[gemm8::pair_pos(i)] = (i % 256) as u8;
-        hi[gemm8::pair_pos(i)] = (i / 256) as u8;
-    }
-    gemm8::row_to_order(&mut u, gemm8::Order::Quads32);
-    gemm8::row_to_order(&mut hi, gemm8::Order::Quads32);
-    for i in 0..n {
-        let q = gemm8::quad32_pos(i);
-        assert_eq!(u[q] as usize + 256 * hi[q] as usize, i, "element {i} at position {q}");
     }
 }
 

@@ -89,7 +89,7 @@
 //! lane g of every vector belongs to group g. Four dot-adds per (row, token) sum a unit's 16
 //! products per group in i32, and one `i32x4.mul` by the unit's 4 group scales adds them to the
 //! block's sums: the same integers as the pair form, so the same results bit for bit. Decoders
-//! keep writing pair order; a panel's rows are reordered after decoding ([`row_to_quads`]: two
+//! keep writing pair order; a panel's rows are reordered after decoding ([`row_to_order`]: two
 //! 16-bit interleaves per 32 bytes), activations are packed in quad order. Chromium 156 on a Zen 5
 //! EPYC (`bench-kernels --prefill 128 --dot pairs|quads`, G MAC/s): IQ2_S 52.6–53.6 → 61.5–61.9,
 //! Q6_K 55.1–57.3 → 65.1–65.5, IQ3_XXS 52.5–53.8 → 60.7–62.8; the types summed in i16 lose
@@ -605,25 +605,6 @@ pub fn pairs_to_quads_ref(p: &[[u8; 16]; 8]) -> [[u8; 16]; 8] {
     q
 }
 
-/// Reorders a decoded row's codes from pair order to quad order.
-pub fn row_to_quads(u: &mut [u8]) {
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    // SAFETY: simd128 is enabled; chunks_exact gives whole 128-byte units.
-    unsafe {
-        for unit in u.chunks_exact_mut(UNIT) {
-            simd::pairs_to_quads(unit.as_mut_ptr());
-        }
-        return;
-    }
-    #[allow(unreachable_code)]
-    for unit in u.chunks_exact_mut(UNIT) {
-        let p: [[u8; 16]; 8] = core::array::from_fn(|k| unit[16 * k..16 * k + 16].try_into().unwrap());
-        for (k, q) in pairs_to_quads_ref(&p).iter().enumerate() {
-            unit[16 * k..16 * k + 16].copy_from_slice(q);
-        }
-    }
-}
-
 /// The 8 pair-ordered vectors of a 128-element unit in quad order over groups of 32
 /// ([`quad32_pos`]): vector k holds quad k % 4 of the 16-element groups 2g + k / 4, i.e. pairs
 /// 2(k % 4) and 2(k % 4) + 1 of those groups.
@@ -640,27 +621,28 @@ pub fn pairs_to_quads32_ref(p: &[[u8; 16]; 8]) -> [[u8; 16]; 8] {
     q
 }
 
-/// Reorders a decoded row's codes from pair order to `order` (nothing for pair order).
+/// Reorders a decoded row's codes from pair order to `order` (nothing for pair order), a
+/// 128-element unit at a time.
 pub fn row_to_order(u: &mut [u8], order: Order) {
-    match order {
-        Order::Pairs => {}
-        Order::Quads => row_to_quads(u),
-        Order::Quads32 => {
-            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            // SAFETY: simd128 is enabled; chunks_exact gives whole 128-byte units.
-            unsafe {
-                for unit in u.chunks_exact_mut(UNIT) {
-                    simd::pairs_to_quads32(unit.as_mut_ptr());
-                }
-                return;
+    if order == Order::Pairs {
+        return;
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    // SAFETY: simd128 is enabled; chunks_exact gives whole 128-byte units.
+    unsafe {
+        for unit in u.chunks_exact_mut(UNIT) {
+            match order {
+                Order::Quads32 => simd::pairs_to_quads32(unit.as_mut_ptr()),
+                _ => simd::pairs_to_quads(unit.as_mut_ptr()),
             }
-            #[allow(unreachable_code)]
-            for unit in u.chunks_exact_mut(UNIT) {
-                let p: [[u8; 16]; 8] = core::array::from_fn(|k| unit[16 * k..16 * k + 16].try_into().unwrap());
-                for (k, q) in pairs_to_quads32_ref(&p).iter().enumerate() {
-                    unit[16 * k..16 * k + 16].copy_from_slice(q);
-                }
-            }
+        }
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    for unit in u.chunks_exact_mut(UNIT) {
+        let p: [[u8; 16]; 8] = core::array::from_fn(|k| unit[16 * k..16 * k + 16].try_into().unwrap());
+        let q = if order == Order::Quads32 { pairs_to_quads32_ref(&p) } else { pairs_to_quads_ref(&p) };
+        for (k, q) in q.iter().enumerate() {
+            unit[16 * k..16 * k + 16].copy_from_slice(q);
         }
     }
 }
