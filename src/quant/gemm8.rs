@@ -275,6 +275,15 @@ impl Order {
         self != Order::Pairs
     }
 
+    /// Elements summed in one i32 lane of a quad order (a unit is four of them): 32 for
+    /// [`Order::Quads32`], else 16 (pair order's groups, as [`Order::Quads`]').
+    pub const fn lane_group(self) -> usize {
+        match self {
+            Order::Quads32 => 32,
+            Order::Pairs | Order::Quads => 16,
+        }
+    }
+
     /// Byte `x` of a row in this order → the 16-element group (index into `sc`, `mn`) its element
     /// belongs to.
     pub fn group_of(self, x: usize) -> usize {
@@ -538,7 +547,7 @@ impl PackedAct8 {
         match fold {
             Some((off, _)) if order.is_quad() => {
                 // A lane's group: 1 (Quads) or 2 (Quads32) of the 16-element groups of `bsums`.
-                let w = if order == Order::Quads32 { 2 } else { 1 };
+                let w = order.lane_group() / 16;
                 let units = n / (64 * w);
                 self.nq.resize(tokens.div_ceil(tile) * units * tile * 4, 0);
                 for t in 0..tokens {
@@ -705,7 +714,7 @@ pub fn quads_equal_pairs(tiles: &[usize]) -> bool {
 fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, order: Order) -> bool {
     let (n, max_tokens) = (512, 7);
     // Groups 2g and 2g + 1 share their scale where the order sums 32 elements per lane.
-    let per = if order == Order::Quads32 { 2 } else { 1 };
+    let per = order.lane_group() / 16;
     let rows: Vec<Decoded8> = (0..3)
         .map(|r| {
             let mut d = Decoded8::default();
@@ -1166,7 +1175,7 @@ pub mod simd {
             scaled_blocks::<R, C>(w, nb, &mut wp, &mut ap, da)
         } else if KS == super::QUADS || KS == super::QUADS32 {
             // Folded, each unit's sums start from its packed min terms; else from zeros.
-            let unit = if KS == super::QUADS32 { 128 } else { 64 };
+            let unit = 4 * super::order_of_ks(KS).lane_group();
             let nq = if fold {
                 (act.nq.as_ptr().add(j * (n / unit) * TILE * 4) as *const v128, TILE)
             } else {
