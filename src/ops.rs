@@ -436,9 +436,8 @@ pub fn touch_report() -> Vec<(GgmlType, Option<bool>, f64, f64)> {
 /// or dot-add into quad sums ([`gemm8`]'s module docs, "Dot-add").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmDot {
-    /// Per weight type, what this machine runs faster ([`crate::tune`]), except that types whose
-    /// pair form sums eight vectors in i16 and whose dot-add form is plain quad order keep it
-    /// ([`GEMM_DOT`]); the default.
+    /// Per weight type, what this machine runs faster ([`crate::tune`], [`GEMM_DOT`]); the
+    /// default.
     Auto,
     /// Always pair sums.
     Pairs,
@@ -454,18 +453,16 @@ pub enum GemmDot {
 /// [`GEMM_TRIAL_MIN_MACS`], rated in G multiply-adds a second; a 9B file's layer types are settled
 /// within its first 128-token prompt pass.
 ///
-/// Not tried: the types whose pair form sums eight vectors of products in i16 before widening
-/// ([`gemm8::Kernels8::pair_ksum`] 8) and whose dot-add form is quad order over groups of 16:
-/// Q3_K, Q3_KX, IQ1_M. There the pair form pays one widening per 128 products and the quad
-/// form a scale multiply per 64, and the quad form lost on every CPU measured (Zen 5 EPYC: Q2_K
-/// 71–76 → 66–68, Q4_K 70 → 63 G MAC/s; Emerald Rapids Xeon: Q4_K 40.2 → 36.8, Q3_KX 42.8 →
-/// 37.9, IQ1_S 42.4 → 40.4, IQ3_S 40.4 → 39.1) — yet a trial of 12 timings a form settled on it
-/// for one of them once the quad tiles ran faster, and cost the Q2_K file's prompt 9 %
-/// (BENCHMARKS.md, session 31). Timed: Q2_K, whose dot-add form is its scaled form (no scale
-/// multiply at all: 40.2 → 53.4 G MAC/s on that Xeon), and the types with a scale per 32
-/// elements (Q4_K, IQ3_S, IQ3_SX, IQ1_S; [`gemm8::Kernels8::scales32`]), whose quad order over
-/// groups of 32 pays the multiply once per 128 (that Xeon, T = 128: Q4_K 39.8–40.1 → 42.4–42.5,
-/// IQ3_S 39.5 → 44.8, IQ1_S 44.3 → 44.4 G MAC/s).
+/// Every int8 type is timed. Plain quad order over groups of 16 pays a scale multiply per 64
+/// products, and lost to the pair form wherever that sums eight vectors in i16 before widening
+/// ([`gemm8::Kernels8::pair_ksum`] 8: Zen 5 EPYC, Q2_K 71–76 → 66–68, Q4_K 70 → 63 G MAC/s);
+/// those types were left untimed once a noisy trial settled on it for one of them and cost the
+/// Q2_K file's prompt 9 % (BENCHMARKS.md, session 31). Each of them now has a dot-add form
+/// without that multiply: Q2_K its scaled form, the others the narrowed quad order
+/// ([`gemm8::Kernels8::narrows`]), which beat the pair form on the Emerald Rapids Xeon measured
+/// (T = 128, G MAC/s: Q3_K 44.9 → 48.3–49.0, Q3_KX 44.7–45.1 → 48.3–48.8, IQ1_M 43.6 →
+/// 46.4–47.3, Q4_K 40.4 → 44.3–44.6, IQ3_S 41.5–42.3 → 45.7–46.2, IQ1_S 44.3–44.5 → 47.9–48.3,
+/// IQ3_SX 44.3–44.7 → 47.7–48.0; Q2_K scaled 40.2 → 53.4).
 static GEMM_DOT: std::sync::Mutex<(GemmDot, Trial)> = std::sync::Mutex::new((GemmDot::Auto, Trial::new()));
 
 /// **Which form of an interleaved type's decode kernel** ([`quant::r4::R4Kernels::alt`]) is
@@ -511,12 +508,10 @@ fn gemm_dot_plan(ty: GgmlType, t_count: usize, macs: f64) -> Plan {
     if !gemm8::enabled(ty, t_count) || !gemm8::quad_add_exact() {
         return Plan::Fixed(false);
     }
-    let pairs_win = gemm8::kernels8(ty).is_some_and(|k| k.pair_ksum() >= 8 && k.scaled.is_none() && !k.scales32);
     let mut t = GEMM_DOT.lock().unwrap_or_else(|e| e.into_inner());
     match t.0 {
         GemmDot::Pairs => Plan::Fixed(false),
         GemmDot::Quads => Plan::Fixed(true),
-        GemmDot::Auto if pairs_win => Plan::Fixed(false),
         GemmDot::Auto => t.1.plan(ty, false, macs >= GEMM_TRIAL_MIN_MACS as f64),
     }
 }

@@ -373,11 +373,11 @@ fn int8_gemm_dot_add_runs_where_exact() {
     assert!(!gemm8::quad_add_exact(), "no dot-add form without relaxed SIMD");
 }
 
-/// Which int8 types keep the pair form without a timing trial (`ops::GemmDot::Auto`): those whose
-/// pair form sums eight vectors in i16 (`pair_ksum` 8, the offset types with their min terms
-/// folded) and that have neither a scaled form (Q2_K has one) nor quad order over groups of 32
-/// (`scales32`: one scale multiply per 128 elements); the wide-code types, where the dot-add form
-/// won, are timed.
+/// The int8 types whose pair form sums eight vectors in i16 (`pair_ksum` 8, the offset types with
+/// their min terms folded) are the ones whose quad order runs narrowed (`Kernels8::narrows`: the
+/// same bound, 16 products of at most 128·15) — each has a dot-add form without a scale multiply
+/// per 64 elements (Q2_K's is its scaled form), which is why `ops::GemmDot::Auto` times every
+/// type; and the lists are what the docs say.
 #[test]
 fn int8_pair_ksum_names_the_i16_run_types() {
     let eight: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.pair_ksum() == 8)).collect();
@@ -389,10 +389,13 @@ fn int8_pair_ksum_names_the_i16_run_types() {
         assert!(gemm8::kernels8(ty).is_some_and(|k| k.pair_ksum() < 8), "{ty}: timed");
     }
     assert_eq!(eight.len(), want.len(), "{eight:?}");
+    let narrowed: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.narrows(k.offset.is_some()))).collect();
+    assert_eq!(narrowed, eight, "narrowed quad order: the pair_ksum 8 types");
+    for ty in narrowed {
+        assert_eq!(gemm8::kernels8(ty).unwrap().quad_order(), gemm8::Order::Quads, "{ty}: narrowed quad order is over 16");
+    }
     let scaled: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.scaled.is_some())).collect();
     assert_eq!(scaled, [GgmlType::Q2_K], "the types with a scaled form");
-    let untimed: Vec<GgmlType> = eight.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.scaled.is_none() && !k.scales32)).collect();
-    assert_eq!(untimed, [GgmlType::Q3_K, GgmlType::IQ1_M, GgmlType::Q3_KX], "pair form untimed");
 }
 
 /// The int8 form's element orders: each a bijection within its unit (128 elements; quad order 64)
@@ -452,7 +455,9 @@ fn scales32_types_pair_their_scales() {
             continue;
         }
         with.push(ty);
-        assert_eq!(k8.quad_order(), gemm8::Order::Quads32);
+        // Narrowed quad order (over 16) where it fits, else over 32.
+        let want = if k8.narrows(k8.offset.is_some()) { gemm8::Order::Quads } else { gemm8::Order::Quads32 };
+        assert_eq!(k8.quad_order(), want, "{ty}");
         let k = kernels(ty).unwrap();
         let n = 1024;
         let mut data = vec![0u8; ty.row_bytes(n)];

@@ -96,10 +96,10 @@
 //! (Q2_K 71–76 → 66–68, Q4_K 70 → 63). The scale multiply per 64 elements and the unit's
 //! zeroing are what keep it from the instruction's 2.6–2.7× over the widening step
 //! (`tools/bench-dot-forms.mjs`). So the choice is per machine and per type (`ops::GemmDot`,
-//! timed on the prompt's own calls by [`crate::tune`]; the types summed in i16 eight vectors at a
-//! time, [`Kernels8::pair_ksum`], keep the pair form untimed unless they have a scaled form
-//! (below): it won for each of them on every CPU measured), and only where the engine computes the instruction exactly ([`quad_add_exact`]:
-//! Node 20's baseline tier does not, see `quant/mod.rs`).
+//! timed on the prompt's own calls by [`crate::tune`]), and only where the engine computes the
+//! instruction exactly ([`quad_add_exact`]: Node 20's baseline tier does not, see `quant/mod.rs`).
+//! For the types summed in i16 eight vectors at a time ([`Kernels8::pair_ksum`]) the pair form
+//! won on every CPU measured, until they had the scaled form and the narrowed quad order (below).
 //!
 //! **Scaled form** (2026-12-05, [`Kernels8::scaled`]). Where every code times its group scale fits
 //! 7 bits — Q2_K: codes 0..=3, scales 0..=15, products ≤ 45 — the panel decoder writes those
@@ -126,6 +126,20 @@
 //! IQ2_XXS 39.6 → 46.0 (30.7), IQ3_XXS 38.9 → 45.8 (31.9), IQ3_S 38.8 → 44.8 (39.5), IQ3_SX 39.1
 //! → 46.6 (44.2), IQ1_S 40.1 → 44.4 (44.3). So those types are timed against the pair form
 //! (`ops::GemmDot`) like the others with a dot-add form.
+//!
+//! **Narrowed** (2026-12-06, [`Kernels8::narrows`]). Where a 16-element group's sum of products
+//! fits i16 — codes of at most 15 in magnitude (`16·128·15 < 2^15`), the types whose pair form
+//! sums eight vectors: Q2_K, Q3_K, Q3_KX, Q4_K, IQ1_S, IQ1_M, and IQ3_S / IQ3_SX with their
+//! offsets folded — quad order over groups of 16 narrows two tokens' unit sums into one vector
+//! (`i16x8.narrow_i32x4_s`, exact in range) and one `i32x4.dot_i16x8_s` against the unit's four
+//! scales twice adds both tokens' scaled sums (`simd::narrowed_blocks`): half the scale work of
+//! the plain quad form, no widening multiply per token, and the block sums (R × C/2 vectors) in
+//! registers instead of memory. Same integers, same bits; such types take it instead of quad
+//! order over 32 ([`Kernels8::quad_order`]). Chromium 156, Emerald Rapids Xeon, T = 128,
+//! G MAC/s, quad order (over 16, or over 32 for the `scales32` types) → narrowed (pair form):
+//! Q3_KX 40.5–40.7 → 48.2–48.8 (44.7–45.1), Q3_K 39.4–39.6 → 48.2–49.0 (44.9), IQ1_M 40.0–40.1
+//! → 45.4–47.3 (43.6), Q4_K 42.0–42.4 → 43.7–44.6 (40.4), IQ3_S 44.4–44.8 → 44.7–46.2
+//! (41.5–42.3), IQ3_SX 46.6 → 47.7–48.0 (44.3–44.7), IQ1_S 46.6–46.7 → 48.0–48.3 (44.3–44.5).
 //!
 //! **Offsets folded** (2026-12-04). For the offset types ([`Kernels8::offset`]: every type without
 //! mins of its own) `m = d` and `mn = −off·sc`, so a block's result `d·da·(isum + msum)` needs its
@@ -210,11 +224,15 @@ const QUADS32: usize = 32;
 /// The `ksum` value that selects the scaled form's tiles ([`Kernels8::scaled`]).
 const SCALED: usize = 16;
 
+/// The `ksum` value (and tile `KS`) that selects quad order over groups of 16 narrowed
+/// ([`Kernels8::narrows`]; module docs, "Narrowed").
+const NARROWED: usize = 48;
+
 /// The order the tile kernel with `KS` reads.
 #[cfg_attr(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")), allow(dead_code))]
 const fn order_of_ks(ks: usize) -> Order {
     match ks {
-        QUADS => Order::Quads,
+        QUADS | NARROWED => Order::Quads,
         QUADS32 => Order::Quads32,
         _ => Order::Pairs,
     }
@@ -388,16 +406,19 @@ pub struct Kernels8 {
     /// the **scaled form** (module docs), this type's dot-add form instead of quad order.
     pub scaled: Option<DecodeRow8>,
     /// Every scale covers 32 elements (the decoders give groups 2g and 2g + 1 the same `sc`):
-    /// the dot-add form then takes quad order over groups of 32 ([`Order::Quads32`]), a scale
-    /// multiply per 128 elements instead of per 64 (module docs, "Groups of 32").
+    /// unless it runs narrowed ([`Kernels8::narrows`]), the dot-add form then takes quad order
+    /// over groups of 32 ([`Order::Quads32`]), a scale multiply per 128 elements instead of per
+    /// 64 (module docs, "Groups of 32").
     pub scales32: bool,
 }
 
 impl Kernels8 {
-    /// The order of this type's dot-add form (quad order; the scaled form, where the type has
-    /// one, takes pair order instead).
+    /// The order of this type's dot-add form: quad order over groups of 16 where it runs
+    /// narrowed ([`Kernels8::narrows`], with the min terms folded where the type has an offset:
+    /// as the engine packs them), else over groups of 32 where the type's scales allow, else
+    /// over 16 (the scaled form, where the type has one, takes pair order instead).
     pub const fn quad_order(&self) -> Order {
-        if self.scales32 {
+        if self.scales32 && !self.narrows(self.offset.is_some()) {
             Order::Quads32
         } else {
             Order::Quads
@@ -433,17 +454,7 @@ impl Kernels8 {
     /// must fit is `Σ(u − off)·a`, with `|u − off| ≤ max(off, umax − off)` (module docs,
     /// "Offsets folded"). The i16 adds wrap, so only the final sum has to fit.
     pub const fn ksum_for(&self, folded: bool) -> usize {
-        let dev = match (folded, self.offset) {
-            (true, Some(off)) => {
-                let (off, up) = (off as usize, self.umax as usize - off as usize);
-                if off > up {
-                    off
-                } else {
-                    up
-                }
-            }
-            _ => self.umax as usize,
-        };
+        let dev = self.code_bound(folded);
         let mut k = 8;
         while k > 1 && k * 2 * 128 * dev >= 1 << 15 {
             k /= 2;
@@ -453,6 +464,30 @@ impl Kernels8 {
         } else {
             k
         }
+    }
+
+    /// The largest code magnitude a product sees: `max(off, umax − off)` with the min terms
+    /// folded (`folded`, only for a type with an [`Kernels8::offset`]), else `umax`.
+    pub const fn code_bound(&self, folded: bool) -> usize {
+        match (folded, self.offset) {
+            (true, Some(off)) => {
+                let (off, up) = (off as usize, self.umax as usize - off as usize);
+                if off > up {
+                    off
+                } else {
+                    up
+                }
+            }
+            _ => self.umax as usize,
+        }
+    }
+
+    /// Whether a 16-element group's sum of products fits i16, `16·128·bound < 2^15` (codes
+    /// of at most 15 in magnitude: Q2_K, Q3_K, Q3_KX, Q4_K, IQ1_S, IQ1_M, and IQ3_S / IQ3_SX
+    /// folded; the bound of an eight-vector pair run, [`Kernels8::ksum_for`]): then quad order
+    /// over groups of 16 runs **narrowed** (module docs, "Narrowed").
+    pub const fn narrows(&self, folded: bool) -> bool {
+        16 * 128 * self.code_bound(folded) < 1 << 15
     }
 }
 
@@ -701,17 +736,18 @@ pub fn recheck_quad_add() -> bool {
 static QUAD_EXACT: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
 
 /// The int8 GEMM of fixed 3-row × 512-element cases in pair order and in each quad order (rows
-/// whose scales come per 32 elements for [`Order::Quads32`]), for each tile width of `tiles` and
-/// 5, 6 and 7 tokens (every tile kernel: 1 and 2 rows, 1–4 tokens), with mins and with an offset
-/// folded: whether the outputs are the same bits. Codes 0..=127 (many 127), scales −128..=127,
-/// activations ±127 and a ramp.
+/// whose scales come per 32 elements for [`Order::Quads32`]) and narrowed quad order, for each
+/// tile width of `tiles` and 5, 6 and 7 tokens (every tile kernel: 1 and 2 rows, 1–4 tokens),
+/// with mins and with an offset folded: whether the outputs are the same bits. Codes 0..=127
+/// (many 127; narrowed: 0..=15, or 0..=30 around an offset of 15, the most that narrows),
+/// scales −128..=127, activations ±127 and a ramp.
 pub fn quads_equal_pairs(tiles: &[usize]) -> bool {
-    [None, Some(43)].into_iter().all(|offset| {
-        [Order::Quads, Order::Quads32].into_iter().all(|order| quads_equal_pairs_with(tiles, offset, order))
-    })
+    [(None, 127), (Some(43), 127)].into_iter().all(|(offset, umax)| {
+        [Order::Quads, Order::Quads32].into_iter().all(|order| quads_equal_pairs_with(tiles, offset, umax, order, false))
+    }) && [(None, 15), (Some(15), 30)].into_iter().all(|(offset, umax)| quads_equal_pairs_with(tiles, offset, umax, Order::Quads, true))
 }
 
-fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, order: Order) -> bool {
+fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, umax: u8, order: Order, narrowed: bool) -> bool {
     let (n, max_tokens) = (512, 7);
     // Groups 2g and 2g + 1 share their scale where the order sums 32 elements per lane.
     let per = order.lane_group() / 16;
@@ -721,9 +757,9 @@ fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, order: Order) -> 
             d.resize(n);
             for (i, u) in d.u.iter_mut().enumerate() {
                 *u = match (i + r) % 5 {
-                    0 | 1 => 127,
+                    0 | 1 => umax,
                     2 => 0,
-                    _ => ((i * 37 + r * 11) % 128) as u8,
+                    _ => ((i * 37 + r * 11) % (umax as usize + 1)) as u8,
                 };
             }
             for (g, (sc, mn)) in d.sc.iter_mut().zip(d.mn.iter_mut()).enumerate() {
@@ -759,7 +795,8 @@ fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, order: Order) -> 
             let mut y = [vec![0.0f32; 3 * tokens], vec![0.0f32; 3 * tokens]];
             for (o, y) in [Order::Pairs, order].into_iter().zip(&mut y) {
                 packed.pack_ordered(&act, tile, o, offset.map(|off| (off, 1)));
-                gemm(if o.is_quad() { &quad_rows } else { &rows }, 1, &packed, y, 3, 0);
+                let ksum = if o.is_quad() && narrowed { NARROWED } else { 1 };
+                gemm(if o.is_quad() { &quad_rows } else { &rows }, ksum, &packed, y, 3, 0);
             }
             y[0].iter().zip(&y[1]).all(|(a, b)| a.to_bits() == b.to_bits())
         })
@@ -782,7 +819,7 @@ pub fn gemm(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stri
         assert!(r.u.len() == n && r.sc.len() == n / 16 && r.d.len() == n / QK_K, "weight row and activations differ in length");
         assert!(r.m.len() == n / QK_K && r.mn.len() == n / 16);
     }
-    assert!(matches!(ksum, 1 | 2 | 4 | 8) || ksum == SCALED && act.fold.is_none());
+    assert!(matches!(ksum, 1 | 2 | 4 | 8) || ksum == SCALED && act.fold.is_none() || ksum == NARROWED && act.order == Order::Quads);
     assert_eq!(ksum == SCALED, act.scaled, "scaled rows take the scaled tiles, and only they");
     let folded_ks = act.fold.is_none() || act.order.is_quad() || ksum < 4 || ksum == act.fold_ks;
     assert!(folded_ks, "start sums cut for another ksum");
@@ -841,11 +878,13 @@ pub fn gemm_rows(
     for d in s.decoded.iter_mut() {
         d.resize(n);
     }
+    let folded = act.fold.is_some();
     let (decode, ksum) = match k.scaled {
         Some(decode) if act.scaled => (decode, SCALED),
+        _ if act.order == Order::Quads && k.narrows(folded) => (k.decode, NARROWED),
         _ => {
             assert!(!act.scaled, "{}: activations packed for a scaled form it lacks", k.ty);
-            (k.decode, k.ksum_for(act.fold.is_some()))
+            (k.decode, k.ksum_for(folded))
         }
     };
     let mut r0 = rows.start;
@@ -887,6 +926,7 @@ fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct
             }};
         }
         match act.order {
+            Order::Quads if ksum == NARROWED => return if w.len() == 1 { by_c!(1, 48) } else { by_c!(2, 48) },
             Order::Quads => return if w.len() == 1 { by_c!(1, 0) } else { by_c!(2, 0) },
             Order::Quads32 => return if w.len() == 1 { by_c!(1, 32) } else { by_c!(2, 32) },
             Order::Pairs => {}
@@ -1173,7 +1213,7 @@ pub mod simd {
         let mut facc = if KS == super::SCALED {
             debug_assert!(act.scaled && !fold);
             scaled_blocks::<R, C>(w, nb, &mut wp, &mut ap, da)
-        } else if KS == super::QUADS || KS == super::QUADS32 {
+        } else if KS == super::QUADS || KS == super::QUADS32 || KS == super::NARROWED {
             // Folded, each unit's sums start from its packed min terms; else from zeros.
             let unit = 4 * super::order_of_ks(KS).lane_group();
             let nq = if fold {
@@ -1183,6 +1223,8 @@ pub mod simd {
             };
             if KS == super::QUADS32 {
                 quad_blocks::<R, C, 32>(w, nb, &mut wp, &mut sp, &mut ap, da, nq)
+            } else if KS == super::NARROWED {
+                narrowed_blocks::<R, C>(w, nb, &mut wp, &mut sp, &mut ap, da, nq)
             } else {
                 quad_blocks::<R, C, 16>(w, nb, &mut wp, &mut sp, &mut ap, da, nq)
             }
@@ -1259,13 +1301,27 @@ pub mod simd {
         da: *const f32,
         mins: *const v128,
     ) {
+        let isum: [v128; R] = core::array::from_fn(|r| {
+            let s = hsum_i32_lanes(&iacc[r]);
+            if FOLD {
+                i32x4_add(s, v128_load(mins.add(R * b + r)))
+            } else {
+                s
+            }
+        });
+        add_block_sums(facc, isum, w, b, da);
+    }
+
+    /// `facc[r] += d_r·da·isum[r]`: block `b`'s integer sums of row r, one lane per token.
+    ///
+    /// # Safety
+    /// As [`add_block`].
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn add_block_sums<const R: usize>(facc: &mut [v128; R], isum: [v128; R], w: [&super::Decoded8; R], b: usize, da: *const f32) {
         let dab = v128_load(da.add(4 * b) as *const v128);
         for r in 0..R {
-            let mut isum = hsum_i32_lanes(&iacc[r]);
-            if FOLD {
-                isum = i32x4_add(isum, v128_load(mins.add(R * b + r)));
-            }
-            let isum = f32x4_convert_i32x4(isum);
+            let isum = f32x4_convert_i32x4(isum[r]);
             let d = f32x4_splat(*w[r].d.get_unchecked(b));
             facc[r] = f32x4_add(facc[r], f32x4_mul(f32x4_mul(isum, d), dab));
         }
@@ -1339,6 +1395,63 @@ pub mod simd {
                 }
             }
             add_block::<R, C, false>(&mut facc, &iacc, w, b, da, core::ptr::null());
+        }
+        facc
+    }
+
+    /// The blocks of [`tile`] with `KS` = [`NARROWED`](super::NARROWED): quad order over groups
+    /// of 16 as in [`quad_blocks`], but every unit sum fits i16 ([`super::Kernels8::narrows`]),
+    /// so two tokens' sums narrow into one vector (`i16x8.narrow_i32x4_s`: exact in range) and
+    /// one `i32x4.dot_i16x8_s` against the unit's 4 scales twice adds `s0·t0 + s1·t1`,
+    /// `s2·t2 + s3·t3` per token to the block's sums — half the scale work of [`quad_blocks`],
+    /// and its R × C/2 block sums stay in registers. The integers are the pair form's, so the
+    /// results are bit for bit.
+    ///
+    /// # Safety
+    /// As [`quad_blocks`] with G = 16; every unit sum fits i16.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
+    unsafe fn narrowed_blocks<const R: usize, const C: usize>(
+        w: [&super::Decoded8; R],
+        nb: usize,
+        wp: &mut [*const u8; R],
+        sp: &mut [*const i16; R],
+        ap: &mut *const i8,
+        da: *const f32,
+        (mut nq, nq_step): (*const v128, usize),
+    ) -> [v128; R] {
+        let z = i32x4_splat(0);
+        let mut facc = [f32x4_splat(0.0); R];
+        for b in 0..nb {
+            // Tokens 2p and 2p + 1: lanes 0, 1 and 2, 3 of acc[r][p] (C ≤ 4, so p < 2).
+            let mut acc = [[z; 2]; R];
+            // 4 units of 64 elements, 4 steps of 16 each (two a loop iteration; opaque trip
+            // counts, as in quad_blocks).
+            for _ in 0..core::hint::black_box(4) {
+                let start: [v128; C] = core::array::from_fn(|c| v128_load(nq.add(c)));
+                nq = nq.add(nq_step);
+                let mut t = [start; R];
+                for _ in 0..core::hint::black_box(2) {
+                    dot_add_steps::<R, C, 2>(wp, ap, &mut t);
+                }
+                for r in 0..R {
+                    // The unit's 4 scales, twice: [s0, s1, s2, s3, s0, s1, s2, s3].
+                    let s = v128_load64_splat(sp[r] as *const u64);
+                    sp[r] = sp[r].add(4);
+                    for p in 0..C.div_ceil(2) {
+                        let hi = if 2 * p + 1 < C { t[r][2 * p + 1] } else { z };
+                        let n = i16x8_narrow_i32x4(t[r][2 * p], hi);
+                        acc[r][p] = i32x4_add(acc[r][p], i32x4_dot_i16x8(n, s));
+                    }
+                }
+            }
+            // [t0 t0' t1 t1'], [t2 t2' t3 t3'] → [t0 t1 t2 t3] (halves added).
+            let isum: [v128; R] = core::array::from_fn(|r| {
+                let (lo, hi) = (acc[r][0], acc[r][1]);
+                i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(lo, hi), i32x4_shuffle::<1, 3, 5, 7>(lo, hi))
+            });
+            add_block_sums(&mut facc, isum, w, b, da);
         }
         facc
     }
