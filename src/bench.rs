@@ -3,8 +3,9 @@
 //! * decode (one token): GB/s of weight bytes through the fast and the scalar dot product (the
 //!   fast one, and the four-rows-interleaved one where the type has it, as the best of repeated
 //!   matvecs: they are compared side by side on machines with other load);
-//! * prefill (`--prefill T`): GB/s of weights and G MAC/s of the prompt GEMM for T tokens, and
-//!   the same T tokens as T separate `vec_dot` passes for comparison.
+//! * prefill (`--prefill T`): GB/s of weights and G MAC/s of the prompt GEMM for T tokens of
+//!   normally distributed activations, and the same T tokens as T separate `vec_dot` passes for
+//!   comparison.
 
 use crate::quant::gemm::{prompt_rows, PromptScratch};
 use crate::quant::{self, kernels, quantize_q8, GgmlType, QAct, Q8};
@@ -66,6 +67,27 @@ pub fn random_matrix(ty: GgmlType, rows: usize, n: usize, seed: u64) -> Vec<u8> 
         }
     }
     data
+}
+
+/// `len` deterministic activations drawn from a standard normal distribution (Box–Muller over
+/// xorshift), as a model's hidden values roughly are: the int8 GEMM's narrowed quad form runs
+/// where the quantized activations are small enough (`quant::gemm8`, "Narrowed"), so the prompt
+/// benchmark feeds values shaped like real ones rather than a uniform ramp.
+pub fn normal_activations(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    let mut uniform = move || {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        // 53 random bits in (0, 1].
+        ((s.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) + 1) as f64 / (1u64 << 53) as f64
+    };
+    (0..len)
+        .map(|_| {
+            let (u, v) = (uniform(), uniform());
+            ((-2.0 * u.ln()).sqrt() * (core::f64::consts::TAU * v).cos()) as f32
+        })
+        .collect()
 }
 
 /// Runs `f` until at least `min_ms` have passed; returns seconds per call.
@@ -238,7 +260,7 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64, quads: bool)
     let k = kernels(ty)?;
     let w = random_matrix(ty, rows, n, 0x5eed ^ ty as u64);
     let rb = ty.row_bytes(n);
-    let x: Vec<f32> = (0..n * tokens).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
+    let x = normal_activations(n * tokens, 0xac7 ^ tokens as u64);
     let (mut act, mut scratch) = (QAct::default(), PromptScratch::default());
     let mut y = vec![0.0f32; rows * tokens];
     let gemm = time_best(min_ms, || {

@@ -458,9 +458,9 @@ pub enum GemmDot {
 /// ([`gemm8::Kernels8::pair_ksum`] 8: Zen 5 EPYC, Q2_K 71–76 → 66–68, Q4_K 70 → 63 G MAC/s);
 /// those types were left untimed once a noisy trial settled on it for one of them and cost the
 /// Q2_K file's prompt 9 % (BENCHMARKS.md, session 31). Each of them now has a dot-add form
-/// without that multiply: Q2_K its scaled form, the others the narrowed quad order
-/// ([`gemm8::Kernels8::narrows`]), which beat the pair form on the Emerald Rapids Xeon measured
-/// (T = 128, G MAC/s: Q3_K 44.9 → 48.3–49.0, Q3_KX 44.7–45.1 → 48.3–48.8, IQ1_M 43.6 →
+/// without that multiply: Q2_K its scaled form, the others quad order narrowed
+/// ([`gemm8::Kernels8::narrow_limit`]), which beat the pair form on the Emerald Rapids Xeon
+/// measured (T = 128, G MAC/s: Q3_K 44.9 → 48.3–49.0, Q3_KX 44.7–45.1 → 48.3–48.8, IQ1_M 43.6 →
 /// 46.4–47.3, Q4_K 40.4 → 44.3–44.6, IQ3_S 41.5–42.3 → 45.7–46.2, IQ1_S 44.3–44.5 → 47.9–48.3,
 /// IQ3_SX 44.3–44.7 → 47.7–48.0; Q2_K scaled 40.2 → 53.4).
 static GEMM_DOT: std::sync::Mutex<(GemmDot, Trial)> = std::sync::Mutex::new((GemmDot::Auto, Trial::new()));

@@ -374,10 +374,9 @@ fn int8_gemm_dot_add_runs_where_exact() {
 }
 
 /// The int8 types whose pair form sums eight vectors in i16 (`pair_ksum` 8, the offset types with
-/// their min terms folded) are the ones whose quad order runs narrowed (`Kernels8::narrows`: the
-/// same bound, 16 products of at most 128·15) — each has a dot-add form without a scale multiply
-/// per 64 elements (Q2_K's is its scaled form), which is why `ops::GemmDot::Auto` times every
-/// type; and the lists are what the docs say.
+/// their min terms folded) are the ones whose quad order over 16 narrows every unit
+/// (`Kernels8::narrow_limit` ≥ 2048 = 16·128: the same bound, 16 products of at most 128·15);
+/// and the lists are what the docs say.
 #[test]
 fn int8_pair_ksum_names_the_i16_run_types() {
     let eight: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.pair_ksum() == 8)).collect();
@@ -389,9 +388,9 @@ fn int8_pair_ksum_names_the_i16_run_types() {
         assert!(gemm8::kernels8(ty).is_some_and(|k| k.pair_ksum() < 8), "{ty}: timed");
     }
     assert_eq!(eight.len(), want.len(), "{eight:?}");
-    let narrowed: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.narrows(k.offset.is_some()))).collect();
-    assert_eq!(narrowed, eight, "narrowed quad order: the pair_ksum 8 types");
-    for ty in narrowed {
+    let always: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.narrow_limit(k.offset.is_some()) >= 2048)).collect();
+    assert_eq!(always, eight, "narrowed everywhere: the pair_ksum 8 types");
+    for ty in always {
         assert_eq!(gemm8::kernels8(ty).unwrap().quad_order(), gemm8::Order::Quads, "{ty}: narrowed quad order is over 16");
     }
     let scaled: Vec<GgmlType> = GgmlType::ALL.into_iter().filter(|&ty| gemm8::kernels8(ty).is_some_and(|k| k.scaled.is_some())).collect();
@@ -455,8 +454,8 @@ fn scales32_types_pair_their_scales() {
             continue;
         }
         with.push(ty);
-        // Narrowed quad order (over 16) where it fits, else over 32.
-        let want = if k8.narrows(k8.offset.is_some()) { gemm8::Order::Quads } else { gemm8::Order::Quads32 };
+        // Quad order over 16 where every unit narrows (codes of at most 15 in magnitude), else over 32.
+        let want = if k8.code_bound(k8.offset.is_some()) <= 15 { gemm8::Order::Quads } else { gemm8::Order::Quads32 };
         assert_eq!(k8.quad_order(), want, "{ty}");
         let k = kernels(ty).unwrap();
         let n = 1024;

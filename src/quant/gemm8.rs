@@ -127,19 +127,29 @@
 //! → 46.6 (44.2), IQ1_S 40.1 → 44.4 (44.3). So those types are timed against the pair form
 //! (`ops::GemmDot`) like the others with a dot-add form.
 //!
-//! **Narrowed** (2026-12-06, [`Kernels8::narrows`]). Where a 16-element group's sum of products
-//! fits i16 — codes of at most 15 in magnitude (`16·128·15 < 2^15`), the types whose pair form
-//! sums eight vectors: Q2_K, Q3_K, Q3_KX, Q4_K, IQ1_S, IQ1_M, and IQ3_S / IQ3_SX with their
-//! offsets folded — quad order over groups of 16 narrows two tokens' unit sums into one vector
-//! (`i16x8.narrow_i32x4_s`, exact in range) and one `i32x4.dot_i16x8_s` against the unit's four
-//! scales twice adds both tokens' scaled sums (`simd::narrowed_blocks`): half the scale work of
-//! the plain quad form, no widening multiply per token, and the block sums (R × C/2 vectors) in
-//! registers instead of memory. Same integers, same bits; such types take it instead of quad
-//! order over 32 ([`Kernels8::quad_order`]). Chromium 156, Emerald Rapids Xeon, T = 128,
-//! G MAC/s, quad order (over 16, or over 32 for the `scales32` types) → narrowed (pair form):
-//! Q3_KX 40.5–40.7 → 48.2–48.8 (44.7–45.1), Q3_K 39.4–39.6 → 48.2–49.0 (44.9), IQ1_M 40.0–40.1
-//! → 45.4–47.3 (43.6), Q4_K 42.0–42.4 → 43.7–44.6 (40.4), IQ3_S 44.4–44.8 → 44.7–46.2
-//! (41.5–42.3), IQ3_SX 46.6 → 47.7–48.0 (44.3–44.7), IQ1_S 46.6–46.7 → 48.0–48.3 (44.3–44.5).
+//! **Narrowed** (2026-12-06, [`Kernels8::narrow_limit`], `simd::narrowed_blocks`). Quad order
+//! over 16 narrows two tokens' unit sums into one vector (`i16x8.narrow_i32x4_s`) and one
+//! `i32x4.dot_i16x8_s` against the unit's four scales twice adds both tokens' scaled sums: half
+//! the scale work of a multiply per token, and the block sums (R × C/2 vectors) in registers
+//! instead of memory. Exact where every group sum fits i16: `|Σ(u − off)·a| ≤ bound·Σ|a| < 2^15`.
+//! With codes of at most 15 in magnitude (`16·128·15 < 2^15`: Q2_K, Q3_K, Q3_KX, Q4_K, IQ1_S,
+//! IQ1_M, and IQ3_S / IQ3_SX with their offsets folded — the types whose pair form sums eight
+//! vectors) that holds everywhere, and those types take this kernel unchecked instead of quad
+//! order over 32 ([`Kernels8::quad_order`]). For larger codes (Q6_K, Q6_KX: 32; the IQ2 types:
+//! 43) it holds where the activations are small enough: the packer records each tile's largest
+//! `Σ|a|` per 64-element unit ([`PackedAct8::gsum`]) and the kernel narrows the units within the
+//! rows' limit and computes the others' same lanes in i32 (two multiplies and two shuffles). For
+//! Q8_K blocks of normally distributed activations (a 16-group's `Σ|a|` averages ~530) that is
+//! every unit at a bound of 32 and ~60 % at 43 (a Laplace distribution: 99 %). Same integers,
+//! same bits, either way. Chromium 156, Emerald Rapids Xeon, T = 128, normal activations
+//! (`bench::normal_activations`), G MAC/s, quad order (over 16, or over 32 for the `scales32`
+//! types) → narrowed (pair form): Q3_KX 40.5–40.7 → 47.4–48.3 (44.7–45.1), Q3_K 39.4–39.6 →
+//! 48.2–49.0 (44.9), IQ1_M 40.0–40.1 → 45.4–47.3 (43.6), Q4_K 42.0–42.4 → 42.5–44.6 (40.4), IQ3_S
+//! 44.4–44.8 → 44.7–46.2 (41.5–42.3), IQ3_SX 46.6 → 47.7–48.0 (44.3–44.7), IQ1_S 46.6–46.7 →
+//! 48.0–48.3 (44.3–44.5); checked per unit: Q6_K 40.1–40.6 → 43.2–44.7 (32.7), Q6_KX 39.6–40.1
+//! → 43.2–44.3 (32.5), IQ2_SX 40.5–40.8 → 41.9–43.0 (32.5), IQ2_XS 39.3–39.6 → 40.6–42.0 (32.3).
+//! The types with one scale per 32 elements that do not narrow everywhere keep quad order over
+//! 32 (Q5_K: 41.9 there against 40.6 checked per unit).
 //!
 //! **Offsets folded** (2026-12-04). For the offset types ([`Kernels8::offset`]: every type without
 //! mins of its own) `m = d` and `mn = −off·sc`, so a block's result `d·da·(isum + msum)` needs its
@@ -213,9 +223,16 @@ impl Profile {
 /// Weight rows per register tile.
 const ROWS: usize = 2;
 
-/// The tile kernel's `KS` for the dot-add form (quad order; module docs, "Dot-add"): no i16 sums.
+/// The tile kernel's `KS` for the dot-add form in quad order over groups of 16 (module docs,
+/// "Dot-add" and "Narrowed"): no i16 sums; each unit narrowed where its activations allow.
 #[cfg_attr(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")), allow(dead_code))]
 const QUADS: usize = 0;
+
+/// The tile kernel's `KS` for quad order over groups of 16 with every unit narrowed (rows whose
+/// [`Kernels8::narrow_limit`] is [`NARROW_ALWAYS`]): a kernel of its own, without the per-unit
+/// check (in one function with the checking one, V8 ran it 2–7 % slower).
+#[cfg_attr(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")), allow(dead_code))]
+const NARROWED: usize = 48;
 
 /// The tile kernel's `KS` for the dot-add form in quad order over groups of 32.
 #[cfg_attr(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")), allow(dead_code))]
@@ -224,9 +241,9 @@ const QUADS32: usize = 32;
 /// The `ksum` value that selects the scaled form's tiles ([`Kernels8::scaled`]).
 const SCALED: usize = 16;
 
-/// The `ksum` value (and tile `KS`) that selects quad order over groups of 16 narrowed
-/// ([`Kernels8::narrows`]; module docs, "Narrowed").
-const NARROWED: usize = 48;
+/// The [`Kernels8::narrow_limit`] from which every unit narrows, whatever the activations: a
+/// group's `Σ|a|` is at most 16·128.
+const NARROW_ALWAYS: u16 = 16 * 128;
 
 /// The order the tile kernel with `KS` reads.
 #[cfg_attr(not(all(target_arch = "wasm32", target_feature = "relaxed-simd")), allow(dead_code))]
@@ -406,19 +423,19 @@ pub struct Kernels8 {
     /// the **scaled form** (module docs), this type's dot-add form instead of quad order.
     pub scaled: Option<DecodeRow8>,
     /// Every scale covers 32 elements (the decoders give groups 2g and 2g + 1 the same `sc`):
-    /// unless it runs narrowed ([`Kernels8::narrows`]), the dot-add form then takes quad order
-    /// over groups of 32 ([`Order::Quads32`]), a scale multiply per 128 elements instead of per
-    /// 64 (module docs, "Groups of 32").
+    /// unless its codes narrow everywhere ([`Kernels8::narrow_limit`]), the dot-add form then
+    /// takes quad order over groups of 32 ([`Order::Quads32`]), a scale multiply per 128
+    /// elements instead of per 64 (module docs, "Groups of 32").
     pub scales32: bool,
 }
 
 impl Kernels8 {
-    /// The order of this type's dot-add form: quad order over groups of 16 where it runs
-    /// narrowed ([`Kernels8::narrows`], with the min terms folded where the type has an offset:
-    /// as the engine packs them), else over groups of 32 where the type's scales allow, else
-    /// over 16 (the scaled form, where the type has one, takes pair order instead).
+    /// The order of this type's dot-add form: quad order over groups of 32 where the type's
+    /// scales allow and its codes (the min terms folded where it has an offset, as the engine
+    /// packs them) do not narrow every unit ([`Kernels8::narrow_limit`]), else over 16 (the
+    /// scaled form, where the type has one, takes pair order instead).
     pub const fn quad_order(&self) -> Order {
-        if self.scales32 && !self.narrows(self.offset.is_some()) {
+        if self.scales32 && self.narrow_limit(self.offset.is_some()) < NARROW_ALWAYS {
             Order::Quads32
         } else {
             Order::Quads
@@ -482,12 +499,23 @@ impl Kernels8 {
         }
     }
 
-    /// Whether a 16-element group's sum of products fits i16, `16·128·bound < 2^15` (codes
-    /// of at most 15 in magnitude: Q2_K, Q3_K, Q3_KX, Q4_K, IQ1_S, IQ1_M, and IQ3_S / IQ3_SX
-    /// folded; the bound of an eight-vector pair run, [`Kernels8::ksum_for`]): then quad order
-    /// over groups of 16 runs **narrowed** (module docs, "Narrowed").
-    pub const fn narrows(&self, folded: bool) -> bool {
-        16 * 128 * self.code_bound(folded) < 1 << 15
+    /// The largest `Σ|a|` over a 16-element group of activations for which the group's sum of
+    /// products with these codes surely fits i16, `⌊(2^15 − 1) / bound⌋`: where every group of
+    /// a unit and tile is within it, quad order over 16 runs that unit **narrowed** (module
+    /// docs, "Narrowed"). At least 2048 (= 16·128, every group) for codes of at most 15 in
+    /// magnitude: Q2_K, Q3_K, Q3_KX, Q4_K, IQ1_S, IQ1_M, and IQ3_S / IQ3_SX folded.
+    pub const fn narrow_limit(&self, folded: bool) -> u16 {
+        narrow_limit(self.code_bound(folded))
+    }
+}
+
+/// [`Kernels8::narrow_limit`] for codes of at most `bound` in magnitude.
+pub const fn narrow_limit(bound: usize) -> u16 {
+    let l = i16::MAX as usize / if bound == 0 { 1 } else { bound };
+    if l > u16::MAX as usize {
+        u16::MAX
+    } else {
+        l as u16
     }
 }
 
@@ -533,6 +561,10 @@ pub struct PackedAct8 {
     /// Pair order with `fold_ks` ≥ 4: per tile, run of `fold_ks` 16-byte steps and token slot,
     /// i16 lanes = the 8 groups of the half-block, wrapped to 16 bits (so are the sums).
     pub nq: Vec<i32>,
+    /// Quad order over 16 ([`Order::Quads`]): per tile and 64-element unit, the largest `Σ|a|`
+    /// over the unit's four 16-element groups and the tile's tokens — the unit runs narrowed
+    /// where this is within the rows' [`Kernels8::narrow_limit`].
+    pub gsum: Vec<u16>,
 }
 
 /// The longest row (in 256-element blocks) whose min terms are folded: the pair-order kernels
@@ -613,6 +645,19 @@ impl PackedAct8 {
                 }
             }
             _ => {}
+        }
+        self.gsum.clear();
+        if order == Order::Quads {
+            let units = n / 64;
+            self.gsum.resize(tokens.div_ceil(tile) * units, 0);
+            for t in 0..tokens {
+                let a = act.row(t).qs;
+                for (g, v) in a.chunks_exact(16).enumerate() {
+                    let sum = v.iter().map(|&x| (x as i16).unsigned_abs()).sum::<u16>();
+                    let m = &mut self.gsum[(t / tile) * units + g / 4];
+                    *m = (*m).max(sum);
+                }
+            }
         }
         // Every order keeps an element pair together.
         for j in 0..tokens.div_ceil(tile) {
@@ -736,18 +781,19 @@ pub fn recheck_quad_add() -> bool {
 static QUAD_EXACT: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
 
 /// The int8 GEMM of fixed 3-row × 512-element cases in pair order and in each quad order (rows
-/// whose scales come per 32 elements for [`Order::Quads32`]) and narrowed quad order, for each
-/// tile width of `tiles` and 5, 6 and 7 tokens (every tile kernel: 1 and 2 rows, 1–4 tokens),
-/// with mins and with an offset folded: whether the outputs are the same bits. Codes 0..=127
-/// (many 127; narrowed: 0..=15, or 0..=30 around an offset of 15, the most that narrows),
-/// scales −128..=127, activations ±127 and a ramp.
+/// whose scales come per 32 elements for [`Order::Quads32`]), for each tile width of `tiles` and
+/// 5, 6 and 7 tokens (every tile kernel: 1 and 2 rows, 1–4 tokens), with mins and with an offset
+/// folded: whether the outputs are the same bits. Codes 0..=127 (many 127), and 0..=15 or
+/// 0..=30 around an offset of 15 (narrowed everywhere in quad order over 16), scales
+/// −128..=127, activations ±127 and a ramp, and in some units activations small enough that
+/// even the largest codes narrow there.
 pub fn quads_equal_pairs(tiles: &[usize]) -> bool {
     [(None, 127), (Some(43), 127)].into_iter().all(|(offset, umax)| {
-        [Order::Quads, Order::Quads32].into_iter().all(|order| quads_equal_pairs_with(tiles, offset, umax, order, false))
-    }) && [(None, 15), (Some(15), 30)].into_iter().all(|(offset, umax)| quads_equal_pairs_with(tiles, offset, umax, Order::Quads, true))
+        [Order::Quads, Order::Quads32].into_iter().all(|order| quads_equal_pairs_with(tiles, offset, umax, order))
+    }) && [(None, 15), (Some(15), 30)].into_iter().all(|(offset, umax)| quads_equal_pairs_with(tiles, offset, umax, Order::Quads))
 }
 
-fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, umax: u8, order: Order, narrowed: bool) -> bool {
+fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, umax: u8, order: Order) -> bool {
     let (n, max_tokens) = (512, 7);
     // Groups 2g and 2g + 1 share their scale where the order sums 32 elements per lane.
     let per = order.lane_group() / 16;
@@ -785,8 +831,10 @@ fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, umax: u8, order: 
     (5..=max_tokens).all(|tokens| {
         let x: Vec<f32> = (0..n * tokens)
             .map(|i| match (i + tokens) % 7 {
-                0 => 1.0,
-                1 => -1.0,
+                0 if (i / 64) % 3 != 1 => 1.0,
+                1 if (i / 64) % 3 != 1 => -1.0,
+                // Units (64 elements) 1, 4, 7 of each row: |a| ≤ 2.
+                _ if (i / 64) % 3 == 1 => ((i * 13 % 5) as f32 - 2.0) / 127.0,
                 _ => ((i * 13 % 255) as f32 - 127.0) / 127.0,
             })
             .collect();
@@ -795,8 +843,9 @@ fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, umax: u8, order: 
             let mut y = [vec![0.0f32; 3 * tokens], vec![0.0f32; 3 * tokens]];
             for (o, y) in [Order::Pairs, order].into_iter().zip(&mut y) {
                 packed.pack_ordered(&act, tile, o, offset.map(|off| (off, 1)));
-                let ksum = if o.is_quad() && narrowed { NARROWED } else { 1 };
-                gemm(if o.is_quad() { &quad_rows } else { &rows }, ksum, &packed, y, 3, 0);
+                let bound = offset.map_or(umax, |off| off.max(umax - off));
+                let limit = narrow_limit(bound as usize);
+                gemm(if o.is_quad() { &quad_rows } else { &rows }, 1, limit, &packed, y, 3, 0);
             }
             y[0].iter().zip(&y[1]).all(|(a, b)| a.to_bits() == b.to_bits())
         })
@@ -812,14 +861,16 @@ pub struct Gemm8Scratch {
 }
 
 /// `y[t·y_stride + col0 + j] = Σ_i W_j[i]·A[t][i]` for the decoded rows `w` (≤ [`PANEL`]) and every
-/// token of `act`, two rows × one token tile at a time.
-pub fn gemm(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stride: usize, col0: usize) {
+/// token of `act`, two rows × one token tile at a time; `ksum` as [`Kernels8::ksum_for`] (pair
+/// order) and `limit` as [`Kernels8::narrow_limit`] (quad order over 16) for the rows' type.
+pub fn gemm(w: &[Decoded8], ksum: usize, limit: u16, act: &PackedAct8, y: &mut [f32], y_stride: usize, col0: usize) {
     let n = act.n;
     for r in w {
         assert!(r.u.len() == n && r.sc.len() == n / 16 && r.d.len() == n / QK_K, "weight row and activations differ in length");
         assert!(r.m.len() == n / QK_K && r.mn.len() == n / 16);
     }
-    assert!(matches!(ksum, 1 | 2 | 4 | 8) || ksum == SCALED && act.fold.is_none() || ksum == NARROWED && act.order == Order::Quads);
+    assert!(matches!(ksum, 1 | 2 | 4 | 8) || ksum == SCALED && act.fold.is_none());
+    assert!(act.order != Order::Quads || act.gsum.len() == act.tiles() * (n / 64), "quad activations without their group sums");
     assert_eq!(ksum == SCALED, act.scaled, "scaled rows take the scaled tiles, and only they");
     let folded_ks = act.fold.is_none() || act.order.is_quad() || ksum < 4 || ksum == act.fold_ks;
     assert!(folded_ks, "start sums cut for another ksum");
@@ -827,19 +878,19 @@ pub fn gemm(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stri
     // The tile width as a constant: with a run-time width (and every width's kernels in one
     // dispatch) Node 20's V8 ran the 2-token tiles at half their speed.
     match act.tile {
-        2 => gemm_tiles::<2>(w, ksum, act, y, y_stride, col0),
-        4 => gemm_tiles::<4>(w, ksum, act, y, y_stride, col0),
+        2 => gemm_tiles::<2>(w, ksum, limit, act, y, y_stride, col0),
+        4 => gemm_tiles::<4>(w, ksum, limit, act, y, y_stride, col0),
         t => panic!("activations packed in tiles of {t}"),
     }
 }
 
-fn gemm_tiles<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct8, y: &mut [f32], y_stride: usize, col0: usize) {
+fn gemm_tiles<const TILE: usize>(w: &[Decoded8], ksum: usize, limit: u16, act: &PackedAct8, y: &mut [f32], y_stride: usize, col0: usize) {
     for j in 0..act.tiles() {
         let (t0, c) = (TILE * j, (act.tokens - TILE * j).min(TILE));
         let mut r = 0;
         while r < w.len() {
             let rows = (w.len() - r).min(ROWS);
-            let out = tile_dispatch::<TILE>(&w[r..r + rows], ksum, act, j, c);
+            let out = tile_dispatch::<TILE>(&w[r..r + rows], ksum, limit, act, j, c);
             for t in 0..c {
                 for (k, v) in out[..rows].iter().enumerate() {
                     y[(t0 + t) * y_stride + col0 + r + k] = v[t];
@@ -881,7 +932,6 @@ pub fn gemm_rows(
     let folded = act.fold.is_some();
     let (decode, ksum) = match k.scaled {
         Some(decode) if act.scaled => (decode, SCALED),
-        _ if act.order == Order::Quads && k.narrows(folded) => (k.decode, NARROWED),
         _ => {
             assert!(!act.scaled, "{}: activations packed for a scaled form it lacks", k.ty);
             (k.decode, k.ksum_for(folded))
@@ -895,14 +945,14 @@ pub fn gemm_rows(
             decode(row, d);
             row_to_order(&mut d.u, act.order);
         }
-        gemm(&s.decoded[..p], ksum, act, y, y_stride, r0);
+        gemm(&s.decoded[..p], ksum, k.narrow_limit(folded), act, y, y_stride, r0);
         r0 += p;
     }
 }
 
 /// One tile of ≤ 2 rows × c tokens → `out[row][token]`.
 #[inline]
-fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct8, j: usize, c: usize) -> [[f32; 4]; 2] {
+fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, limit: u16, act: &PackedAct8, j: usize, c: usize) -> [[f32; 4]; 2] {
     #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
     {
         macro_rules! by_c {
@@ -911,10 +961,10 @@ fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct
                 // SAFETY: relaxed-simd is enabled; `gemm` checked every length the kernel reads.
                 let v = unsafe {
                     match c {
-                        1 => simd::tile::<$r, 1, $ks, TILE>(rows, act, j),
-                        2 => simd::tile::<$r, 2, $ks, TILE>(rows, act, j),
-                        3 if TILE == 4 => simd::tile::<$r, 3, $ks, TILE>(rows, act, j),
-                        _ if TILE == 4 => simd::tile::<$r, 4, $ks, TILE>(rows, act, j),
+                        1 => simd::tile::<$r, 1, $ks, TILE>(rows, act, j, limit),
+                        2 => simd::tile::<$r, 2, $ks, TILE>(rows, act, j, limit),
+                        3 if TILE == 4 => simd::tile::<$r, 3, $ks, TILE>(rows, act, j, limit),
+                        _ if TILE == 4 => simd::tile::<$r, 4, $ks, TILE>(rows, act, j, limit),
                         _ => unreachable!("a tile of {c} tokens"),
                     }
                 };
@@ -926,7 +976,7 @@ fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct
             }};
         }
         match act.order {
-            Order::Quads if ksum == NARROWED => return if w.len() == 1 { by_c!(1, 48) } else { by_c!(2, 48) },
+            Order::Quads if limit >= NARROW_ALWAYS => return if w.len() == 1 { by_c!(1, 48) } else { by_c!(2, 48) },
             Order::Quads => return if w.len() == 1 { by_c!(1, 0) } else { by_c!(2, 0) },
             Order::Quads32 => return if w.len() == 1 { by_c!(1, 32) } else { by_c!(2, 32) },
             Order::Pairs => {}
@@ -946,7 +996,7 @@ fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, act: &PackedAct
     }
     #[allow(unreachable_code)]
     {
-        let _ = ksum; // the portable kernel sums in i32 directly
+        let _ = (ksum, limit); // the portable kernel sums in i32 directly
         tile_scalar(w, act, j, c)
     }
 }
@@ -1176,8 +1226,9 @@ pub mod simd {
         }
     }
 
-    /// R rows × the C tokens of tile `j`, `KS` = the rows' `ksum` (module docs). Returns one f32x4
-    /// per row whose lane c is the row's product with token c.
+    /// R rows × the C tokens of tile `j`, `KS` = the rows' `ksum` (module docs), `limit` their
+    /// narrowing limit (quad order over 16). Returns one f32x4 per row whose lane c is the row's
+    /// product with token c.
     ///
     /// # Safety
     /// Requires relaxed SIMD; every row must have `act.n` codes (`gemm` checks) and `j` must be a
@@ -1189,6 +1240,7 @@ pub mod simd {
         w: [&super::Decoded8; R],
         act: &super::PackedAct8,
         j: usize,
+        limit: u16,
     ) -> [v128; R] {
         use super::QK_K;
         let n = act.n;
@@ -1213,7 +1265,7 @@ pub mod simd {
         let mut facc = if KS == super::SCALED {
             debug_assert!(act.scaled && !fold);
             scaled_blocks::<R, C>(w, nb, &mut wp, &mut ap, da)
-        } else if KS == super::QUADS || KS == super::QUADS32 || KS == super::NARROWED {
+        } else if KS == super::QUADS || KS == super::NARROWED || KS == super::QUADS32 {
             // Folded, each unit's sums start from its packed min terms; else from zeros.
             let unit = 4 * super::order_of_ks(KS).lane_group();
             let nq = if fold {
@@ -1222,11 +1274,14 @@ pub mod simd {
                 (ZERO_SUMS.as_ptr() as *const v128, 0)
             };
             if KS == super::QUADS32 {
-                quad_blocks::<R, C, 32>(w, nb, &mut wp, &mut sp, &mut ap, da, nq)
-            } else if KS == super::NARROWED {
-                narrowed_blocks::<R, C>(w, nb, &mut wp, &mut sp, &mut ap, da, nq)
+                quad32_blocks::<R, C>(w, nb, &mut wp, &mut sp, &mut ap, da, nq)
             } else {
-                quad_blocks::<R, C, 16>(w, nb, &mut wp, &mut sp, &mut ap, da, nq)
+                let gsum = (act.gsum.as_ptr().add(j * (n / 64)), limit);
+                if KS == super::NARROWED {
+                    narrowed_blocks::<R, C, false>(w, nb, &mut wp, &mut sp, &mut ap, da, nq, gsum)
+                } else {
+                    narrowed_blocks::<R, C, true>(w, nb, &mut wp, &mut sp, &mut ap, da, nq, gsum)
+                }
             }
         } else if KS >= 2 {
             // Folded, each run of KS steps starts from its packed min terms; else from zeros.
@@ -1327,22 +1382,21 @@ pub mod simd {
         }
     }
 
-    /// The blocks of [`tile`] with `KS` = [`QUADS`](super::QUADS) (`G` = 16) or
-    /// [`QUADS32`](super::QUADS32) (`G` = 32), rows and activations in that quad order: per unit
-    /// of 4·G elements, G / 4 `i32x4.relaxed_dot_i8x16_i7x16_add_s` per (row, token) sum the G
-    /// products of each group in one i32 lane, then one `i32x4.mul` by the unit's 4 group scales
-    /// adds them to the block's sums, which live in memory (with the unit sums, 2 × 4 of each do
-    /// not fit V8's 16 registers). With G = 32 the scale multiply and those memory sums come half
-    /// as often. The integers are those of the pair-order kernels, so the results are bit for
+    /// The blocks of [`tile`] with `KS` = [`QUADS32`](super::QUADS32), rows and activations in
+    /// quad order over groups of 32: per 128-element unit, eight
+    /// `i32x4.relaxed_dot_i8x16_i7x16_add_s` per (row, token) sum the 32 products of each group in
+    /// one i32 lane, then one `i32x4.mul` by the unit's 4 group scales adds them to the block's
+    /// sums, which live in memory (with the unit sums, 2 × 4 of each do not fit V8's 16
+    /// registers). The integers are those of the pair-order kernels, so the results are bit for
     /// bit. Returns `Σ_b d·da·(the block's integer sum)` per row.
     ///
     /// # Safety
-    /// As [`tile`]; the pointers are at the rows' codes / scales and the tile's activations; with
-    /// G = 32 every row's groups 2g and 2g + 1 have the same scale.
+    /// As [`tile`]; the pointers are at the rows' codes / scales and the tile's activations, and
+    /// every row's groups 2g and 2g + 1 have the same scale.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
-    unsafe fn quad_blocks<const R: usize, const C: usize, const G: usize>(
+    unsafe fn quad32_blocks<const R: usize, const C: usize>(
         w: [&super::Decoded8; R],
         nb: usize,
         wp: &mut [*const u8; R],
@@ -1358,30 +1412,25 @@ pub mod simd {
             for i in 0..R * C {
                 core::ptr::write_volatile(ia.add(i), i32x4_splat(0));
             }
-            // 256 / 4G units (4 or 2), G / 4 steps of 16 elements each (4 or 8), taken two at a
-            // time; opaque trip counts keep these loops. Fully unrolled, the steps' loads were
-            // hoisted (0.78×); one step per iteration paid V8's loop overhead (pointer
-            // increments, the counter spilled, the interrupt check: 7 instructions beside 8
-            // dot-adds) twice as often. Chromium 156, Intel Xeon (Emerald Rapids), IQ2_SX at
-            // T = 128: 38.4–39.8 → 40.9–41.1 G MAC/s.
-            for _ in 0..core::hint::black_box(super::QK_K / (4 * G)) {
+            // 2 units of 128 elements, 8 steps of 16 each, taken two at a time; opaque trip
+            // counts keep these loops. Fully unrolled, the steps' loads were hoisted (0.78×); one
+            // step per iteration paid V8's loop overhead (pointer increments, the counter
+            // spilled, the interrupt check: 7 instructions beside 8 dot-adds) twice as often
+            // (Chromium 156, Intel Xeon (Emerald Rapids), IQ2_SX in quad order over 16 at
+            // T = 128: 38.4–39.8 → 40.9–41.1 G MAC/s).
+            for _ in 0..core::hint::black_box(2) {
                 // The unit's sums start from its folded min terms (or from zero).
                 let start: [v128; C] = core::array::from_fn(|c| v128_load(nq.add(c)));
                 nq = nq.add(nq_step);
                 let mut t = [start; R];
-                for _ in 0..core::hint::black_box(G / 8) {
+                for _ in 0..core::hint::black_box(4) {
                     dot_add_steps::<R, C, 2>(wp, ap, &mut t);
                 }
                 for r in 0..R {
-                    // The unit's 4 group scales as i32 lanes: groups of 16 each; or groups 2g
-                    // and 2g + 1 as one (lane g of the 8 i16 scales read as i32: the low half,
-                    // sign-extended).
-                    let s = if G == 32 {
-                        i32x4_shr(i32x4_shl(v128_load(sp[r] as *const v128), 16), 16)
-                    } else {
-                        i32x4_load_extend_i16x4(sp[r])
-                    };
-                    sp[r] = sp[r].add(G / 4);
+                    // The unit's 4 scales (groups 2g and 2g + 1 as one) as i32 lanes: lane g of
+                    // the 8 i16 scales read as i32, the low half sign-extended.
+                    let s = i32x4_shr(i32x4_shl(v128_load(sp[r] as *const v128), 16), 16);
+                    sp[r] = sp[r].add(8);
                     for c in 0..C {
                         let x = ia.add(r * C + c);
                         core::ptr::write_volatile(x, i32x4_add(core::ptr::read_volatile(x), i32x4_mul(t[r][c], s)));
@@ -1399,20 +1448,27 @@ pub mod simd {
         facc
     }
 
-    /// The blocks of [`tile`] with `KS` = [`NARROWED`](super::NARROWED): quad order over groups
-    /// of 16 as in [`quad_blocks`], but every unit sum fits i16 ([`super::Kernels8::narrows`]),
-    /// so two tokens' sums narrow into one vector (`i16x8.narrow_i32x4_s`: exact in range) and
-    /// one `i32x4.dot_i16x8_s` against the unit's 4 scales twice adds `s0·t0 + s1·t1`,
-    /// `s2·t2 + s3·t3` per token to the block's sums — half the scale work of [`quad_blocks`],
-    /// and its R × C/2 block sums stay in registers. The integers are the pair form's, so the
-    /// results are bit for bit.
+    /// The blocks of [`tile`] with `KS` = [`QUADS`](super::QUADS), rows and activations in quad
+    /// order over groups of 16: per 64-element unit, four `i32x4.relaxed_dot_i8x16_i7x16_add_s`
+    /// per (row, token) sum the 16 products of each group in one i32 lane, and the unit's 4 group
+    /// scales weigh them into the block's sums, kept per token pair: lanes 0, 1 of `acc[r][p]`
+    /// for token 2p, lanes 2, 3 for token 2p + 1 (R × C/2 vectors, in registers).
+    ///
+    /// **Narrowed** where every group sum of the unit surely fits i16 — the tile's activations
+    /// there within the rows' `limit` ([`super::Kernels8::narrow_limit`], against the unit's
+    /// [`super::PackedAct8::gsum`]): two tokens' sums narrow into one vector
+    /// (`i16x8.narrow_i32x4_s`, exact in range) and one `i32x4.dot_i16x8_s` against the unit's
+    /// scales twice adds `s0·t0 + s1·t1`, `s2·t2 + s3·t3` for both tokens. Elsewhere the same
+    /// lanes in i32: two `i32x4.mul` and two shuffles. Either way the integers are the pair
+    /// form's, so the results are bit for bit.
     ///
     /// # Safety
-    /// As [`quad_blocks`] with G = 16; every unit sum fits i16.
+    /// As [`tile`]; the pointers are at the rows' codes / scales and the tile's activations;
+    /// `gsum` at the tile's unit sums.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
-    unsafe fn narrowed_blocks<const R: usize, const C: usize>(
+    #[allow(clippy::needless_range_loop, clippy::too_many_arguments)] // (row, token) indices
+    unsafe fn narrowed_blocks<const R: usize, const C: usize, const CHECK: bool>(
         w: [&super::Decoded8; R],
         nb: usize,
         wp: &mut [*const u8; R],
@@ -1420,30 +1476,23 @@ pub mod simd {
         ap: &mut *const i8,
         da: *const f32,
         (mut nq, nq_step): (*const v128, usize),
+        (mut gsum, limit): (*const u16, u16),
     ) -> [v128; R] {
         let z = i32x4_splat(0);
         let mut facc = [f32x4_splat(0.0); R];
         for b in 0..nb {
-            // Tokens 2p and 2p + 1: lanes 0, 1 and 2, 3 of acc[r][p] (C ≤ 4, so p < 2).
+            // Tokens 2p and 2p + 1 (C ≤ 4, so p < 2).
             let mut acc = [[z; 2]; R];
-            // 4 units of 64 elements, 4 steps of 16 each (two a loop iteration; opaque trip
-            // counts, as in quad_blocks).
+            // 4 units of 64 elements (opaque trip count, as in quad32_blocks).
             for _ in 0..core::hint::black_box(4) {
                 let start: [v128; C] = core::array::from_fn(|c| v128_load(nq.add(c)));
                 nq = nq.add(nq_step);
-                let mut t = [start; R];
-                for _ in 0..core::hint::black_box(2) {
-                    dot_add_steps::<R, C, 2>(wp, ap, &mut t);
-                }
-                for r in 0..R {
-                    // The unit's 4 scales, twice: [s0, s1, s2, s3, s0, s1, s2, s3].
-                    let s = v128_load64_splat(sp[r] as *const u64);
-                    sp[r] = sp[r].add(4);
-                    for p in 0..C.div_ceil(2) {
-                        let hi = if 2 * p + 1 < C { t[r][2 * p + 1] } else { z };
-                        let n = i16x8_narrow_i32x4(t[r][2 * p], hi);
-                        acc[r][p] = i32x4_add(acc[r][p], i32x4_dot_i16x8(n, s));
-                    }
+                let narrow = !CHECK || *gsum <= limit;
+                gsum = gsum.add(1);
+                if narrow {
+                    narrowed_unit::<R, C, true>(wp, sp, ap, start, &mut acc);
+                } else {
+                    narrowed_unit::<R, C, false>(wp, sp, ap, start, &mut acc);
                 }
             }
             // [t0 t0' t1 t1'], [t2 t2' t3 t3'] → [t0 t1 t2 t3] (halves added).
@@ -1454,6 +1503,44 @@ pub mod simd {
             add_block_sums(&mut facc, isum, w, b, da);
         }
         facc
+    }
+
+    /// One 64-element unit of [`narrowed_blocks`]: 4 steps of 16 elements (two a loop
+    /// iteration), then the unit's scales, `NARROW` or in i32.
+    ///
+    /// # Safety
+    /// As [`narrowed_blocks`].
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
+    unsafe fn narrowed_unit<const R: usize, const C: usize, const NARROW: bool>(
+        wp: &mut [*const u8; R],
+        sp: &mut [*const i16; R],
+        ap: &mut *const i8,
+        start: [v128; C],
+        acc: &mut [[v128; 2]; R],
+    ) {
+        let z = i32x4_splat(0);
+        let mut t = [start; R];
+        for _ in 0..core::hint::black_box(2) {
+            dot_add_steps::<R, C, 2>(wp, ap, &mut t);
+        }
+        for r in 0..R {
+            let s = sp[r];
+            sp[r] = sp[r].add(4);
+            for p in 0..C.div_ceil(2) {
+                let (lo, hi) = (t[r][2 * p], if 2 * p + 1 < C { t[r][2 * p + 1] } else { z });
+                let sums = if NARROW {
+                    // [s0, s1, s2, s3, s0, s1, s2, s3] against both tokens' sums.
+                    i32x4_dot_i16x8(i16x8_narrow_i32x4(lo, hi), v128_load64_splat(s as *const u64))
+                } else {
+                    let s = i32x4_load_extend_i16x4(s);
+                    let (lo, hi) = (i32x4_mul(lo, s), i32x4_mul(hi, s));
+                    i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(lo, hi), i32x4_shuffle::<1, 3, 5, 7>(lo, hi))
+                };
+                acc[r][p] = i32x4_add(acc[r][p], sums);
+            }
+        }
     }
 
     /// The blocks of [`tile`] with `KS` = 1: each relaxed dot is widened against its group
