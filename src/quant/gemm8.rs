@@ -486,17 +486,7 @@ impl Kernels8 {
     /// The largest code magnitude a product sees: `max(off, umax − off)` with the min terms
     /// folded (`folded`, only for a type with an [`Kernels8::offset`]), else `umax`.
     pub const fn code_bound(&self, folded: bool) -> usize {
-        match (folded, self.offset) {
-            (true, Some(off)) => {
-                let (off, up) = (off as usize, self.umax as usize - off as usize);
-                if off > up {
-                    off
-                } else {
-                    up
-                }
-            }
-            _ => self.umax as usize,
-        }
+        code_bound(self.umax, if folded { self.offset } else { None })
     }
 
     /// The largest `Σ|a|` over a 16-element group of activations for which the group's sum of
@@ -506,6 +496,21 @@ impl Kernels8 {
     /// magnitude: Q2_K, Q3_K, Q3_KX, Q4_K, IQ1_S, IQ1_M, and IQ3_S / IQ3_SX folded.
     pub const fn narrow_limit(&self, folded: bool) -> u16 {
         narrow_limit(self.code_bound(folded))
+    }
+}
+
+/// The largest |code − offset| of codes `0..=umax` (`offset` `None`: the codes themselves).
+pub const fn code_bound(umax: u8, offset: Option<u8>) -> usize {
+    match offset {
+        Some(off) => {
+            let (off, up) = (off as usize, umax as usize - off as usize);
+            if off > up {
+                off
+            } else {
+                up
+            }
+        }
+        None => umax as usize,
     }
 }
 
@@ -843,8 +848,7 @@ fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, umax: u8, order: 
             let mut y = [vec![0.0f32; 3 * tokens], vec![0.0f32; 3 * tokens]];
             for (o, y) in [Order::Pairs, order].into_iter().zip(&mut y) {
                 packed.pack_ordered(&act, tile, o, offset.map(|off| (off, 1)));
-                let bound = offset.map_or(umax, |off| off.max(umax - off));
-                let limit = narrow_limit(bound as usize);
+                let limit = narrow_limit(code_bound(umax, offset));
                 gemm(if o.is_quad() { &quad_rows } else { &rows }, 1, limit, &packed, y, 3, 0);
             }
             y[0].iter().zip(&y[1]).all(|(a, b)| a.to_bits() == b.to_bits())
@@ -1495,14 +1499,18 @@ pub mod simd {
                     narrowed_unit::<R, C, false>(wp, sp, ap, start, &mut acc);
                 }
             }
-            // [t0 t0' t1 t1'], [t2 t2' t3 t3'] → [t0 t1 t2 t3] (halves added).
-            let isum: [v128; R] = core::array::from_fn(|r| {
-                let (lo, hi) = (acc[r][0], acc[r][1]);
-                i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(lo, hi), i32x4_shuffle::<1, 3, 5, 7>(lo, hi))
-            });
+            // [t0 t0' t1 t1'], [t2 t2' t3 t3'] → [t0 t1 t2 t3].
+            let isum: [v128; R] = core::array::from_fn(|r| add_lane_pairs(acc[r][0], acc[r][1]));
             add_block_sums(&mut facc, isum, w, b, da);
         }
         facc
+    }
+
+    /// `[a0 + a1, a2 + a3, b0 + b1, b2 + b3]`: adjacent i32 lanes of `a` and `b` added.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    fn add_lane_pairs(a: v128, b: v128) -> v128 {
+        i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(a, b), i32x4_shuffle::<1, 3, 5, 7>(a, b))
     }
 
     /// One 64-element unit of [`narrowed_blocks`]: 4 steps of 16 elements (two a loop
@@ -1535,8 +1543,7 @@ pub mod simd {
                     i32x4_dot_i16x8(i16x8_narrow_i32x4(lo, hi), v128_load64_splat(s as *const u64))
                 } else {
                     let s = i32x4_load_extend_i16x4(s);
-                    let (lo, hi) = (i32x4_mul(lo, s), i32x4_mul(hi, s));
-                    i32x4_add(i32x4_shuffle::<0, 2, 4, 6>(lo, hi), i32x4_shuffle::<1, 3, 5, 7>(lo, hi))
+                    add_lane_pairs(i32x4_mul(lo, s), i32x4_mul(hi, s))
                 };
                 acc[r][p] = i32x4_add(acc[r][p], sums);
             }
