@@ -43,9 +43,9 @@ pub struct KernelBench {
     pub r4_gbps: Option<f64>,
     /// Each four-row kernel's rate where the type has two (`R4Kernels::alt`): the first, the second.
     pub r4_forms: Option<(f64, f64)>,
-    /// The same matvec touching each next row before multiplying the current one
-    /// ([`crate::ops::rows_outer`]; quantized types).
-    pub touch_gbps: Option<f64>,
+    /// The same matvec reading four streams of rows at once ([`crate::ops::rows_outer`];
+    /// quantized types).
+    pub streams_gbps: Option<f64>,
     /// Nanoseconds per block of the load-time expansion (`forms::expand_in_place` over the whole
     /// matrix, the copy of the file's bytes into place taken off), where the type has that form.
     pub expand_ns: Option<f64>,
@@ -159,20 +159,20 @@ pub fn bench_type(ty: GgmlType, rows: usize, min_ms: f64) -> Option<KernelBench>
     let w = random_matrix(ty, rows, n, 0x5eed ^ ty as u64);
     let rb = ty.row_bytes(n);
     let x: Vec<f32> = (0..n).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 250.0).collect();
-    let (simd, scalar, r4, r4_forms, touch) = match k {
+    let (simd, scalar, r4, r4_forms, streams) = match k {
         Some(k) => {
             let mut act = QAct::default();
             quantize_q8(ty.act_kind(), &x, n, &mut act);
             let a = act.row(0);
-            // The engine's decode loop (`ops::rows_outer`), plain and touching the next row ahead.
+            // The engine's decode loop over plain rows (`ops::rows_outer`): whole rows, and streams.
             let mut y = vec![0.0f32; rows];
-            let mut matvec = |ahead: bool| {
+            let mut matvec = |streams: bool| {
                 time_best(min_ms, || {
-                    crate::ops::rows_outer(k, &w, rb, 0..rows, &act, &mut y, rows, ahead);
+                    crate::ops::rows_outer(k, &w, rb, 0..rows, &act, &mut y, rows, streams);
                     y.iter().sum()
                 })
             };
-            let (fast, touch) = (matvec(false), matvec(true));
+            let (fast, streams) = (matvec(false), matvec(true));
             let slow = time_it(min_ms / 2.0, || w.chunks_exact(rb).map(|r| (k.vec_dot_ref)(r, a)).sum());
             let rates: Vec<f64> = quant::r4::r4_kernels(ty).map_or(Vec::new(), |k4| {
                 let packed = interleaved(k4, &w, rb);
@@ -181,7 +181,7 @@ pub fn bench_type(ty: GgmlType, rows: usize, min_ms: f64) -> Option<KernelBench>
             });
             let r4 = rates.iter().copied().reduce(f64::max);
             let r4_forms = (rates.len() == 2).then(|| (rates[0], rates[1]));
-            (fast, slow, r4, r4_forms, Some(touch))
+            (fast, slow, r4, r4_forms, Some(streams))
         }
         None => {
             let fast = time_it(min_ms, || w.chunks_exact(rb).map(|r| quant::float::dot(ty, r, &x)).sum());
@@ -191,7 +191,7 @@ pub fn bench_type(ty: GgmlType, rows: usize, min_ms: f64) -> Option<KernelBench>
     };
     let gb = w.len() as f64 / 1e9;
     let expand_ns = time_expansion(ty, &w, min_ms);
-    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4, r4_forms, touch_gbps: touch.map(|t| gb / t), expand_ns })
+    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4, r4_forms, streams_gbps: streams.map(|t| gb / t), expand_ns })
 }
 
 /// Nanoseconds per block of expanding the matrix `w` in place as a load does (its bytes copied to

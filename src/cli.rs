@@ -6,7 +6,7 @@
 //! clef logits   --model F --tokens 1,2,3 [--all] [--precision fast|exact] [--layout auto|plain]
 //! clef generate --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
 //!               [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
-//!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead auto|on|off]
+//!               [--repeat-penalty R] [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--streams auto|on|off]
 //!               [--gemm-dot auto|pairs|quads]
 //! clef tokenize --model F --text TEXT [--special]
 //! clef decide   --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
@@ -42,7 +42,7 @@ pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench
   logits        --model F --tokens 1,2,3 [--all] [--precision fast|exact] [--layout auto|plain]
   generate      --model F (--tokens IDS | --prompt TEXT [--chat] [--no-think]) --max-tokens N
                 [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
-                [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--touch-ahead auto|on|off]
+                [--ignore-eos] [--json] [--ctx N] [--precision fast|exact] [--layout auto|plain] [--streams auto|on|off]
                 [--gemm-dot auto|pairs|quads]
   tokenize      --model F --text TEXT [--special]
   decide        --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
@@ -530,15 +530,15 @@ pub fn chat_prompt(h: &Header, user: &str, no_think: bool) -> Result<String, Str
 fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     a.check_known(&[
         "model", "tokens", "prompt", "chat", "no-think", "max-tokens", "temperature", "seed", "top-k", "top-p",
-        "min-p", "repeat-penalty", "ignore-eos", "json", "ctx", "precision", "layout", "touch-ahead", "gemm-dot",
+        "min-p", "repeat-penalty", "ignore-eos", "json", "ctx", "precision", "layout", "streams", "gemm-dot",
     ])?;
     let prec = a.precision()?;
     layout(a)?;
-    match a.get("touch-ahead") {
-        None | Some("auto") => crate::ops::set_touch_ahead(crate::ops::TouchAhead::Auto),
-        Some("on") => crate::ops::set_touch_ahead(crate::ops::TouchAhead::Prior),
-        Some("off") => crate::ops::set_touch_ahead(crate::ops::TouchAhead::Off),
-        Some(other) => return Err(format!("--touch-ahead must be auto, on or off, not {other}")),
+    match a.get("streams") {
+        None | Some("auto") => crate::ops::set_streams(crate::ops::Streams::Auto),
+        Some("on") => crate::ops::set_streams(crate::ops::Streams::Prior),
+        Some("off") => crate::ops::set_streams(crate::ops::Streams::Off),
+        Some(other) => return Err(format!("--streams must be auto, on or off, not {other}")),
     }
     use crate::ops::{set_gemm_dot, GemmDot};
     match a.get("gemm-dot") {
@@ -613,7 +613,7 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
             ("text", json::string(&text)),
             ("finish_reason", json::string(reason)),
             ("timings", timings),
-            ("touch_ahead", touch_report_json()),
+            ("streams", streams_report_json()),
             ("gemm_dot", gemm_dot_report_json()),
             ("r4_form", trial_report_json(crate::ops::r4_form_report(), ["second", "gbps_first", "gbps_second"])),
         ]));
@@ -709,7 +709,7 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
                 ("simd_gbps", format!("{:.3}", b.simd_gbps)),
                 ("scalar_gbps", format!("{:.3}", b.scalar_gbps)),
                 ("r4_gbps", b.r4_gbps.map_or("null".into(), |v| format!("{v:.3}"))),
-                ("touch_gbps", b.touch_gbps.map_or("null".into(), |v| format!("{v:.3}"))),
+                ("streams_gbps", b.streams_gbps.map_or("null".into(), |v| format!("{v:.3}"))),
                 ("expand_ns_per_block", b.expand_ns.map_or("null".into(), |v| format!("{v:.1}"))),
             ])
         });
@@ -717,12 +717,12 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         host.out("\n");
     } else {
         host.out(&format!("kernels: {} (GB/s of weight bytes, one thread, {matrix_rows}×4096 matvec)\n", crate::quant::SIMD_LEVEL));
-        host.out("type      simd GB/s  scalar GB/s  speed-up  next row touched GB/s  4 rows interleaved GB/s\n");
+        host.out("type      simd GB/s  scalar GB/s  speed-up  4 streams GB/s         4 rows interleaved GB/s\n");
         for b in rows {
             let vs = |v: Option<f64>| v.map_or(format!("{:21}", ""), |v| format!("{v:12.2} ({:.2}x)", v / b.simd_gbps));
-            let (touch, r4) = (vs(b.touch_gbps), vs(b.r4_gbps));
+            let (streams, r4) = (vs(b.streams_gbps), vs(b.r4_gbps));
             host.out(&format!(
-                "{:8} {:10.2} {:12.2} {:8.1}x  {touch}  {}\n",
+                "{:8} {:10.2} {:12.2} {:8.1}x  {streams}  {}\n",
                 b.ty.name(),
                 b.simd_gbps,
                 b.scalar_gbps,
@@ -747,11 +747,11 @@ fn gemm_dot_report_json() -> String {
     trial_report_json(crate::ops::gemm_dot_report(), ["quads", "gmacs_pairs", "gmacs_quads"])
 }
 
-/// What the decode matvec's touch-ahead trial measured per type ([`crate::ops::touch_report`]):
-/// `{"IQ2_S": {"touched": false, "gbps_plain": 2.1, "gbps_touched": 1.8}, …}` (`touched` null
+/// What the decode matvec's streams trial measured per type ([`crate::ops::streams_report`]):
+/// `{"IQ2_S": {"streams": false, "gbps_rows": 2.1, "gbps_streams": 1.8}, …}` (`streams` null
 /// while undecided).
-fn touch_report_json() -> String {
-    trial_report_json(crate::ops::touch_report(), ["touched", "gbps_plain", "gbps_touched"])
+fn streams_report_json() -> String {
+    trial_report_json(crate::ops::streams_report(), ["streams", "gbps_rows", "gbps_streams"])
 }
 
 /// A [`crate::tune::Trial::report`] as JSON, keys: the decision, rate A, rate B.

@@ -259,9 +259,9 @@ fn product(store: &WeightStore, w: &Linear, x: &[f32], y: &mut [f32], prec: Prec
     }
     if !w.r4 && t_count < gemm_min_tokens(ty) {
         let bytes = rows.len() * w.row_bytes;
-        touch_plan(ty, t_count, bytes).run(
-            |ahead| rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, ahead),
-            |ahead, ms| touch_record(ty, ahead, bytes, ms),
+        streams_plan(ty, t_count, bytes).run(
+            |streams| rows_outer(k, data, w.row_bytes, rows, &s.act, y, n_out, streams),
+            |streams, ms| streams_record(ty, streams, bytes, ms),
         );
         return;
     }
@@ -281,21 +281,19 @@ fn product(store: &WeightStore, w: &Linear, x: &[f32], y: &mut [f32], prec: Prec
     );
 }
 
-/// Elements per kernel call when the decode matvec touches ahead ([`rows_outer`]).
-pub const MATVEC_PIECE: usize = 1024;
-
 /// `y[t·n_out + r]` = row `r` of `data` (rows of `row_bytes`) · token `t` of `act`, for `r` in
 /// `rows`, rows outer: a weight row is read from memory once and stays in L1 for every token.
-/// The decode matvec.
+/// The decode matvec over plain rows.
 ///
-/// With `ahead`, the next row's memory is requested while this one is multiplied
-/// ([`touch_lines`]). For one token and rows of 1024·C elements (C ≤ 16: every matrix of the
-/// model, whole or split in halves or quarters) the row goes to the kernel a [`MATVEC_PIECE`]
-/// at a time, the same piece of the next row touched before each, and the pieces' products are
-/// added in order; otherwise the whole next row is touched first. Spreading the touches over the
-/// row measured faster than bunching them at its start (BENCHMARKS.md "Touching the next row, a
-/// piece at a time"), and only with the piece loop unrolled (a const piece count per matrix
-/// width, [`rows_outer_pieces`]).
+/// Without `streams`, the rows one after the other, each whole through `vec_dot`. **With
+/// `streams`, [`STREAMS`] parts of the matrix at once**: the rows are split into that many runs,
+/// and the i-th row of every run is multiplied together, a piece at a time (piece p of each, then
+/// piece p + 1 of each; a piece is the fewest whole blocks of at least [`PIECE_BYTES`]), each
+/// row's pieces' products added in order from 0. One row read front to back keeps too few
+/// cache-line misses in flight to stream from memory at the memory's speed, and wasm has no
+/// prefetch instruction; four fine-grained streams do what a prefetch does (as
+/// [`quant::r4::matvec_streams`] over interleaved rows; BENCHMARKS.md "Four streams on plain
+/// rows"). The pieces' sum differs from a whole row's by f32 rounding only.
 #[allow(clippy::too_many_arguments)]
 pub fn rows_outer(
     k: &quant::QuantKernels,
@@ -305,131 +303,140 @@ pub fn rows_outer(
     act: &QAct,
     y: &mut [f32],
     n_out: usize,
-    ahead: bool,
+    streams: bool,
 ) {
-    let n = act.n;
-    if ahead && act.rows == 1 && n % MATVEC_PIECE == 0 {
-        macro_rules! pieces {
-            ($($c:literal)*) => {
-                match n / MATVEC_PIECE {
-                    $($c => return rows_outer_pieces::<$c>(k, data, row_bytes, rows, act, y),)*
-                    _ => {}
-                }
-            };
-        }
-        pieces!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
-    }
     let row = |r: usize| &data[r * row_bytes..(r + 1) * row_bytes];
-    let end = rows.end;
-    let mut seen = 0u8;
-    for r in rows {
-        if ahead && r + 1 < end {
-            seen |= touch_lines(row(r + 1));
-        }
-        let wr = row(r);
-        for t in 0..act.rows {
-            y[t * n_out + r] = (k.vec_dot)(wr, act.row(t));
-        }
-    }
-    core::hint::black_box(seen);
-}
-
-/// [`rows_outer`] for one token, touching ahead, rows of `C` pieces: `y[r]` = the in-order sum
-/// of the pieces' `vec_dot`s.
-#[inline(never)]
-fn rows_outer_pieces<const C: usize>(
-    k: &quant::QuantKernels,
-    data: &[u8],
-    row_bytes: usize,
-    rows: std::ops::Range<usize>,
-    act: &QAct,
-    y: &mut [f32],
-) {
-    let cb = row_bytes / C; // bytes of a piece: whole blocks (1024 elements)
-    let a = act.row(0);
-    let row = |r: usize| &data[r * row_bytes..(r + 1) * row_bytes];
-    let end = rows.end;
-    let mut seen = 0u8;
-    for r in rows {
-        let mut sum = 0.0f32;
-        for c in 0..C {
-            if r + 1 < end {
-                seen |= touch_lines(&row(r + 1)[c * cb..(c + 1) * cb]);
+    if !streams {
+        for r in rows {
+            let wr = row(r);
+            for t in 0..act.rows {
+                y[t * n_out + r] = (k.vec_dot)(wr, act.row(t));
             }
-            sum += (k.vec_dot)(&row(r)[c * cb..(c + 1) * cb], a.slice(c * MATVEC_PIECE, MATVEC_PIECE));
         }
-        y[r] = sum;
+        return;
     }
-    core::hint::black_box(seen);
+    let (bb, be) = (k.ty.block_bytes(), k.ty.block_elems());
+    let blocks = row_bytes / bb;
+    let piece = stream_piece(k.ty).min(blocks.max(1));
+    // Runs of `run` rows, their i-th rows together; the rows past them (fewer than STREAMS) alone.
+    let run = rows.len() / STREAMS;
+    let g = Pieces { vec_dot: k.vec_dot, data, row_bytes, bb, be, blocks, piece };
+    for i in 0..run {
+        g.multiply::<STREAMS>(core::array::from_fn(|s| rows.start + s * run + i), act, y, n_out);
+    }
+    for r in rows.start + STREAMS * run..rows.end {
+        g.multiply::<1>([r], act, y, n_out);
+    }
 }
 
-/// Whether the row-by-row matvec of `ty` weights touches the next row ahead by default
-/// ([`rows_outer`]): the prior that [`touch_plan`] starts from and keeps where its trial finds no
-/// clear winner. On matrices larger than the caches the kernels otherwise wait on each new cache
-/// line of their row. Touching a piece at a time (BENCHMARKS.md "Touching the next row, a piece
-/// at a time") gains on every type's kernel in the relaxed build, in V8 and SpiderMonkey, on the
-/// Intel Xeon it was measured on, but end to end a touched Q6_K LM head cost the 8-layer Q4_0 file
-/// 7–10 % in Node (3.90 against 4.20–4.36 tok/s): Q6_K is left untouched (as whole-row touching
-/// had measured, 0.74–0.85×). The SIMD128 build is what Safari runs, and JavaScriptCore lost on
-/// IQ4_XS (0.72×) and Q5_K (0.94×; whole rows 0.89×) while Node and Firefox gained: those are not
-/// touched there either.
-pub fn touches_ahead(ty: GgmlType) -> bool {
-    use GgmlType::*;
-    let loses = matches!(ty, Q6_K | Q6_KX) || (!cfg!(target_feature = "relaxed-simd") && matches!(ty, IQ4_XS | Q5_K));
-    !ty.is_float() && !loses
+/// Blocks of a piece in [`rows_outer`]'s streams: the fewest whole 256-element steps (the kernels'
+/// widest loop: one block of the 256-element types, eight of the 32-element ones) that hold
+/// [`PIECE_BYTES`] — Q8_0 512 elements (544 bytes), Q4_0 1024 (576), IQ4_XS 1024 (544).
+pub fn stream_piece(ty: GgmlType) -> usize {
+    let step = (256 / ty.block_elems()).max(1); // blocks
+    PIECE_BYTES.div_ceil(step * ty.block_bytes()) * step
 }
 
-/// How the decode matvec chooses to touch ahead ([`set_touch_ahead`]).
+/// A matrix's plain rows, taken a piece at a time ([`rows_outer`] with streams).
+struct Pieces<'a> {
+    vec_dot: fn(&[u8], crate::quant::Q8<'_>) -> f32,
+    data: &'a [u8],
+    row_bytes: usize,
+    /// Bytes and elements of a block; blocks of a row; blocks of a piece.
+    bb: usize,
+    be: usize,
+    blocks: usize,
+    piece: usize,
+}
+
+impl Pieces<'_> {
+    /// Rows `rows` · every token of `act` into `y`, the rows' pieces in step: each row's pieces'
+    /// products added in order from 0.
+    #[inline(always)]
+    fn multiply<const S: usize>(&self, rows: [usize; S], act: &QAct, y: &mut [f32], n_out: usize) {
+        let &Pieces { vec_dot, data, row_bytes, bb, be, blocks, piece } = self;
+        let row: [&[u8]; S] = rows.map(|r| &data[r * row_bytes..(r + 1) * row_bytes]);
+        for t in 0..act.rows {
+            let a = act.row(t);
+            let mut sum = [0.0f32; S];
+            for p in (0..blocks).step_by(piece) {
+                let q = (p + piece).min(blocks);
+                let ap = a.slice(p * be, (q - p) * be);
+                for s in 0..S {
+                    sum[s] += vec_dot(&row[s][p * bb..q * bb], ap);
+                }
+            }
+            for s in 0..S {
+                y[t * n_out + rows[s]] = sum[s];
+            }
+        }
+    }
+}
+
+/// Parts of a matrix a decoded token's product reads at once ([`rows_outer`] with streams; the
+/// interleaved rows' [`quant::r4::STREAMS`] too).
+pub use quant::r4::{PIECE_BYTES, STREAMS};
+
+/// Whether the decode matvec over plain rows of `ty` reads [`STREAMS`] at once by default
+/// ([`rows_outer`]): the prior that [`streams_plan`] starts from and keeps where its trial finds
+/// no clear winner. Every quantized type: on the Emerald Rapids Xeon measured, the bandwidth-bound
+/// kernels gained 24–41 % and the compute-bound ones held level (BENCHMARKS.md "Four streams on
+/// plain rows").
+pub fn streams_prior(ty: GgmlType) -> bool {
+    !ty.is_float()
+}
+
+/// How the decode matvec over plain rows reads them ([`set_streams`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TouchAhead {
-    /// Per weight type, what this machine runs faster ([`touch_plan`]); the default.
+pub enum Streams {
+    /// Per weight type, what this machine runs faster ([`streams_plan`]); the default.
     Auto,
-    /// The prior of [`touches_ahead`], untried.
+    /// The prior of [`streams_prior`], untried.
     Prior,
-    /// Never: rows go to the kernel whole.
+    /// Never: rows one after the other, each whole.
     Off,
 }
 
-/// Sets how the decode matvec touches ahead (`clef generate --touch-ahead auto|on|off`; `on` is
-/// [`TouchAhead::Prior`]) and forgets every trial. Touched rows go to the kernel a piece at a time:
-/// the products differ from whole rows' by f32 rounding only.
-pub fn set_touch_ahead(mode: TouchAhead) {
-    *TOUCH.lock().unwrap_or_else(|e| e.into_inner()) = (mode, Trial::new());
+/// Sets how the decode matvec over plain rows reads them (`clef generate --streams auto|on|off`;
+/// `on` is [`Streams::Prior`]) and forgets every trial. Streamed rows go to the kernel a piece at
+/// a time: the products differ from whole rows' by f32 rounding only.
+pub fn set_streams(mode: Streams) {
+    *STREAMS_TRIAL.lock().unwrap_or_else(|e| e.into_inner()) = (mode, Trial::new());
 }
 
-/// **Touching ahead is chosen per machine** ([`crate::tune`]): on the Intel Xeon of sessions
-/// 12–13 it gained 5–30 % per kernel, on a 2-core AMD EPYC (2026-12-03) the same touched pieces
-/// ran 0.61–0.96× the whole untouched rows and the 8-layer IQ2_M file decoded 12 % faster
-/// untouched (BENCHMARKS.md). Timed: decode calls (one token) of at least [`TRIAL_MIN_BYTES`],
-/// rated in GB/s. Layer types are settled within the first decoded token of a 9B file, the LM
-/// head's type within ~30 tokens. Smaller calls (and prompts) keep the prior, so the test
-/// fixtures never see a trial.
-static TOUCH: std::sync::Mutex<(TouchAhead, Trial)> = std::sync::Mutex::new((TouchAhead::Auto, Trial::new()));
+/// **Streams or whole rows, chosen per machine** ([`crate::tune`]): how many misses a core keeps
+/// in flight, and what the engine's code costs per kernel call, differ between CPUs (touching the
+/// next row ahead, the mechanism before the streams, gained 5–30 % on one Intel Xeon and lost up
+/// to 39 % on an AMD EPYC). Timed: decode calls (one token) of at least [`TRIAL_MIN_BYTES`], rated
+/// in GB/s. Layer types are settled within the first decoded token of a 9B file, the LM head's
+/// type within ~30 tokens. Smaller calls (and prompts) keep the prior, so the test fixtures never
+/// see a trial.
+static STREAMS_TRIAL: std::sync::Mutex<(Streams, Trial)> = std::sync::Mutex::new((Streams::Auto, Trial::new()));
 
 /// Calls smaller than this (bytes of weights) are not timed: their time is mostly the clock's.
 pub const TRIAL_MIN_BYTES: usize = 1 << 20;
 
-/// Touch or not for a decode matvec of `t_count` tokens over `bytes` of `ty` weights.
-fn touch_plan(ty: GgmlType, t_count: usize, bytes: usize) -> Plan {
-    let prior = touches_ahead(ty);
-    let mut t = TOUCH.lock().unwrap_or_else(|e| e.into_inner());
+/// Streams or not for a decode matvec of `t_count` tokens over `bytes` of `ty` weights.
+fn streams_plan(ty: GgmlType, t_count: usize, bytes: usize) -> Plan {
+    let prior = streams_prior(ty);
+    let mut t = STREAMS_TRIAL.lock().unwrap_or_else(|e| e.into_inner());
     match t.0 {
-        TouchAhead::Off => Plan::Fixed(false),
-        TouchAhead::Prior => Plan::Fixed(prior),
-        TouchAhead::Auto => t.1.plan(ty, prior, t_count == 1 && bytes >= TRIAL_MIN_BYTES && !ty.is_float()),
+        Streams::Off => Plan::Fixed(false),
+        Streams::Prior => Plan::Fixed(prior),
+        Streams::Auto => t.1.plan(ty, prior, t_count == 1 && bytes >= TRIAL_MIN_BYTES && !ty.is_float()),
     }
 }
 
 /// Records one timed call of the trial.
-fn touch_record(ty: GgmlType, ahead: bool, bytes: usize, ms: f64) {
-    let mut t = TOUCH.lock().unwrap_or_else(|e| e.into_inner());
-    t.1.record(ty, ahead, touches_ahead(ty), bytes as f64, ms);
+fn streams_record(ty: GgmlType, streams: bool, bytes: usize, ms: f64) {
+    let mut t = STREAMS_TRIAL.lock().unwrap_or_else(|e| e.into_inner());
+    t.1.record(ty, streams, streams_prior(ty), bytes as f64, ms);
 }
 
-/// Per quantized type that has been tried: (type, decided, median GB/s untouched, touched) — what
-/// the trial measured (`clef generate --json` reports it).
-pub fn touch_report() -> Vec<(GgmlType, Option<bool>, f64, f64)> {
-    TOUCH.lock().unwrap_or_else(|e| e.into_inner()).1.report()
+/// Per quantized type that has been tried: (type, decided, median GB/s with whole rows, with
+/// streams) — what the trial measured (`clef generate --json` reports it).
+pub fn streams_report() -> Vec<(GgmlType, Option<bool>, f64, f64)> {
+    STREAMS_TRIAL.lock().unwrap_or_else(|e| e.into_inner()).1.report()
 }
 
 /// How the int8 prompt GEMM multiplies ([`set_gemm_dot`]): pair sums widened by the group scales,
@@ -520,23 +527,6 @@ fn gemm_dot_plan(ty: GgmlType, t_count: usize, macs: f64) -> Plan {
 /// quads) (`clef generate --json` reports it).
 pub fn gemm_dot_report() -> Vec<(GgmlType, Option<bool>, f64, f64)> {
     GEMM_DOT.lock().unwrap_or_else(|e| e.into_inner()).1.report()
-}
-
-/// Reads one byte of every 64 (a cache line) of `bytes` and returns their OR: the CPU starts
-/// fetching those lines (a row, or a piece of one) at once, while the kernel works on the row
-/// before it. Wasm has no
-/// prefetch instruction; a load whose value is kept alive (`black_box` of the OR) is the portable
-/// form of one.
-#[inline(always)]
-fn touch_lines(bytes: &[u8]) -> u8 {
-    let mut acc = 0u8;
-    let mut i = 0;
-    while i < bytes.len() {
-        // SAFETY: i < bytes.len(); a volatile read so that the compiler keeps every load.
-        acc |= unsafe { core::ptr::read_volatile(bytes.as_ptr().add(i)) };
-        i += 64;
-    }
-    acc
 }
 
 /// Row `r` of an embedding table, dequantized.
@@ -857,37 +847,37 @@ mod exp_tests {
 }
 
 #[cfg(test)]
-mod touch_tests {
+mod streams_tests {
     use super::*;
 
-    /// Runs `ty`'s trial to its end with touched calls taking `ms_on` and untouched `ms_off`;
+    /// Runs `ty`'s trial to its end with streamed calls taking `ms_on` and whole rows `ms_off`;
     /// returns the decision.
     fn trial(ty: GgmlType, ms_on: f64, ms_off: f64) -> bool {
         const BYTES: usize = 4 << 20;
         for _ in 0..1000 {
-            match touch_plan(ty, 1, BYTES) {
-                Plan::Trial(ahead) => touch_record(ty, ahead, BYTES, if ahead { ms_on } else { ms_off }),
-                Plan::Fixed(ahead) => return ahead,
+            match streams_plan(ty, 1, BYTES) {
+                Plan::Trial(streams) => streams_record(ty, streams, BYTES, if streams { ms_on } else { ms_off }),
+                Plan::Fixed(streams) => return streams,
             }
         }
         panic!("{ty}: the trial never ended");
     }
 
     #[test]
-    fn touching_ahead_is_tried_on_decode_calls() {
+    fn streams_are_tried_on_decode_calls() {
         // Types no other test multiplies with ≥ 1 MiB per call (the tuner is process-wide).
-        assert!(trial(GgmlType::IQ1_M, 1.0, 2.0), "touched twice as fast");
-        assert!(!trial(GgmlType::IQ1_S, 2.0, 1.0), "untouched twice as fast");
-        assert_eq!(trial(GgmlType::Q1_0, 1.0, 1.01), touches_ahead(GgmlType::Q1_0), "a tie");
-        assert_eq!(trial(GgmlType::Q6_K, 1.01, 1.0), touches_ahead(GgmlType::Q6_K), "a tie");
-        let report = touch_report();
+        assert!(trial(GgmlType::IQ1_M, 1.0, 2.0), "streams twice as fast");
+        assert!(!trial(GgmlType::IQ1_S, 2.0, 1.0), "whole rows twice as fast");
+        assert_eq!(trial(GgmlType::Q1_0, 1.0, 1.01), streams_prior(GgmlType::Q1_0), "a tie");
+        assert_eq!(trial(GgmlType::Q6_K, 1.01, 1.0), streams_prior(GgmlType::Q6_K), "a tie");
+        let report = streams_report();
         let iq1m = report.iter().find(|r| r.0 == GgmlType::IQ1_M).expect("IQ1_M tried");
         assert_eq!(iq1m.1, Some(true));
         assert!((iq1m.2 - 4.0 * 1.048_576 / 2.0).abs() < 1e-3 && (iq1m.3 - 4.0 * 1.048_576).abs() < 1e-3, "{iq1m:?}");
         // Prompts and small calls are never timed. (The fixed modes are not switched here: other
         // tests multiply at the same time.)
-        assert!(matches!(touch_plan(GgmlType::IQ2_XXS, 2, 4 << 20), Plan::Fixed(_)));
-        assert!(matches!(touch_plan(GgmlType::IQ2_XXS, 1, 1000), Plan::Fixed(_)));
+        assert!(matches!(streams_plan(GgmlType::IQ2_XXS, 2, 4 << 20), Plan::Fixed(_)));
+        assert!(matches!(streams_plan(GgmlType::IQ2_XXS, 1, 1000), Plan::Fixed(_)));
     }
 }
 

@@ -1,7 +1,8 @@
 //! Choices made per machine by timing: two ways of computing the same thing, per weight type.
 //!
 //! Some kernel choices win on one CPU and lose on another (BENCHMARKS.md: touching the next row
-//! ahead gained 5–30 % on an Intel Xeon and lost on an AMD EPYC; the int8 prompt GEMM's dot-add
+//! ahead, the decode matvec's way to the memory's speed before its streams, gained 5–30 % on an
+//! Intel Xeon and lost on an AMD EPYC; the int8 prompt GEMM's dot-add
 //! form gains where the CPU has AVX-VNNI and loses where it has not). Nothing in a browser names
 //! the CPU, so each wasm instance (each worker) times the real calls: for each weight type, the
 //! calls large enough to time run variant A or B (a fixed pseudo-random sequence, so that no

@@ -680,32 +680,34 @@ fn a_decoded_token_reads_streams_of_groups_a_piece_at_a_time() {
     assert!(checked >= 10, "{checked} R4 kernels checked");
 }
 
-/// The decode matvec (`ops::rows_outer`), for every quantized type: without touching ahead, or for
-/// several tokens, or rows that are not 1024·C elements, each asked row and token gets `vec_dot` of
-/// the whole row, bit for bit; touching ahead for one token, rows of 1024·C elements go to the
-/// kernel a piece of 1024 at a time and get the in-order sum of the pieces' `vec_dot`s. Rows
-/// outside the range (which starts past the first row and ends at the last one: no touch past the
-/// matrix) stay as they were.
+/// The decode matvec over plain rows (`ops::rows_outer`), for every quantized type, one and two
+/// tokens: with whole rows each asked row and token gets `vec_dot` of the whole row, bit for bit;
+/// with streams, the in-order sum from 0 of its pieces' `vec_dot`s, a piece (`stream_piece`: at
+/// least `PIECE_BYTES`, whole 256-element steps) the last one shorter, over rows short of a piece
+/// and long ones whose last piece is ragged. The row range (nine rows: two runs of the four streams and one
+/// row past them) starts past the first rows; those stay as they were.
 #[test]
 fn rows_outer_is_vec_dot_of_the_row_or_of_its_pieces() {
-    use clef_web::ops::MATVEC_PIECE as P;
+    use clef_web::ops::{stream_piece, PIECE_BYTES};
     let mut rng = Rng(0x0dd5_70c4_a11e_ad00);
     for ty in GgmlType::ALL {
         let Some(k) = kernels(ty) else { continue };
-        for (n, tokens) in [(ty.block_elems().max(32) * 3, 2), (3 * P, 2), (3 * P, 1)] {
-            let n_out = 7;
+        let (be, bb) = (ty.block_elems(), ty.block_bytes());
+        let piece = stream_piece(ty); // blocks
+        assert!(piece * bb >= PIECE_BYTES && (piece * be) % 256 == 0, "{ty}: a piece of {piece} blocks");
+        for (blocks, tokens) in [(3, 2), (3, 1), (3 * piece + 1, 1), (3 * piece + 1, 2)] {
+            let (n, n_out) = (blocks * be, 11);
             let rb = ty.row_bytes(n);
             let mut data = vec![0u8; n_out * rb];
             rng.bytes(&mut data);
-            for blk in data.chunks_exact_mut(ty.block_bytes()) {
+            for blk in data.chunks_exact_mut(bb) {
                 (k.sanitize)(blk);
             }
             let mut act = QAct::default();
             quantize_q8(ty.act_kind(), &rng.act(tokens * n), n, &mut act);
-            for ahead in [false, true] {
+            for streams in [false, true] {
                 let mut y = vec![f32::NAN; tokens * n_out];
-                clef_web::ops::rows_outer(k, &data, rb, 2..n_out, &act, &mut y, n_out, ahead);
-                let by_pieces = ahead && tokens == 1 && n % P == 0;
+                clef_web::ops::rows_outer(k, &data, rb, 2..n_out, &act, &mut y, n_out, streams);
                 for t in 0..tokens {
                     for r in 0..n_out {
                         let got = y[t * n_out + r];
@@ -714,12 +716,15 @@ fn rows_outer_is_vec_dot_of_the_row_or_of_its_pieces() {
                             continue;
                         }
                         let (row, a) = (&data[r * rb..(r + 1) * rb], act.row(t));
-                        let want = if by_pieces {
-                            (0..n / P).fold(0.0f32, |sum, c| sum + (k.vec_dot)(&row[rb * c * P / n..rb * (c + 1) * P / n], a.slice(c * P, P)))
+                        let want = if streams {
+                            (0..blocks).step_by(piece).fold(0.0f32, |sum, p| {
+                                let q = (p + piece).min(blocks);
+                                sum + (k.vec_dot)(&row[p * bb..q * bb], a.slice(p * be, (q - p) * be))
+                            })
                         } else {
                             (k.vec_dot)(row, a)
                         };
-                        assert_eq!(got.to_bits(), want.to_bits(), "{ty}: n {n}, touch {ahead}, token {t} row {r}");
+                        assert_eq!(got.to_bits(), want.to_bits(), "{ty}: {blocks} blocks, streams {streams}, token {t} row {r}");
                     }
                 }
             }

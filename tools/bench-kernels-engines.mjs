@@ -1,8 +1,8 @@
 // `clef bench-kernels` in the two other browser engines: Firefox's SpiderMonkey (headless
 // `firefox-esr`, a plain page) and Safari's JavaScriptCore (WebKitGTK's `jsc` shell). The same
 // command as `node --experimental-wasm-relaxed-simd www/cli.mjs bench-kernels …` and
-// tools/bench-kernels-chromium.mjs (V8), so that a kernel change, or touching ahead
-// (`ops::touches_ahead`), is measured on every engine users run.
+// tools/bench-kernels-chromium.mjs (V8), so that a kernel change, or reading streams
+// (`ops::streams_prior`), is measured on every engine users run.
 //
 //   node tools/bench-kernels-engines.mjs [--engine firefox|jsc|all] [bench-kernels args: --type T --ms MS --rows R --json …]
 //

@@ -299,11 +299,13 @@ pub fn matmul_tiles(k: &R4Kernels, data: &[u8], rb: usize, rows: core::ops::Rang
     }
 }
 
-/// Groups of four rows a decoded token's product reads at once ([`matvec_streams`]).
+/// Parts of a matrix a decoded token's product reads at once: groups of four rows here
+/// ([`matvec_streams`]), plain rows in [`crate::ops::rows_outer`].
 pub const STREAMS: usize = 4;
 
-/// Bytes of four interleaved rows per kernel call in [`matvec_streams`]: a piece is the fewest
-/// whole R4 blocks that hold this many (one block of most types, two of Q2_K's 336 bytes).
+/// Bytes a stream reads per kernel call, at least: here a piece is the fewest whole R4 blocks of
+/// four interleaved rows that hold this many (one block of most types, two of Q2_K's 336 bytes);
+/// over plain rows the fewest whole blocks of a row.
 pub const PIECE_BYTES: usize = 512;
 
 /// Whether a decoded token's product reads several streams ([`matvec_streams`]): in the relaxed

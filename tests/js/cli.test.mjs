@@ -109,8 +109,8 @@ test('bench-kernels --json lists every quantized type with SIMD and scalar figur
   }
   for (const k of out.kernels) {
     assert.ok(k.simd_gbps > 0 && k.scalar_gbps > 0, JSON.stringify(k));
-    // The decode loop touching each next row: quantized types only.
-    assert.equal(k.touch_gbps === null, k.type === 'F32' || k.type === 'F16' || k.type === 'BF16', JSON.stringify(k));
+    // The decode loop reading four streams of rows: quantized types only.
+    assert.equal(k.streams_gbps === null, k.type === 'F32' || k.type === 'F16' || k.type === 'BF16', JSON.stringify(k));
   }
   // Matrices larger than a wasm32 allocation can hold: a clear error, not a crash.
   const big = spawnSync('node', [...process.execArgv, join(root, 'www/cli.mjs'), 'bench-kernels', '--rows', '131072', '--ms', '1'], { encoding: 'utf8' });
