@@ -288,8 +288,8 @@ fn product(store: &WeightStore, w: &Linear, x: &[f32], y: &mut [f32], prec: Prec
 /// Without `streams`, the rows one after the other, each whole through `vec_dot`. **With
 /// `streams`, [`STREAMS`] parts of the matrix at once**: the rows are split into that many runs,
 /// and the i-th row of every run is multiplied together, a piece at a time (piece p of each, then
-/// piece p + 1 of each; a piece is the fewest whole blocks of at least [`PIECE_BYTES`]), each
-/// row's pieces' products added in order from 0. One row read front to back keeps too few
+/// piece p + 1 of each; a piece: [`stream_piece`], at least [`PIECE_BYTES`]), each row's
+/// pieces' products added in order from 0. One row read front to back keeps too few
 /// cache-line misses in flight to stream from memory at the memory's speed, and wasm has no
 /// prefetch instruction; four fine-grained streams do what a prefetch does (as
 /// [`quant::r4::matvec_streams`] over interleaved rows; BENCHMARKS.md "Four streams on plain
