@@ -287,9 +287,10 @@ fn product(store: &WeightStore, w: &Linear, x: &[f32], y: &mut [f32], prec: Prec
 ///
 /// Without `streams`, the rows one after the other, each whole through `vec_dot`. **With
 /// `streams`, [`STREAMS`] parts of the matrix at once**: the rows are split into that many runs,
-/// and the i-th row of every run is multiplied together, a piece at a time (piece p of each, then
-/// piece p + 1 of each; a piece: [`stream_piece`], at least [`PIECE_BYTES`]), each row's
-/// pieces' products added in order from 0. One row read front to back keeps too few
+/// and the i-th row of every run is multiplied together: by a four-row kernel where the type has
+/// one ([`quant::legacy::vec_dot4`]: the rows' blocks in step, each row's result its `vec_dot`'s
+/// bit for bit), else a piece at a time (piece p of each, then piece p + 1 of each; a piece:
+/// [`stream_piece`], at least [`PIECE_BYTES`]), each row's pieces' products added in order from 0. One row read front to back keeps too few
 /// cache-line misses in flight to stream from memory at the memory's speed, and wasm has no
 /// prefetch instruction; four fine-grained streams do what a prefetch does (as
 /// [`quant::r4::matvec_streams`] over interleaved rows; BENCHMARKS.md "Four streams on plain
@@ -315,11 +316,29 @@ pub fn rows_outer(
         }
         return;
     }
+    // Runs of `run` rows, their i-th rows together; the rows past them (fewer than STREAMS) alone.
+    let run = rows.len() / STREAMS;
+    if let Some(dot4) = quant::legacy::vec_dot4(k.ty) {
+        // The four rows' blocks in step, each row's result its `vec_dot`'s.
+        for i in 0..run {
+            let group: [usize; STREAMS] = core::array::from_fn(|s| rows.start + s * run + i);
+            for t in 0..act.rows {
+                let v = dot4(group.map(row), act.row(t));
+                for (s, &r) in group.iter().enumerate() {
+                    y[t * n_out + r] = v[s];
+                }
+            }
+        }
+        for r in rows.start + STREAMS * run..rows.end {
+            for t in 0..act.rows {
+                y[t * n_out + r] = (k.vec_dot)(row(r), act.row(t));
+            }
+        }
+        return;
+    }
     let (bb, be) = (k.ty.block_bytes(), k.ty.block_elems());
     let blocks = row_bytes / bb;
     let piece = stream_piece(k.ty).min(blocks.max(1));
-    // Runs of `run` rows, their i-th rows together; the rows past them (fewer than STREAMS) alone.
-    let run = rows.len() / STREAMS;
     let g = Pieces { vec_dot: k.vec_dot, data, row_bytes, bb, be, blocks, piece };
     for i in 0..run {
         g.multiply::<STREAMS>(core::array::from_fn(|s| rows.start + s * run + i), act, y, n_out);

@@ -682,9 +682,10 @@ fn a_decoded_token_reads_streams_of_groups_a_piece_at_a_time() {
 
 /// The decode matvec over plain rows (`ops::rows_outer`), for every quantized type, one and two
 /// tokens: with whole rows each asked row and token gets `vec_dot` of the whole row, bit for bit;
-/// with streams, the in-order sum from 0 of its pieces' `vec_dot`s, a piece (`stream_piece`: at
-/// least `PIECE_BYTES`, whole 256-element steps) the last one shorter, over rows short of a piece
-/// and long ones whose last piece is ragged. The row range (nine rows: two runs of the four streams and one
+/// with streams, the same where the type has a four-row kernel (`legacy::vec_dot4`, wasm), else
+/// the in-order sum from 0 of its pieces' `vec_dot`s, a piece (`stream_piece`: at least
+/// `PIECE_BYTES`, whole 256-element steps) the last one shorter, over rows short of a piece and
+/// long ones whose last piece is ragged. The row range (nine rows: two runs of the four streams and one
 /// row past them) starts past the first rows; those stay as they were.
 #[test]
 fn rows_outer_is_vec_dot_of_the_row_or_of_its_pieces() {
@@ -716,7 +717,8 @@ fn rows_outer_is_vec_dot_of_the_row_or_of_its_pieces() {
                             continue;
                         }
                         let (row, a) = (&data[r * rb..(r + 1) * rb], act.row(t));
-                        let want = if streams {
+                        // A four-row kernel (legacy types, wasm) computes each row as `vec_dot` does.
+                        let want = if streams && clef_web::quant::legacy::vec_dot4(ty).is_none() {
                             (0..blocks).step_by(piece).fold(0.0f32, |sum, p| {
                                 let q = (p + piece).min(blocks);
                                 sum + (k.vec_dot)(&row[p * bb..q * bb], a.slice(p * be, (q - p) * be))

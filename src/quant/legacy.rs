@@ -189,6 +189,42 @@ macro_rules! fast_or_ref {
     };
 }
 
+/// Four rows · one activation row at once: each row's result is its `vec_dot`'s bit for bit.
+pub type VecDot4 = fn([&[u8]; 4], Q8<'_>) -> [f32; 4];
+
+/// The four-row form of `ty`'s `vec_dot` ([`simd`]'s `dot_rows_n`: the four rows' blocks taken in
+/// step, so a decoded token reads four streams of the matrix at block granularity — the
+/// decode matvec's streams, `ops::rows_outer`): the types here, in the wasm builds. `None`
+/// elsewhere (the scalar references natively).
+pub fn vec_dot4(ty: GgmlType) -> Option<VecDot4> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        macro_rules! four {
+            ($rows:ident) => {{
+                fn f(rows: [&[u8]; 4], act: Q8<'_>) -> [f32; 4] {
+                    // SAFETY: simd128 is enabled for this build; lengths are checked inside.
+                    unsafe { simd::$rows::<4>(rows, act) }
+                }
+                Some(f as VecDot4)
+            }};
+        }
+        return match ty {
+            GgmlType::Q4_0 => four!(rows_q4_0),
+            GgmlType::Q4_1 => four!(rows_q4_1),
+            GgmlType::Q5_0 => four!(rows_q5_0),
+            GgmlType::Q5_1 => four!(rows_q5_1),
+            GgmlType::Q8_0 => four!(rows_q8_0),
+            GgmlType::IQ4_NL => four!(rows_iq4_nl),
+            _ => None,
+        };
+    }
+    #[allow(unreachable_code)]
+    {
+        let _ = ty;
+        None
+    }
+}
+
 // =============================================================================================
 // Q4_0 — 32 elements in 18 bytes.
 //
@@ -561,28 +597,32 @@ pub(super) mod simd {
         )
     }
 
-    /// The shared driver of every kernel here:
-    /// `Σ_i d_i·d_a,i·(Σ code·a − OFF·Σ a) + m_i·d_a,i·Σ a`.
+    /// The shared driver of every kernel here, over `N` rows in step:
+    /// `Σ_i d_i·d_a,i·(Σ code·a − OFF·Σ a) + m_i·d_a,i·Σ a` for each row.
     ///
     /// `block(blk, a, c)` returns i32x4 partial sums of `2^SHIFT · Σ code·a` for the block at `blk`
     /// and its 32 activations at `a` (SHIFT = 8 for the ×256 kernels, 0 for the relaxed ones); `BYTES` is the block size, `OFF` the code offset and `MIN`
     /// whether an fp16 min follows `d` at offset 2. Four blocks share one reduction and one f32
     /// update (measured faster than one or two); `fence`s between them keep V8 from loading all
-    /// four blocks' data up front.
+    /// four blocks' data up front. With `N` = 4 (`ops::rows_outer`'s streams) each step takes the
+    /// four blocks of every row in turn, so a decoded token reads four streams of the matrix at
+    /// block granularity; every row's arithmetic is the same as alone, so its result is the same
+    /// bit for bit.
     ///
     /// # Safety
     /// Requires simd128; `block` may read `BYTES` bytes at `blk` and 32 bytes at `a`.
     #[inline(always)]
-    unsafe fn dot_rows<const BYTES: usize, const OFF: i32, const MIN: bool, const SHIFT: u32>(
-        row: &[u8],
+    unsafe fn dot_rows_n<const N: usize, const BYTES: usize, const OFF: i32, const MIN: bool, const SHIFT: u32>(
+        rows: [&[u8]; N],
         act: Q8<'_>,
         block: impl Fn(*const u8, *const i8, Consts) -> v128,
-    ) -> f32 {
-        let nb = row.len() / BYTES;
-        assert!(row.len() == nb * BYTES);
+    ) -> [f32; N] {
+        let nb = rows[0].len() / BYTES;
+        assert!(rows.iter().all(|r| r.len() == nb * BYTES));
         assert!(act.qs.len() >= nb * QK && act.d.len() >= nb && act.bsums.len() >= 2 * nb);
         let c = Consts::new();
-        let (w, a) = (row.as_ptr(), act.qs.as_ptr());
+        let a = act.qs.as_ptr();
+        let w = rows.map(|r| r.as_ptr());
         // fp16 fields at offset `off` of blocks i..i+4 as f32x4.
         let f16x4 = |p: *const u8, off: usize| {
             f16_lanes(i32x4(
@@ -592,83 +632,116 @@ pub(super) mod simd {
                 u16_at(p.add(3 * BYTES + off)),
             ))
         };
-        let mut acc = f32x4_splat(0.0);
+        let mut acc = [f32x4_splat(0.0); N];
         let mut i = 0;
         while i + 4 <= nb {
-            // SAFETY: blocks i..i+4, activations 32i..32i+128, d i..i+4 and bsums 2i..2i+8 are in
-            // bounds by the asserts above.
-            let p = w.add(BYTES * i);
-            let s0 = fence(block(p, a.add(QK * i), c));
-            let s1 = fence(block(p.add(BYTES), a.add(QK * i + 32), c));
-            let s2 = fence(block(p.add(2 * BYTES), a.add(QK * i + 64), c));
-            let s3 = block(p.add(3 * BYTES), a.add(QK * i + 96), c);
-            let s = i32x4_shr(hsum4_i32x4(s0, s1, s2, s3), SHIFT);
+            // SAFETY: blocks i..i+4 of every row, activations 32i..32i+128, d i..i+4 and bsums
+            // 2i..2i+8 are in bounds by the asserts above.
             let da = v128_load(act.d.as_ptr().add(i) as *const v128);
-            let t = if OFF != 0 || MIN {
-                let asum = i32x4_extadd_pairwise_i16x8(v128_load(act.bsums.as_ptr().add(2 * i) as *const v128));
-                let s = if OFF != 0 {
-                    i32x4_sub(s, i32x4_mul(asum, i32x4_splat(OFF)))
+            let asum = i32x4_extadd_pairwise_i16x8(v128_load(act.bsums.as_ptr().add(2 * i) as *const v128));
+            for (acc, &w) in acc.iter_mut().zip(&w) {
+                let p = w.add(BYTES * i);
+                let s0 = fence(block(p, a.add(QK * i), c));
+                let s1 = fence(block(p.add(BYTES), a.add(QK * i + 32), c));
+                let s2 = fence(block(p.add(2 * BYTES), a.add(QK * i + 64), c));
+                let s3 = block(p.add(3 * BYTES), a.add(QK * i + 96), c);
+                let s = i32x4_shr(hsum4_i32x4(s0, s1, s2, s3), SHIFT);
+                let t = if OFF != 0 || MIN {
+                    let s = if OFF != 0 {
+                        i32x4_sub(s, i32x4_mul(asum, i32x4_splat(OFF)))
+                    } else {
+                        s
+                    };
+                    let t = f32x4_mul(f16x4(p, 0), f32x4_convert_i32x4(s));
+                    if MIN {
+                        f32x4_add(t, f32x4_mul(f16x4(p, 2), f32x4_convert_i32x4(asum)))
+                    } else {
+                        t
+                    }
                 } else {
-                    s
+                    f32x4_mul(f16x4(p, 0), f32x4_convert_i32x4(s))
                 };
-                let t = f32x4_mul(f16x4(p, 0), f32x4_convert_i32x4(s));
-                if MIN {
-                    f32x4_add(t, f32x4_mul(f16x4(p, 2), f32x4_convert_i32x4(asum)))
-                } else {
-                    t
-                }
-            } else {
-                f32x4_mul(f16x4(p, 0), f32x4_convert_i32x4(s))
-            };
-            acc = f32x4_add(acc, f32x4_mul(da, t));
+                *acc = f32x4_add(*acc, f32x4_mul(da, t));
+            }
             i += 4;
         }
-        let mut sum = hsum_f32(acc);
-        while i < nb {
-            // SAFETY: block i and its activations are in bounds (i < nb).
-            let p = w.add(BYTES * i);
-            let asum = act.bsums[2 * i] as i32 + act.bsums[2 * i + 1] as i32;
-            let s = (hsum_i32(block(p, a.add(QK * i), c)) >> SHIFT) - OFF * asum;
-            let da = act.d[i];
-            sum += da * (f16_bits_to_f32(u16_at(p) as u16) * s as f32);
-            if MIN {
-                sum += da * (f16_bits_to_f32(u16_at(p.add(2)) as u16) * asum as f32);
+        core::array::from_fn(|j| {
+            let mut sum = hsum_f32(acc[j]);
+            for k in i..nb {
+                // SAFETY: block k of row j and its activations are in bounds (k < nb).
+                let p = w[j].add(BYTES * k);
+                let asum = act.bsums[2 * k] as i32 + act.bsums[2 * k + 1] as i32;
+                let s = (hsum_i32(block(p, a.add(QK * k), c)) >> SHIFT) - OFF * asum;
+                let da = act.d[k];
+                sum += da * (f16_bits_to_f32(u16_at(p) as u16) * s as f32);
+                if MIN {
+                    sum += da * (f16_bits_to_f32(u16_at(p.add(2)) as u16) * asum as f32);
+                }
             }
-            i += 1;
-        }
-        sum
+            sum
+        })
     }
 
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
     #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_q4_0(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<18, 8, false, 8>(row, act, |p, a, c| {
+    pub unsafe fn rows_q4_0<const N: usize>(rows: [&[u8]; N], act: Q8<'_>) -> [f32; N] {
+        dot_rows_n::<N, 18, 8, false, 8>(rows, act, |p, a, c| {
             dot32_nibbles_x256(v128_load(p.add(2) as *const v128), a, c)
         })
     }
 
+    /// [`rows_q4_0`] for one row.
+    ///
     /// # Safety
-    /// Requires simd128; lengths are checked by the driver.
+    /// As [`rows_q4_0`].
     #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_q4_1(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<20, 0, true, 8>(row, act, |p, a, c| {
-            dot32_nibbles_x256(v128_load(p.add(4) as *const v128), a, c)
-        })
+    pub unsafe fn vec_dot_q4_0(row: &[u8], act: Q8<'_>) -> f32 {
+        rows_q4_0::<1>([row], act)[0]
     }
 
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
     #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_q5_0(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<22, 0, false, 8>(row, act, |p, a, c| {
+    pub unsafe fn rows_q4_1<const N: usize>(rows: [&[u8]; N], act: Q8<'_>) -> [f32; N] {
+        dot_rows_n::<N, 20, 0, true, 8>(rows, act, |p, a, c| {
+            dot32_nibbles_x256(v128_load(p.add(4) as *const v128), a, c)
+        })
+    }
+
+    /// [`rows_q4_1`] for one row.
+    ///
+    /// # Safety
+    /// As [`rows_q4_1`].
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q4_1(row: &[u8], act: Q8<'_>) -> f32 {
+        rows_q4_1::<1>([row], act)[0]
+    }
+
+    /// # Safety
+    /// Requires simd128; lengths are checked by the driver.
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn rows_q5_0<const N: usize>(rows: [&[u8]; N], act: Q8<'_>) -> [f32; N] {
+        dot_rows_n::<N, 22, 0, false, 8>(rows, act, |p, a, c| {
             let (w0, w1) = q5_signed(p.add(6), p.add(2), c);
             let (a0, a1) = act2(a);
             i32x4_add(dot16_x256(w0, a0, c), dot16_x256(w1, a1, c))
         })
+    }
+
+    /// [`rows_q5_0`] for one row.
+    ///
+    /// # Safety
+    /// As [`rows_q5_0`].
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q5_0(row: &[u8], act: Q8<'_>) -> f32 {
+        rows_q5_0::<1>([row], act)[0]
     }
 
     /// Q5_1 codes are the signed Q5_0-style values plus 16, hence `OFF = −16`.
@@ -677,12 +750,22 @@ pub(super) mod simd {
     /// Requires simd128; lengths are checked by the driver.
     #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_q5_1(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<24, -16, true, 8>(row, act, |p, a, c| {
+    pub unsafe fn rows_q5_1<const N: usize>(rows: [&[u8]; N], act: Q8<'_>) -> [f32; N] {
+        dot_rows_n::<N, 24, -16, true, 8>(rows, act, |p, a, c| {
             let (w0, w1) = q5_signed(p.add(8), p.add(4), c);
             let (a0, a1) = act2(a);
             i32x4_add(dot16_x256(w0, a0, c), dot16_x256(w1, a1, c))
         })
+    }
+
+    /// [`rows_q5_1`] for one row.
+    ///
+    /// # Safety
+    /// As [`rows_q5_1`].
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q5_1(row: &[u8], act: Q8<'_>) -> f32 {
+        rows_q5_1::<1>([row], act)[0]
     }
 
     /// Q8_0 keeps the SIMD128 kernel in both builds: its weights are full signed bytes (−128 is
@@ -691,8 +774,8 @@ pub(super) mod simd {
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
     #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_q8_0(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<34, 0, false, 8>(row, act, |p, a, c| {
+    pub unsafe fn rows_q8_0<const N: usize>(rows: [&[u8]; N], act: Q8<'_>) -> [f32; N] {
+        dot_rows_n::<N, 34, 0, false, 8>(rows, act, |p, a, c| {
             let w0 = v128_load(p.add(2) as *const v128);
             let w1 = v128_load(p.add(18) as *const v128);
             let (a0, a1) = act2(a);
@@ -700,14 +783,23 @@ pub(super) mod simd {
         })
     }
 
+    /// [`rows_q8_0`] for one row.
+    ///
+    /// # Safety
+    /// As [`rows_q8_0`].
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q8_0(row: &[u8], act: Q8<'_>) -> f32 {
+        rows_q8_0::<1>([row], act)[0]
+    }
+
     /// # Safety
     /// Requires simd128; lengths are checked by the driver.
     #[cfg(not(target_feature = "relaxed-simd"))]
     #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_iq4_nl(row: &[u8], act: Q8<'_>) -> f32 {
+    pub unsafe fn rows_iq4_nl<const N: usize>(rows: [&[u8]; N], act: Q8<'_>) -> [f32; N] {
         // SAFETY: KVALUES_IQ4NL is 16 bytes.
         let kv = v128_load(KVALUES_IQ4NL.as_ptr() as *const v128);
-        dot_rows::<18, 0, false, 8>(row, act, |p, a, c| {
+        dot_rows_n::<N, 18, 0, false, 8>(rows, act, |p, a, c| {
             let (lo, hi) = nibbles(p.add(2), c);
             let (a0, a1) = act2(a);
             i32x4_add(
@@ -715,6 +807,16 @@ pub(super) mod simd {
                 dot16_x256(i8x16_swizzle(kv, hi), a1, c),
             )
         })
+    }
+
+    /// [`rows_iq4_nl`] for one row.
+    ///
+    /// # Safety
+    /// As [`rows_iq4_nl`].
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_iq4_nl(row: &[u8], act: Q8<'_>) -> f32 {
+        rows_iq4_nl::<1>([row], act)[0]
     }
 
     // -----------------------------------------------------------------------------------------
@@ -753,15 +855,25 @@ pub(super) mod simd {
     /// Requires relaxed-simd; lengths are checked by the driver.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_iq4_nl(row: &[u8], act: Q8<'_>) -> f32 {
+    pub unsafe fn rows_iq4_nl<const N: usize>(rows: [&[u8]; N], act: Q8<'_>) -> [f32; N] {
         // Opaque, so that Chromium's V8 keeps both tables in registers (+5 % IQ4_XS, +9 % IQ4_NL
         // there; Node level).
         let (kabs, kneg) = core::hint::black_box(iq4nl_sign_tables());
-        dot_rows::<18, 0, false, 0>(row, act, |p, a, c| {
+        dot_rows_n::<N, 18, 0, false, 0>(rows, act, |p, a, c| {
             let (lo, hi) = nibbles(p.add(2), c);
             let (a0, a1) = act2(a);
             i32x4_add(widen(rdot16_signed(lo, a0, kabs, kneg)), widen(rdot16_signed(hi, a1, kabs, kneg)))
         })
+    }
+
+    /// [`rows_iq4_nl`] for one row.
+    ///
+    /// # Safety
+    /// As [`rows_iq4_nl`].
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_iq4_nl(row: &[u8], act: Q8<'_>) -> f32 {
+        rows_iq4_nl::<1>([row], act)[0]
     }
 
     /// Q5 codes `nibble + 16·high bit` ∈ 0..32 as bytes (unsigned, unlike [`q5_signed`]).
@@ -781,22 +893,42 @@ pub(super) mod simd {
     /// Requires simd128 + relaxed-simd; lengths are checked by the driver.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_q4_0(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<18, 8, false, 0>(row, act, |p, a, c| {
+    pub unsafe fn rows_q4_0<const N: usize>(rows: [&[u8]; N], act: Q8<'_>) -> [f32; N] {
+        dot_rows_n::<N, 18, 8, false, 0>(rows, act, |p, a, c| {
             let (lo, hi) = nibbles(p.add(2), c);
             rdot32(lo, hi, a)
         })
+    }
+
+    /// [`rows_q4_0`] for one row.
+    ///
+    /// # Safety
+    /// As [`rows_q4_0`].
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q4_0(row: &[u8], act: Q8<'_>) -> f32 {
+        rows_q4_0::<1>([row], act)[0]
     }
 
     /// # Safety
     /// Requires simd128 + relaxed-simd; lengths are checked by the driver.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_q4_1(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<20, 0, true, 0>(row, act, |p, a, c| {
+    pub unsafe fn rows_q4_1<const N: usize>(rows: [&[u8]; N], act: Q8<'_>) -> [f32; N] {
+        dot_rows_n::<N, 20, 0, true, 0>(rows, act, |p, a, c| {
             let (lo, hi) = nibbles(p.add(4), c);
             rdot32(lo, hi, a)
         })
+    }
+
+    /// [`rows_q4_1`] for one row.
+    ///
+    /// # Safety
+    /// As [`rows_q4_1`].
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q4_1(row: &[u8], act: Q8<'_>) -> f32 {
+        rows_q4_1::<1>([row], act)[0]
     }
 
     /// Unsigned Q5 codes, so `OFF = 16` (Q5_0) and `OFF = 0` (Q5_1).
@@ -805,22 +937,42 @@ pub(super) mod simd {
     /// Requires simd128 + relaxed-simd; lengths are checked by the driver.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_q5_0(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<22, 16, false, 0>(row, act, |p, a, c| {
+    pub unsafe fn rows_q5_0<const N: usize>(rows: [&[u8]; N], act: Q8<'_>) -> [f32; N] {
+        dot_rows_n::<N, 22, 16, false, 0>(rows, act, |p, a, c| {
             let (w0, w1) = q5_unsigned(p.add(6), p.add(2), c);
             rdot32(w0, w1, a)
         })
+    }
+
+    /// [`rows_q5_0`] for one row.
+    ///
+    /// # Safety
+    /// As [`rows_q5_0`].
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q5_0(row: &[u8], act: Q8<'_>) -> f32 {
+        rows_q5_0::<1>([row], act)[0]
     }
 
     /// # Safety
     /// Requires simd128 + relaxed-simd; lengths are checked by the driver.
     #[cfg(target_feature = "relaxed-simd")]
     #[target_feature(enable = "simd128")]
-    pub unsafe fn vec_dot_q5_1(row: &[u8], act: Q8<'_>) -> f32 {
-        dot_rows::<24, 0, true, 0>(row, act, |p, a, c| {
+    pub unsafe fn rows_q5_1<const N: usize>(rows: [&[u8]; N], act: Q8<'_>) -> [f32; N] {
+        dot_rows_n::<N, 24, 0, true, 0>(rows, act, |p, a, c| {
             let (w0, w1) = q5_unsigned(p.add(8), p.add(4), c);
             rdot32(w0, w1, a)
         })
+    }
+
+    /// [`rows_q5_1`] for one row.
+    ///
+    /// # Safety
+    /// As [`rows_q5_1`].
+    #[cfg(target_feature = "relaxed-simd")]
+    #[target_feature(enable = "simd128")]
+    pub unsafe fn vec_dot_q5_1(row: &[u8], act: Q8<'_>) -> f32 {
+        rows_q5_1::<1>([row], act)[0]
     }
 
     // -----------------------------------------------------------------------------------------
