@@ -290,11 +290,12 @@ fn product(store: &WeightStore, w: &Linear, x: &[f32], y: &mut [f32], prec: Prec
 /// and the i-th row of every run is multiplied together: by a four-row kernel where the type has
 /// one ([`quant::legacy::vec_dot4`]: the rows' blocks in step, each row's result its `vec_dot`'s
 /// bit for bit), else a piece at a time (piece p of each, then piece p + 1 of each; a piece:
-/// [`stream_piece`], at least [`PIECE_BYTES`]), each row's pieces' products added in order from 0. One row read front to back keeps too few
-/// cache-line misses in flight to stream from memory at the memory's speed, and wasm has no
-/// prefetch instruction; four fine-grained streams do what a prefetch does (as
+/// [`stream_piece`], at least [`PIECE_BYTES`]), each row's pieces' products added in order from
+/// 0 — a sum that differs from a whole row's by f32 rounding only. One row read front to back
+/// keeps too few cache-line misses in flight to stream from memory at the memory's speed, and
+/// wasm has no prefetch instruction; four fine-grained streams do what a prefetch does (as
 /// [`quant::r4::matvec_streams`] over interleaved rows; BENCHMARKS.md "Four streams on plain
-/// rows"). The pieces' sum differs from a whole row's by f32 rounding only.
+/// rows").
 #[allow(clippy::too_many_arguments)]
 pub fn rows_outer(
     k: &quant::QuantKernels,
@@ -307,14 +308,16 @@ pub fn rows_outer(
     streams: bool,
 ) {
     let row = |r: usize| &data[r * row_bytes..(r + 1) * row_bytes];
-    if !streams {
+    let whole_rows = |rows: std::ops::Range<usize>, y: &mut [f32]| {
         for r in rows {
             let wr = row(r);
             for t in 0..act.rows {
                 y[t * n_out + r] = (k.vec_dot)(wr, act.row(t));
             }
         }
-        return;
+    };
+    if !streams {
+        return whole_rows(rows, y);
     }
     // Runs of `run` rows, their i-th rows together; the rows past them (fewer than STREAMS) alone.
     let run = rows.len() / STREAMS;
@@ -329,12 +332,7 @@ pub fn rows_outer(
                 }
             }
         }
-        for r in rows.start + STREAMS * run..rows.end {
-            for t in 0..act.rows {
-                y[t * n_out + r] = (k.vec_dot)(row(r), act.row(t));
-            }
-        }
-        return;
+        return whole_rows(rows.start + STREAMS * run..rows.end, y);
     }
     let (bb, be) = (k.ty.block_bytes(), k.ty.block_elems());
     let blocks = row_bytes / bb;
@@ -417,8 +415,8 @@ pub enum Streams {
 }
 
 /// Sets how the decode matvec over plain rows reads them (`clef generate --streams auto|on|off`;
-/// `on` is [`Streams::Prior`]) and forgets every trial. Streamed rows go to the kernel a piece at
-/// a time: the products differ from whole rows' by f32 rounding only.
+/// `on` is [`Streams::Prior`]) and forgets every trial. Streamed rows give whole rows' products,
+/// or (types without a four-row kernel) sums of pieces that differ from them by f32 rounding only.
 pub fn set_streams(mode: Streams) {
     *STREAMS_TRIAL.lock().unwrap_or_else(|e| e.into_inner()) = (mode, Trial::new());
 }
