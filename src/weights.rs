@@ -218,9 +218,11 @@ impl WeightStore {
 }
 
 /// `words` zeroed u64s, or `None` when the allocation fails. Through the allocator's zeroed
-/// allocation, not a reserve + fill: fresh pages (wasm `memory.grow`, an mmap natively) are zero
-/// already, so gigabytes of weights are not written twice — nor every page touched before the
-/// load writes it.
+/// allocation, not a reserve + fill: natively fresh pages (an mmap) are zero already and are not
+/// written twice. On wasm32 dlmalloc clears them anyway, which touches every page here rather than
+/// when the load writes it — the same page faults either way (an allocator that skips the clear of
+/// freshly grown memory moved them into the load's copies: no faster, BENCHMARKS.md "On a Zen 4
+/// EPYC again").
 fn zeroed_words(words: usize) -> Option<Vec<u64>> {
     if words == 0 {
         return Some(Vec::new());
