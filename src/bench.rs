@@ -49,6 +49,10 @@ pub struct KernelBench {
     /// Nanoseconds per block of the load-time expansion (`forms::expand_in_place` over the whole
     /// matrix, the copy of the file's bytes into place taken off), where the type has that form.
     pub expand_ns: Option<f64>,
+    /// GB/s of rearranging the matrix four rows interleaved in place as a load does
+    /// ([`quant::r4::interleave_matrix`], the copy of the file's bytes into place taken off), where
+    /// the type has that layout.
+    pub interleave_gbps: Option<f64>,
 }
 
 /// A deterministic `rows × n` weight matrix of `ty` with valid blocks.
@@ -191,7 +195,26 @@ pub fn bench_type(ty: GgmlType, rows: usize, min_ms: f64) -> Option<KernelBench>
     };
     let gb = w.len() as f64 / 1e9;
     let expand_ns = time_expansion(ty, &w, min_ms);
-    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4, r4_forms, streams_gbps: streams.map(|t| gb / t), expand_ns })
+    let interleave_gbps = time_interleave(ty, &w, rb, min_ms).map(|t| gb / t);
+    Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4, r4_forms, streams_gbps: streams.map(|t| gb / t), expand_ns, interleave_gbps })
+}
+
+/// Seconds to rearrange the matrix `w` (rows of `rb` bytes) four rows interleaved in place, as a
+/// load does after its bytes are in, less copying them into place alone.
+fn time_interleave(ty: GgmlType, w: &[u8], rb: usize, min_ms: f64) -> Option<f64> {
+    let k4 = quant::r4::r4_kernels(ty)?;
+    let (mut buf, mut scratch) = (vec![0u8; w.len()], Vec::new());
+    let mut copy = |interleave: bool| {
+        time_best(min_ms / 2.0, || {
+            buf.copy_from_slice(w);
+            if interleave {
+                quant::r4::interleave_matrix(k4, &mut buf, rb, &mut scratch);
+            }
+            buf[buf.len() - 1] as f32
+        })
+    };
+    let (copied, interleaved) = (copy(false), copy(true));
+    Some(interleaved - copied)
 }
 
 /// Nanoseconds per block of expanding the matrix `w` in place as a load does (its bytes copied to

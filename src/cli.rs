@@ -711,6 +711,7 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
                 ("r4_gbps", b.r4_gbps.map_or("null".into(), |v| format!("{v:.3}"))),
                 ("streams_gbps", b.streams_gbps.map_or("null".into(), |v| format!("{v:.3}"))),
                 ("expand_ns_per_block", b.expand_ns.map_or("null".into(), |v| format!("{v:.1}"))),
+                ("interleave_gbps", b.interleave_gbps.map_or("null".into(), |v| format!("{v:.3}"))),
             ])
         });
         host.out(&json::object([("simd", json::string(crate::quant::SIMD_LEVEL)), ("kernels", json::array(items))]));
@@ -734,6 +735,9 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
             }
             if let (Some(ns), Some(form)) = (b.expand_ns, crate::quant::kquants::forms::form_of(b.ty)) {
                 host.out(&format!("{:8} expanded after loading ({form}): {ns:.1} ns per block\n", ""));
+            }
+            if let Some(v) = b.interleave_gbps {
+                host.out(&format!("{:8} interleaved after loading: {v:.2} GB/s\n", ""));
             }
         }
     }

@@ -106,46 +106,69 @@ pub fn unpack_rows(k: &R4Kernels, rows4: &[u8], plain: &mut [u8]) {
 
 /// Moves every granule between the plain offset (row r, block b, field offset + k·gran) and the
 /// R4 offset (block b, field base + (R·k + r)·gran); `to_plain` picks the direction. Fields of
-/// whole 16-byte chunks of words or bytes go through SIMD transposes on wasm32 (the prompt GEMM
-/// un-interleaves every panel it decodes, so this is on the prompt's path).
+/// whole 16-byte chunks go through SIMD transposes on wasm32 (the prompt GEMM un-interleaves every
+/// panel it decodes, and a load interleaves every matrix: both on a path that waits for them);
+/// the rest, and everything natively, granule by granule ([`permute_ref`]'s moves).
 fn permute(k: &R4Kernels, src: &[u8], dst: &mut [u8], to_plain: bool) {
     let bb = k.ty.block_bytes();
     assert_eq!(src.len(), dst.len(), "R4: source and destination differ in size");
     assert_eq!(src.len() % (R * bb), 0, "R4: not four rows of whole blocks");
     assert!(k.fields.iter().all(|f| f.off + f.len <= bb && f.len % f.gran == 0), "R4: bad field table");
     let rb = src.len() / R;
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
     for b in 0..rb / bb {
         let mut base = R * bb * b;
         for f in k.fields {
+            let rows: [usize; R] = core::array::from_fn(|r| r * rb + b * bb + f.off);
+            // SAFETY (both paths): rows[r] + f.len ≤ r·rb + (b + 1)·bb ≤ (r + 1)·rb and
+            // base + R·f.len ≤ R·bb·(b + 1) ≤ R·rb, the length of both slices (asserted above);
+            // src and dst are distinct slices.
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-            if f.len % 16 == 0 && (f.gran == 4 || f.gran == 1) {
-                let rows: [usize; R] = core::array::from_fn(|r| r * rb + b * bb + f.off);
-                // SAFETY: rows[r] + f.len ≤ (r + 1)·rb and base + 4·f.len ≤ 4·bb·(b + 1): both
-                // slices have 4·rb bytes (asserted above).
+            if f.len % 16 == 0 && matches!(f.gran, 1 | 2 | 4) {
                 unsafe {
                     if to_plain {
-                        let d = dst.as_mut_ptr();
-                        simd::from_r4(f.gran, src.as_ptr().add(base), rows.map(|o| d.add(o)), f.len);
+                        simd::from_r4(f.gran, s.add(base), rows.map(|o| d.add(o)), f.len);
                     } else {
-                        let s = src.as_ptr();
-                        simd::to_r4(f.gran, rows.map(|o| s.add(o)), dst.as_mut_ptr().add(base), f.len);
+                        simd::to_r4(f.gran, rows.map(|o| s.add(o)), d.add(base), f.len);
                     }
                 }
                 base += R * f.len;
                 continue;
             }
             for g in 0..f.len / f.gran {
-                for r in 0..R {
-                    let plain = r * rb + b * bb + f.off + g * f.gran;
-                    let packed = base + (R * g + r) * f.gran;
+                for (r, &row) in rows.iter().enumerate() {
+                    let (plain, packed) = (row + g * f.gran, base + (R * g + r) * f.gran);
                     let (from, to) = if to_plain { (packed, plain) } else { (plain, packed) };
                     // Fixed-size copies become single loads and stores (a variable length calls memcpy).
-                    match f.gran {
-                        1 => dst[to] = src[from],
-                        2 => dst[to..to + 2].copy_from_slice(&src[from..from + 2]),
-                        4 => dst[to..to + 4].copy_from_slice(&src[from..from + 4]),
-                        n => dst[to..to + n].copy_from_slice(&src[from..from + n]),
+                    unsafe {
+                        match f.gran {
+                            1 => *d.add(to) = *s.add(from),
+                            2 => (d.add(to) as *mut u16).write_unaligned((s.add(from) as *const u16).read_unaligned()),
+                            4 => (d.add(to) as *mut u32).write_unaligned((s.add(from) as *const u32).read_unaligned()),
+                            n => core::ptr::copy_nonoverlapping(s.add(from), d.add(to), n),
+                        }
                     }
+                }
+            }
+            base += R * f.len;
+        }
+    }
+}
+
+/// [`permute`] one granule at a time, with checked indexing: the reference its fast paths are
+/// tested against.
+pub fn permute_ref(k: &R4Kernels, src: &[u8], dst: &mut [u8], to_plain: bool) {
+    let bb = k.ty.block_bytes();
+    assert_eq!(src.len(), dst.len());
+    let rb = src.len() / R;
+    for b in 0..rb / bb {
+        let mut base = R * bb * b;
+        for f in k.fields {
+            for g in 0..f.len / f.gran {
+                for r in 0..R {
+                    let (plain, packed) = (r * rb + b * bb + f.off + g * f.gran, base + (R * g + r) * f.gran);
+                    let (from, to) = if to_plain { (packed, plain) } else { (plain, packed) };
+                    dst[to..to + f.gran].copy_from_slice(&src[from..from + f.gran]);
                 }
             }
             base += R * f.len;
@@ -155,7 +178,7 @@ fn permute(k: &R4Kernels, src: &[u8], dst: &mut [u8], to_plain: bool) {
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd {
-    //! 4 rows × 16 bytes ⇄ 64 R4 bytes, as transposes of 4×4 words or 4×16 bytes.
+    //! 4 rows × 16 bytes ⇄ 64 R4 bytes, as transposes of 4×4 words, 4×8 halves or 4×16 bytes.
     use crate::quant::simd::transpose4;
     use core::arch::wasm32::*;
 
@@ -167,7 +190,11 @@ mod simd {
     pub unsafe fn to_r4(gran: usize, rows: [*const u8; 4], out: *mut u8, len: usize) {
         for c in (0..len).step_by(16) {
             let v = rows.map(|p| v128_load(p.add(c) as *const v128));
-            let o = if gran == 4 { transpose4(v) } else { bytes_to(v) };
+            let o = match gran {
+                4 => transpose4(v),
+                2 => halves_to(v),
+                _ => bytes_to(v),
+            };
             for (i, oi) in o.into_iter().enumerate() {
                 v128_store(out.add(4 * c + 16 * i) as *mut v128, oi);
             }
@@ -182,11 +209,46 @@ mod simd {
     pub unsafe fn from_r4(gran: usize, src: *const u8, rows: [*mut u8; 4], len: usize) {
         for c in (0..len).step_by(16) {
             let o: [v128; 4] = core::array::from_fn(|i| v128_load(src.add(4 * c + 16 * i) as *const v128));
-            let v = if gran == 4 { transpose4(o) } else { bytes_from(o) };
+            let v = match gran {
+                4 => transpose4(o),
+                2 => halves_from(o),
+                _ => bytes_from(o),
+            };
             for (p, vr) in rows.iter().zip(v) {
                 v128_store(p.add(c) as *mut v128, vr);
             }
         }
+    }
+
+    /// Rows of 8 two-byte granules → R4 bytes: out[i] holds granules 2i and 2i + 1 of the four
+    /// rows ([r0, r1, r2, r3] of granule 2i, then of 2i + 1): a 4 × 8 transpose of u16s.
+    #[inline(always)]
+    fn halves_to(v: [v128; 4]) -> [v128; 4] {
+        let a = i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(v[0], v[1]);
+        let a2 = i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(v[0], v[1]);
+        let b = i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(v[2], v[3]);
+        let b2 = i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(v[2], v[3]);
+        [
+            i32x4_shuffle::<0, 4, 1, 5>(a, b),
+            i32x4_shuffle::<2, 6, 3, 7>(a, b),
+            i32x4_shuffle::<0, 4, 1, 5>(a2, b2),
+            i32x4_shuffle::<2, 6, 3, 7>(a2, b2),
+        ]
+    }
+
+    /// The inverse of [`halves_to`].
+    #[inline(always)]
+    fn halves_from(o: [v128; 4]) -> [v128; 4] {
+        let a = i32x4_shuffle::<0, 2, 4, 6>(o[0], o[1]);
+        let b = i32x4_shuffle::<1, 3, 5, 7>(o[0], o[1]);
+        let a2 = i32x4_shuffle::<0, 2, 4, 6>(o[2], o[3]);
+        let b2 = i32x4_shuffle::<1, 3, 5, 7>(o[2], o[3]);
+        [
+            i16x8_shuffle::<0, 2, 4, 6, 8, 10, 12, 14>(a, a2),
+            i16x8_shuffle::<1, 3, 5, 7, 9, 11, 13, 15>(a, a2),
+            i16x8_shuffle::<0, 2, 4, 6, 8, 10, 12, 14>(b, b2),
+            i16x8_shuffle::<1, 3, 5, 7, 9, 11, 13, 15>(b, b2),
+        ]
     }
 
     /// Rows of 16 bytes → R4 bytes: out[i] holds bytes 4i..4i+4 of the four rows, byte by byte
@@ -394,4 +456,41 @@ pub fn check_rows4(rows4: &[u8], ty: GgmlType, act: &Q8<'_>) -> usize {
         "activation row shorter than the weight rows"
     );
     nb
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// The fast permutation (SIMD transposes on wasm32, unchecked moves) is the reference's, both
+    /// ways, for every type with an R4 form and rows of 1 to 3 blocks.
+    #[test]
+    fn permute_is_the_reference() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut checked = 0;
+        for ty in GgmlType::ALL {
+            let Some(k) = r4_kernels(ty) else { continue };
+            for nb in 1..=3 {
+                let len = R * nb * ty.block_bytes();
+                let src: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        seed as u8
+                    })
+                    .collect();
+                for to_plain in [false, true] {
+                    let (mut fast, mut slow) = (vec![0u8; len], vec![0u8; len]);
+                    permute(k, &src, &mut fast, to_plain);
+                    permute_ref(k, &src, &mut slow, to_plain);
+                    assert!(fast == slow, "{ty}, {nb} blocks, to_plain {to_plain}");
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 24, "{checked}");
+    }
 }
