@@ -199,22 +199,29 @@ pub fn bench_type(ty: GgmlType, rows: usize, min_ms: f64) -> Option<KernelBench>
     Some(KernelBench { ty, simd_gbps: gb / simd, scalar_gbps: gb / scalar, r4_gbps: r4, r4_forms, streams_gbps: streams.map(|t| gb / t), expand_ns, interleave_gbps })
 }
 
+/// Seconds of a load-time step over the matrix `w` as a load does it — `w` copied to the start of
+/// a buffer of `len` bytes, then `step` on the buffer — less the copy alone.
+fn time_load_step(w: &[u8], len: usize, min_ms: f64, mut step: impl FnMut(&mut [u8])) -> f64 {
+    let mut buf = vec![0u8; len];
+    let mut run = |with_step: bool| {
+        time_best(min_ms / 2.0, || {
+            buf[..w.len()].copy_from_slice(w);
+            if with_step {
+                step(&mut buf);
+            }
+            buf[len - 1] as f32
+        })
+    };
+    let copied = run(false);
+    run(true) - copied
+}
+
 /// Seconds to rearrange the matrix `w` (rows of `rb` bytes) four rows interleaved in place, as a
 /// load does after its bytes are in, less copying them into place alone.
 fn time_interleave(ty: GgmlType, w: &[u8], rb: usize, min_ms: f64) -> Option<f64> {
     let k4 = quant::r4::r4_kernels(ty)?;
-    let (mut buf, mut scratch) = (vec![0u8; w.len()], Vec::new());
-    let mut copy = |interleave: bool| {
-        time_best(min_ms / 2.0, || {
-            buf.copy_from_slice(w);
-            if interleave {
-                quant::r4::interleave_matrix(k4, &mut buf, rb, &mut scratch);
-            }
-            buf[buf.len() - 1] as f32
-        })
-    };
-    let (copied, interleaved) = (copy(false), copy(true));
-    Some(interleaved - copied)
+    let mut scratch = Vec::new();
+    Some(time_load_step(w, w.len(), min_ms, |buf| quant::r4::interleave_matrix(k4, buf, rb, &mut scratch)))
 }
 
 /// Nanoseconds per block of expanding the matrix `w` in place as a load does (its bytes copied to
@@ -223,18 +230,9 @@ fn time_expansion(ty: GgmlType, w: &[u8], min_ms: f64) -> Option<f64> {
     use quant::kquants::forms;
     forms::form_of(ty)?;
     let nb = w.len() / ty.block_bytes();
-    let mut buf = vec![0u8; forms::expanded_len(ty, w.len() as u64) as usize];
-    let mut copy = |expand: bool| {
-        time_best(min_ms / 2.0, || {
-            buf[..w.len()].copy_from_slice(w);
-            if expand {
-                forms::expand_in_place(ty, &mut buf, 0, 0, nb);
-            }
-            buf[buf.len() - 1] as f32
-        })
-    };
-    let (copied, expanded) = (copy(false), copy(true));
-    Some((expanded - copied) * 1e9 / nb as f64)
+    let len = forms::expanded_len(ty, w.len() as u64) as usize;
+    let secs = time_load_step(w, len, min_ms, |buf| forms::expand_in_place(ty, buf, 0, 0, nb));
+    Some(secs * 1e9 / nb as f64)
 }
 
 /// Benchmarks every supported type (or only `only`, when given) on `rows`×4096 matrices.
