@@ -47,6 +47,9 @@ pub struct R4Kernels {
     /// `out[t] = vec_dot4(rows4, acts[t])` for up to [`MAX_TOKENS`] activation rows, bit for bit:
     /// the rows' codes and scales are unpacked once for all of them (a few tokens of a prompt).
     pub vec_dot4_n: fn(rows4: &[u8], acts: &[Q8<'_>], out: &mut [[f32; 4]]),
+    /// [`matvec_streams`] for this form: [`streams_with`] over `vec_dot4` (made by
+    /// [`r4_matvec!`](crate::r4_matvec), so that the kernel is inlined into the driver's loops).
+    pub matvec: fn(data: &[u8], rb: usize, rows: core::ops::Range<usize>, a: Q8<'_>, y: &mut [f32]),
     /// A second form of the same kernels (same `ty` and `fields`), equal bit for bit, that some
     /// engines' code generators run faster (Q6_K); `ops` picks one per instance by timing.
     pub alt: Option<&'static R4Kernels>,
@@ -389,16 +392,43 @@ pub const STREAMED: bool = cfg!(all(target_arch = "wasm32", target_feature = "re
 /// Q6_KX 6.7 → 9.2, Q2_K 5.0 → 5.2). Only where [`STREAMED`]; elsewhere the groups go through
 /// whole, one after the other.
 pub fn matvec_streams(k: &R4Kernels, data: &[u8], rb: usize, rows: core::ops::Range<usize>, a: Q8<'_>, y: &mut [f32]) {
+    (k.matvec)(data, rb, rows, a, y)
+}
+
+/// `R4Kernels::matvec` of the form whose `vec_dot4` is `$dot` (a function of its module): the
+/// driver with the kernel inlined into its loops. Through a function pointer, the driver's own
+/// work per piece (the call, the activation and weight slices, the sums passed through memory) was
+/// 12 % of a decoded token of the 9B-shaped Q4_K_M file (BENCHMARKS.md).
+#[macro_export]
+macro_rules! r4_matvec {
+    ($dot:ident, $ty:expr) => {
+        |data: &[u8], rb: usize, rows: core::ops::Range<usize>, a: $crate::quant::Q8<'_>, y: &mut [f32]| {
+            $crate::quant::r4::streams_with($dot, $ty, data, rb, rows, a, y)
+        }
+    };
+}
+
+/// [`matvec_streams`]'s work with kernel `dot` (`vec_dot4` of type `ty`), for [`r4_matvec!`].
+#[inline(always)]
+pub fn streams_with(
+    dot: impl Fn(&[u8], Q8<'_>, [f32; R]) -> [f32; R],
+    ty: GgmlType,
+    data: &[u8],
+    rb: usize,
+    rows: core::ops::Range<usize>,
+    a: Q8<'_>,
+    y: &mut [f32],
+) {
     if !STREAMED {
         for g in (rows.start..rows.end).step_by(R) {
-            y[g..g + R].copy_from_slice(&(k.vec_dot4)(&data[g * rb..(g + R) * rb], a, [0.0; R]));
+            y[g..g + R].copy_from_slice(&dot(&data[g * rb..(g + R) * rb], a, [0.0; R]));
         }
         return;
     }
-    let bb4 = R * k.ty.block_bytes(); // bytes of one R4 block (a block of each of the four rows)
-    let nb = rb / k.ty.block_bytes(); // R4 blocks per group
+    let bb4 = R * ty.block_bytes(); // bytes of one R4 block (a block of each of the four rows)
+    let nb = rb / ty.block_bytes(); // R4 blocks per group
     let piece = PIECE_BYTES.div_ceil(bb4); // R4 blocks per kernel call
-    let qk = k.ty.block_elems();
+    let qk = ty.block_elems();
     let groups = rows.len() / R;
     let run = groups.div_ceil(STREAMS); // groups per stream; the last stream may hold fewer
     for i in 0..run {
@@ -413,7 +443,7 @@ pub fn matvec_streams(k: &R4Kernels, data: &[u8], rb: usize, rows: core::ops::Ra
             let ap = a.slice(b0 * qk, (b1 - b0) * qk);
             for (acc, g) in acc.iter_mut().zip(g) {
                 if let Some(g) = g {
-                    *acc = (k.vec_dot4)(&data[g * rb + b0 * bb4..g * rb + b1 * bb4], ap, *acc);
+                    *acc = dot(&data[g * rb + b0 * bb4..g * rb + b1 * bb4], ap, *acc);
                 }
             }
         }

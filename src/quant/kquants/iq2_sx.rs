@@ -217,6 +217,7 @@ pub(super) const R4: R4Kernels = R4Kernels {
     ],
     vec_dot4,
     vec_dot4_n,
+    matvec: crate::r4_matvec!(vec_dot4, GgmlType::IQ2_SX),
     alt: None,
     wide_only: false,
     dot_add: false,

@@ -70,14 +70,14 @@ dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Q2K>);
 /// | 320    | 8     | `d` of row r at `2r`                                           |
 /// | 328    | 8     | `dmin` of row r at `2r`                                        |
 pub(super) const R4: R4Kernels =
-    R4Kernels { ty: GgmlType::Q2_K, fields: FIELDS, vec_dot4, vec_dot4_n, alt: Some(&R4_DOT_ADD), wide_only: false, dot_add: false };
+    R4Kernels { ty: GgmlType::Q2_K, fields: FIELDS, vec_dot4, vec_dot4_n, matvec: crate::r4_matvec!(vec_dot4, GgmlType::Q2_K), alt: Some(&R4_DOT_ADD), wide_only: false, dot_add: false };
 
 /// The same with a one-token kernel of fewer operations (`simd::vec_dot4_dot_add`: the group sums
 /// by dot-add, two shifts per four groups, one `i32x4.dot` for two groups' scales), where the
 /// engine computes the dot-add exactly; `ops` times both forms per instance (BENCHMARKS.md, "Four
 /// streams").
 const R4_DOT_ADD: R4Kernels =
-    R4Kernels { ty: GgmlType::Q2_K, fields: FIELDS, vec_dot4: vec_dot4_dot_add, vec_dot4_n: vec_dot4_n_dot_add, alt: None, wide_only: false, dot_add: true };
+    R4Kernels { ty: GgmlType::Q2_K, fields: FIELDS, vec_dot4: vec_dot4_dot_add, vec_dot4_n: vec_dot4_n_dot_add, matvec: crate::r4_matvec!(vec_dot4_dot_add, GgmlType::Q2_K), alt: None, wide_only: false, dot_add: true };
 
 const FIELDS: &[Field] = &[
     Field { off: 0, len: 16, gran: 2 },

@@ -110,6 +110,7 @@ pub(super) const R4: R4Kernels = R4Kernels {
     ],
     vec_dot4,
     vec_dot4_n,
+    matvec: crate::r4_matvec!(vec_dot4, GgmlType::Q3_KX),
     alt: None,
     wide_only: false,
     dot_add: false,

@@ -147,12 +147,12 @@ dispatch_vec_dot!(vec_dot_x, simd::vec_dot::<true>, super::vec_dot_ref::<Q6Kx>);
 ///
 /// A block read front to back streams from memory faster: with `ql` and `qh` as two fields the
 /// kernel ran 11.1 GB/s over a 65536 × 4096 matrix (Node) but 21.2 within the cache.
-pub(super) const R4: R4Kernels = R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4, vec_dot4_n, alt: Some(&R4_PAIRS), wide_only: false, dot_add: false };
+pub(super) const R4: R4Kernels = R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4, vec_dot4_n, matvec: crate::r4_matvec!(vec_dot4, GgmlType::Q6_K), alt: Some(&R4_PAIRS), wide_only: false, dot_add: false };
 
 /// The same with a quarter's products summed in i16 two at a time before each `i32x4.dot`
 /// (`simd::vec_dot4` with `PAIRS`): Chromium 156 runs it faster, Node 20 slower (BENCHMARKS.md).
 const R4_PAIRS: R4Kernels =
-    R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4: vec_dot4_pairs, vec_dot4_n: vec_dot4_n_pairs, alt: None, wide_only: false, dot_add: false };
+    R4Kernels { ty: GgmlType::Q6_K, fields: FIELDS, vec_dot4: vec_dot4_pairs, vec_dot4_n: vec_dot4_n_pairs, matvec: crate::r4_matvec!(vec_dot4_pairs, GgmlType::Q6_K), alt: None, wide_only: false, dot_add: false };
 
 const FIELDS: &[Field] = &[
     Field { off: 192, len: 16, gran: 4 },
@@ -179,10 +179,10 @@ const FIELDS: &[Field] = &[
 /// | 64          | 8     | `d` of row r at `2r`                                          |
 /// | 72 + 192c   | 192   | chunk c's word k (bytes 48c + 4k..) of row r at `16k + 4r`     |
 pub(super) const R4_X: R4Kernels =
-    R4Kernels { ty: GgmlType::Q6_KX, fields: FIELDS_X, vec_dot4: vec_dot4_x, vec_dot4_n: vec_dot4_n_x, alt: Some(&R4_X_PAIRS), wide_only: false, dot_add: false };
+    R4Kernels { ty: GgmlType::Q6_KX, fields: FIELDS_X, vec_dot4: vec_dot4_x, vec_dot4_n: vec_dot4_n_x, matvec: crate::r4_matvec!(vec_dot4_x, GgmlType::Q6_KX), alt: Some(&R4_X_PAIRS), wide_only: false, dot_add: false };
 
 const R4_X_PAIRS: R4Kernels =
-    R4Kernels { ty: GgmlType::Q6_KX, fields: FIELDS_X, vec_dot4: vec_dot4_x_pairs, vec_dot4_n: vec_dot4_n_x_pairs, alt: None, wide_only: false, dot_add: false };
+    R4Kernels { ty: GgmlType::Q6_KX, fields: FIELDS_X, vec_dot4: vec_dot4_x_pairs, vec_dot4_n: vec_dot4_n_x_pairs, matvec: crate::r4_matvec!(vec_dot4_x_pairs, GgmlType::Q6_KX), alt: None, wide_only: false, dot_add: false };
 
 const FIELDS_X: &[Field] = &[
     Field { off: 192, len: 16, gran: 4 },
