@@ -305,6 +305,8 @@ macro_rules! dispatch_vec_dot4 {
         dispatch_vec_dot4!($one, $many, $simd[], $ty);
     };
     ($one:ident, $many:ident, $simd:path[$($g:tt),*], $ty:expr) => {
+        // Inlined into the decode driver with the kernel (`r4::streams_with`).
+        #[inline(always)]
         fn $one(rows4: &[u8], act: $crate::quant::Q8<'_>, acc: [f32; 4]) -> [f32; 4] {
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
             {
@@ -321,6 +323,8 @@ macro_rules! dispatch_vec_dot4 {
     };
     // With a one-token kernel of its own, `$single(rows4, act) -> [f32; 4]`.
     ($one:ident, $many:ident, $simd:path, $ty:expr, $single:path) => {
+        // Inlined into the decode driver with the kernel (`r4::streams_with`).
+        #[inline(always)]
         fn $one(rows4: &[u8], act: $crate::quant::Q8<'_>, acc: [f32; 4]) -> [f32; 4] {
             #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
             {

@@ -315,8 +315,12 @@ mod simd {
     ///
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
+    ///
+    /// Inlined where it is called (the decode driver `r4::streams_with`: +8–16 % for Q2_K–Q6_K
+    /// from memory, BENCHMARKS.md); the module is built with simd128, so it needs no
+    /// `target_feature` attribute (which `inline(always)` excludes).
     #[cfg(target_feature = "relaxed-simd")]
-    #[target_feature(enable = "simd128")]
+    #[inline(always)]
     pub(super) unsafe fn vec_dot4(rows4: &[u8], act: Q8<'_>, acc0: [f32; 4]) -> [f32; 4] {
         let nb = crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q2_K, &act);
         let (m3, m15) = (u8x16_splat(3), u16x8_splat(15));
@@ -393,8 +397,12 @@ mod simd {
     ///
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
+    ///
+    /// Inlined where it is called (the decode driver `r4::streams_with`: +8–16 % for Q2_K–Q6_K
+    /// from memory, BENCHMARKS.md); the module is built with simd128, so it needs no
+    /// `target_feature` attribute (which `inline(always)` excludes).
     #[cfg(target_feature = "relaxed-simd")]
-    #[target_feature(enable = "simd128")]
+    #[inline(always)]
     pub(super) unsafe fn vec_dot4_dot_add(rows4: &[u8], act: Q8<'_>, acc0: [f32; 4]) -> [f32; 4] {
         let nb = crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q2_K, &act);
         // Opaque, so that they stay in registers (as `dup` in `vec_dot4`).

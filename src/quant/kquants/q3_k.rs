@@ -208,8 +208,12 @@ pub(super) mod simd {
     ///
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
+    ///
+    /// Inlined where it is called (the decode driver `r4::streams_with`: +8–16 % for Q2_K–Q6_K
+    /// from memory, BENCHMARKS.md); the module is built with simd128, so it needs no
+    /// `target_feature` attribute (which `inline(always)` excludes).
     #[cfg(target_feature = "relaxed-simd")]
-    #[target_feature(enable = "simd128")]
+    #[inline(always)]
     pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY], acc0: [v128; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q3_K, &a))[0];
         let dup = r4_dup_masks();

@@ -266,8 +266,12 @@ mod simd {
     ///
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
+    ///
+    /// Inlined where it is called (the decode driver `r4::streams_with`: +8–16 % for Q2_K–Q6_K
+    /// from memory, BENCHMARKS.md); the module is built with simd128, so it needs no
+    /// `target_feature` attribute (which `inline(always)` excludes).
     #[cfg(target_feature = "relaxed-simd")]
-    #[target_feature(enable = "simd128")]
+    #[inline(always)]
     pub(super) unsafe fn vec_dot4<const PAIRS: bool, const X: bool, const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY], acc0: [v128; NY]) -> [v128; NY] {
         use super::super::simd::{f16_lanes, r4_dup_masks, r4_scale_sums_g16, r4_store_scales};
         use super::super::simd::rdot16;
