@@ -47,8 +47,8 @@ pub struct R4Kernels {
     /// `out[t] = vec_dot4(rows4, acts[t])` for up to [`MAX_TOKENS`] activation rows, bit for bit:
     /// the rows' codes and scales are unpacked once for all of them (a few tokens of a prompt).
     pub vec_dot4_n: fn(rows4: &[u8], acts: &[Q8<'_>], out: &mut [[f32; 4]]),
-    /// [`matvec_streams`] for this form: [`streams_with`] over `vec_dot4` (made by
-    /// [`r4_matvec!`](crate::r4_matvec), so that the kernel is inlined into the driver's loops).
+    /// [`matvec_streams`] for this form: [`streams_with`] over `vec_dot4`, made by
+    /// [`r4_matvec!`](crate::r4_matvec) so that the kernel is inlined into the driver's loops.
     pub matvec: fn(data: &[u8], rb: usize, rows: core::ops::Range<usize>, a: Q8<'_>, y: &mut [f32]),
     /// A second form of the same kernels (same `ty` and `fields`), equal bit for bit, that some
     /// engines' code generators run faster (Q6_K); `ops` picks one per instance by timing.
@@ -158,7 +158,7 @@ fn permute(k: &R4Kernels, src: &[u8], dst: &mut [u8], to_plain: bool) {
     }
 }
 
-/// [`permute`] one granule at a time, with checked indexing: the reference its fast paths are
+/// `permute` one granule at a time, with checked indexing: the reference its fast paths are
 /// tested against.
 pub fn permute_ref(k: &R4Kernels, src: &[u8], dst: &mut [u8], to_plain: bool) {
     let bb = k.ty.block_bytes();
@@ -398,7 +398,11 @@ pub fn matvec_streams(k: &R4Kernels, data: &[u8], rb: usize, rows: core::ops::Ra
 /// `R4Kernels::matvec` of the form whose `vec_dot4` is `$dot` (a function of its module): the
 /// driver with the kernel inlined into its loops. Through a function pointer, the driver's own
 /// work per piece (the call, the activation and weight slices, the sums passed through memory) was
-/// 12 % of a decoded token of the 9B-shaped Q4_K_M file (BENCHMARKS.md).
+/// 12 % of a decoded token of the 9B-shaped Q4_K_M file (BENCHMARKS.md). The one-token kernels
+/// that run faster inlined (Q2_K–Q6_K: +8–16 % from memory) are `inline(always)` too, without the
+/// `target_feature` attribute, which excludes it (their modules are built with simd128 anyway).
+/// `$ty` is the form's type (a constant here, so the block sizes fold into the loops: passing
+/// `R4Kernels::ty` at run time measured 2–3 % slower on Q4_K).
 #[macro_export]
 macro_rules! r4_matvec {
     ($dot:ident, $ty:expr) => {

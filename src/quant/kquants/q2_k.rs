@@ -316,9 +316,7 @@ mod simd {
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     ///
-    /// Inlined where it is called (the decode driver `r4::streams_with`: +8–16 % for Q2_K–Q6_K
-    /// from memory, BENCHMARKS.md); the module is built with simd128, so it needs no
-    /// `target_feature` attribute (which `inline(always)` excludes).
+    /// Inlined into its decode driver (see `r4_matvec!`).
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     pub(super) unsafe fn vec_dot4(rows4: &[u8], act: Q8<'_>, acc0: [f32; 4]) -> [f32; 4] {
@@ -398,9 +396,7 @@ mod simd {
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     ///
-    /// Inlined where it is called (the decode driver `r4::streams_with`: +8–16 % for Q2_K–Q6_K
-    /// from memory, BENCHMARKS.md); the module is built with simd128, so it needs no
-    /// `target_feature` attribute (which `inline(always)` excludes).
+    /// Inlined into its decode driver (see `r4_matvec!`).
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     pub(super) unsafe fn vec_dot4_dot_add(rows4: &[u8], act: Q8<'_>, acc0: [f32; 4]) -> [f32; 4] {

@@ -301,9 +301,7 @@ mod simd {
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     ///
-    /// Inlined where it is called (the decode driver `r4::streams_with`: +8–16 % for Q2_K–Q6_K
-    /// from memory, BENCHMARKS.md); the module is built with simd128, so it needs no
-    /// `target_feature` attribute (which `inline(always)` excludes).
+    /// Inlined into its decode driver (see `r4_matvec!`).
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     pub(super) unsafe fn vec_dot4<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY], acc0: [v128; NY]) -> [v128; NY] {
@@ -320,9 +318,7 @@ mod simd {
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
     ///
-    /// Inlined where it is called (the decode driver `r4::streams_with`: +8–16 % for Q2_K–Q6_K
-    /// from memory, BENCHMARKS.md); the module is built with simd128, so it needs no
-    /// `target_feature` attribute (which `inline(always)` excludes).
+    /// Inlined into its decode driver (see `r4_matvec!`).
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     pub(super) unsafe fn vec_dot4_q5k<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY], acc0: [v128; NY]) -> [v128; NY] {
