@@ -36,7 +36,11 @@ pub struct Field {
 /// The R4 form of one block type.
 pub struct R4Kernels {
     pub ty: GgmlType,
-    /// The block's fields in R4 order; together they cover the block exactly once.
+    /// The block's fields in R4 order; together they cover the block exactly once. The per-row
+    /// scalars (`d`, scales) come before the codes, so that a kernel reads each block front to
+    /// back: IQ2_SX and IQ3_SX had theirs last, and each block began with a load 512 bytes ahead
+    /// of the codes, which ran their four-row kernels 2.7× and 1.7× slower on a Zen 4 (BENCHMARKS.md,
+    /// "The scales first").
     pub fields: &'static [Field],
     /// `[y_0, y_1, y_2, y_3]`: the dot products of four interleaved rows (`rows4`, whole R4
     /// blocks) with one activation row, added to `acc` block by block as the kernel adds its own

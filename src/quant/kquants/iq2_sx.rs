@@ -205,15 +205,15 @@ dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Iq2Sx>);
 ///
 /// | offset | bytes | field                                                          |
 /// |--------|-------|----------------------------------------------------------------|
-/// | 0      | 512   | `codes` word k (bytes 4k..4k+4) of row r at `16k + 4r`         |
-/// | 512    | 32    | `scales` byte b of row r at `4b + r`                           |
-/// | 544    | 8     | `d` of row r at `2r`                                           |
+/// | 0      | 32    | `scales` byte b of row r at `4b + r`                           |
+/// | 32     | 8     | `d` of row r at `2r`                                           |
+/// | 40     | 512   | `codes` word k (bytes 4k..4k+4) of row r at `40 + 16k + 4r`    |
 pub(super) const R4: R4Kernels = R4Kernels {
     ty: GgmlType::IQ2_SX,
     fields: &[
-        Field { off: 0, len: 128, gran: 4 },
         Field { off: 128, len: 8, gran: 1 },
         Field { off: 136, len: 2, gran: 2 },
+        Field { off: 0, len: 128, gran: 4 },
     ],
     vec_dot4,
     vec_dot4_n,
@@ -422,7 +422,7 @@ mod simd {
             let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * i));
             // Byte 4b + r of the two vectors (b < 4, b ≥ 4): scale nibbles of groups 2b (low) and
             // 2b + 1 (high) of row r, made 2·nib + 1.
-            let (s0, s1) = (odd_scales(x.add(512)), odd_scales(x.add(528)));
+            let (s0, s1) = (odd_scales(x), odd_scales(x.add(16)));
             let (sc_lo, sc_hi) = ([s0.0, s1.0], [s0.1, s1.1]);
             let mut isum = [i32x4_splat(0); NY];
             let mut offs = [i32x4_splat(0); NY];
@@ -433,7 +433,7 @@ mod simd {
                 let shi = i8x16_relaxed_swizzle(sc_hi[b / 4], dupb);
                 // Lanes 2r = row r's scale of group 2b, 2r + 1 of group 2b + 1.
                 let pair = i16x8_shuffle::<0, 9, 2, 11, 4, 13, 6, 15>(slo, shi);
-                let (lo, hi) = nibbles4(x.add(64 * b));
+                let (lo, hi) = nibbles4(x.add(40 + 64 * b));
                 let (lo, hi) = (lo.map(|v| i8x16_relaxed_swizzle(table, v)), hi.map(|v| i8x16_relaxed_swizzle(table, v)));
                 for t in 0..NY {
                     // Word j of the rows: weights 32b + 4j.. (low nibbles), 32b + 16 + 4j.. (high).
@@ -448,7 +448,7 @@ mod simd {
                     offs[t] = i32x4_add(offs[t], i32x4_dot_i16x8(pair, v128_load32_splat(bs)));
                 }
             }
-            let d = f16_lanes(u32x4_load_extend_u16x4(x.add(544) as *const u16));
+            let d = f16_lanes(u32x4_load_extend_u16x4(x.add(32) as *const u16));
             for t in 0..NY {
                 let dall = f32x4_mul(d, v128_load32_splat(acts[t].d.as_ptr().add(8 * i) as *const u32));
                 let q = i32x4_sub(isum[t], i32x4_mul(offs[t], i32x4_splat(43)));

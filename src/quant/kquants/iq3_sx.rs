@@ -99,15 +99,15 @@ dispatch_vec_dot!(vec_dot, simd::vec_dot, super::vec_dot_ref::<Iq3Sx>);
 ///
 /// | offset | bytes | field                                                          |
 /// |--------|-------|----------------------------------------------------------------|
-/// | 0      | 512   | `codes` word k (bytes 4k..4k+4) of row r at `16k + 4r`         |
-/// | 512    | 16    | `scales` byte k of row r at `4k + r`                           |
-/// | 528    | 8     | `d` of row r at `2r`                                           |
+/// | 0      | 16    | `scales` byte k of row r at `4k + r`                           |
+/// | 16     | 8     | `d` of row r at `2r`                                           |
+/// | 24     | 512   | `codes` word k (bytes 4k..4k+4) of row r at `24 + 16k + 4r`    |
 pub(super) const R4: R4Kernels = R4Kernels {
     ty: GgmlType::IQ3_SX,
     fields: &[
-        Field { off: 0, len: 128, gran: 4 },
         Field { off: 128, len: 4, gran: 1 },
         Field { off: 132, len: 2, gran: 2 },
+        Field { off: 0, len: 128, gran: 4 },
     ],
     vec_dot4,
     vec_dot4_n,
@@ -240,7 +240,7 @@ mod simd {
             let x = rows4.as_ptr().add(4 * BB * i);
             let a0 = acts.map(|a| a.qs.as_ptr().add(QK_K * i));
             // Byte 4k + r of `s`: nibbles s_{2k} (low), s_{2k+1} (high) of row r, made 1 + 2s.
-            let (ls_even, ls_odd) = odd_scales(x.add(512));
+            let (ls_even, ls_odd) = odd_scales(x);
             let mut isum = [i32x4_splat(0); NY];
             let mut offs = [i32x4_splat(0); NY];
             // Opaque trip count keeps the loop a loop (V8 spills a fully unrolled block).
@@ -249,7 +249,7 @@ mod simd {
                 for (h, half) in [ls_even, ls_odd].into_iter().enumerate() {
                     let b = 2 * k + h;
                     let ls = i8x16_relaxed_swizzle(half, dupk);
-                    let (lo, hi) = nibbles4(x.add(64 * b));
+                    let (lo, hi) = nibbles4(x.add(24 + 64 * b));
                     for t in 0..NY {
                         // Word j of the rows: weights 32b + 4j.. (low nibbles), 32b + 16 + 4j.. (high).
                         let a = a0[t].add(32 * b) as *const u32;
@@ -268,7 +268,7 @@ mod simd {
                     }
                 }
             }
-            let d = f16_lanes(u32x4_load_extend_u16x4(x.add(528) as *const u16));
+            let d = f16_lanes(u32x4_load_extend_u16x4(x.add(16) as *const u16));
             for t in 0..NY {
                 // 2 · isum − 15 · offs
                 let total = i32x4_sub(i32x4_shl(isum[t], 1), i32x4_sub(i32x4_shl(offs[t], 4), offs[t]));
