@@ -299,13 +299,16 @@ mod simd {
     /// g = 8n + 2j + h, multiplied with the activation word at `16g + l0` broadcast (16 products
     /// per instruction, i16 lanes 2r and 2r+1 belong to row r). The four products of a group are
     /// summed in i16 (≤ 4 · 2 · 3 · 127), then `i32x4.dot` with the rows' scales puts row r's
-    /// group sum in lane r.
+    /// group sum in lane r. Odd shifts are taken in place (`(v >> 4·(j/2)) & 12`: four times the
+    /// codes, one shift per two groups; their sums, multiples of 4, come back by `>> 2` per block,
+    /// exactly), and the scale bytes of a pair of groups are one load and one `and`.
     ///
     /// Written for V8's code generator (measured, `clef bench-kernels`): the activation words are
-    /// broadcast loads (`vbroadcastss`: no shuffle unit, which the shifts already use), and a
-    /// scale vector is one `pshufb` of the group's 4 scale bytes with a mask kept in a register (a
-    /// shuffle with immediate indices is rebuilt from two 64-bit moves at every use). Taking odd
-    /// shifts in place (`v & 0xC`, half the shifts) measured slower (7.5 vs 10.1 GB/s).
+    /// broadcast loads (`vbroadcastss`: no shuffle unit), a scale vector is one `pshufb` of the
+    /// group's scale bytes with a mask kept in a register (a shuffle with immediate indices is
+    /// rebuilt from two 64-bit moves at every use), and the masks are opaque (V8 rebuilds a
+    /// constant at every use otherwise). Chromium 156 on a Zen 4: 6.7–6.8 → 7.1–7.4 GB/s against
+    /// one shift per group and a load per group's scales (BENCHMARKS.md, "The scales first").
     ///
     /// [`vec_dot4_n`] does the same for several tokens; this one-token form stays its own function
     /// because Chromium 156 ran it 7 % slower compiled from `vec_dot4_n::<1>` (11.2 against
@@ -321,8 +324,9 @@ mod simd {
     #[inline(always)]
     pub(super) unsafe fn vec_dot4(rows4: &[u8], act: Q8<'_>, acc0: [f32; 4]) -> [f32; 4] {
         let nb = crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q2_K, &act);
-        let (m3, m15) = (u8x16_splat(3), u16x8_splat(15));
-        // Byte 2r (+ h) → i16 lanes 2r and 2r+1 (index 0x80, or 0x81 once h is added, gives 0).
+        // Opaque, so that V8 keeps them in registers instead of rebuilding each at every use.
+        let (m3, m12, m15b) = core::hint::black_box((u8x16_splat(3), u8x16_splat(12), u8x16_splat(15)));
+        // Byte 2r (+ h, + 8) → i16 lanes 2r and 2r+1 (index 0x80, 0x81, 0x88 or 0x89 gives 0).
         // Opaque, so that it stays in a register: a shuffle with immediate indices is rebuilt from
         // two 64-bit moves at every use.
         let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 2, 0x80, 2, 0x80, 4, 0x80, 4, 0x80, 6, 0x80, 6, 0x80));
@@ -334,31 +338,40 @@ mod simd {
             let a0 = act.qs.as_ptr().add(QK_K * b);
             let bs = act.bsums.as_ptr().add(16 * b);
             let da = v128_load32_splat(act.d.as_ptr().add(8 * b) as *const u32);
-            let mut isum = i32x4_splat(0);
+            // Groups of even shift j (codes `w & 3`) and of odd j (`w & 12`: four times the codes,
+            // their sums taken back by a shift at the end: exact, every term is a multiple of 4).
+            let (mut isum, mut isum4) = (i32x4_splat(0), i32x4_splat(0));
             // Opaque trip counts keep both loops loops (V8 spills a fully unrolled block).
             for nh in 0..core::hint::black_box(4usize) {
                 let (n, h) = (nh >> 1, nh & 1);
                 let q = x.add(64 + 64 * nh) as *const v128;
-                let mut v = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
-                let dup = i8x16_add(dup, i8x16_splat(h as i8));
-                for j in 0..core::hint::black_box(4usize) {
-                    let g = 8 * n + 2 * j + h;
+                let mut w = [v128_load(q), v128_load(q.add(1)), v128_load(q.add(2)), v128_load(q.add(3))];
+                let dup0 = i8x16_add(dup, i8x16_splat(h as i8));
+                let dup1 = i8x16_add(dup0, i8x16_splat(8));
+                for half in 0..core::hint::black_box(2usize) {
+                    // Shifts j = 2·half (low two bits of w) and 2·half + 1 (the next two): groups
+                    // g = 8n + 4·half + h and g + 2, whose scale bytes are bytes 0..8 and 8..16 of
+                    // one vector (8k + 2r + h for g = 2k + h).
+                    let g = 8 * n + 4 * half + h;
+                    let sc = v128_and(v128_load(x.add(32 * n + 16 * half) as *const v128), m15b);
                     let a = a0.add(16 * g) as *const u32;
-                    let mut p = rdot16(v128_and(v[0], m3), v128_load32_splat(a));
-                    p = i16x8_add(p, rdot16(v128_and(v[1], m3), v128_load32_splat(a.add(1))));
-                    p = i16x8_add(p, rdot16(v128_and(v[2], m3), v128_load32_splat(a.add(2))));
-                    p = i16x8_add(p, rdot16(v128_and(v[3], m3), v128_load32_splat(a.add(3))));
-                    // Scale bytes 8k + 2r + h (g = 2k + h), each in the low byte of two i16 lanes.
-                    let sc = i8x16_relaxed_swizzle(v128_load64_zero(x.add(8 * (g >> 1)) as *const u64), dup);
-                    isum = i32x4_add(isum, i32x4_dot_i16x8(p, v128_and(sc, m15)));
-                    if j < 3 {
-                        for vk in v.iter_mut() {
-                            *vk = u16x8_shr(*vk, 2);
-                        }
+                    let mut p = rdot16(v128_and(w[0], m3), v128_load32_splat(a));
+                    p = i16x8_add(p, rdot16(v128_and(w[1], m3), v128_load32_splat(a.add(1))));
+                    p = i16x8_add(p, rdot16(v128_and(w[2], m3), v128_load32_splat(a.add(2))));
+                    p = i16x8_add(p, rdot16(v128_and(w[3], m3), v128_load32_splat(a.add(3))));
+                    isum = i32x4_add(isum, i32x4_dot_i16x8(p, i8x16_relaxed_swizzle(sc, dup0)));
+                    let a = a.add(8);
+                    let mut p = rdot16(v128_and(w[0], m12), v128_load32_splat(a));
+                    p = i16x8_add(p, rdot16(v128_and(w[1], m12), v128_load32_splat(a.add(1))));
+                    p = i16x8_add(p, rdot16(v128_and(w[2], m12), v128_load32_splat(a.add(2))));
+                    p = i16x8_add(p, rdot16(v128_and(w[3], m12), v128_load32_splat(a.add(3))));
+                    isum4 = i32x4_add(isum4, i32x4_dot_i16x8(p, i8x16_relaxed_swizzle(sc, dup1)));
+                    for wk in w.iter_mut() {
+                        *wk = u16x8_shr(*wk, 4);
                     }
                 }
             }
-            acc = end_block(acc, x, bs, da, isum);
+            acc = end_block(acc, x, bs, da, i32x4_add(isum, i32x4_shr(isum4, 2)));
         }
         lanes(acc)
     }
