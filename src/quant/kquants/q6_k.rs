@@ -275,7 +275,8 @@ mod simd {
         use super::super::simd::rdot16;
         let ty = if X { crate::quant::GgmlType::Q6_KX } else { crate::quant::GgmlType::Q6_K };
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, ty, &a))[0];
-        let (m15, m48, m63, m192) = (u8x16_splat(15), u8x16_splat(0x30), u8x16_splat(63), u8x16_splat(0xc0));
+        // Opaque, so that V8 keeps them in registers instead of rebuilding each at every use.
+        let (m15, m48, m63, m192) = core::hint::black_box((u8x16_splat(15), u8x16_splat(0x30), u8x16_splat(63), u8x16_splat(0xc0)));
         let dup = r4_dup_masks();
         let mut scb = [0i8; 128];
         let scb = scb.as_mut_ptr();
