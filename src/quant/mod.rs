@@ -448,13 +448,39 @@ pub mod simd {
     /// lanes: exact for every input, and no float operation sees a subnormal operand.
     #[inline(always)]
     pub fn f16_lanes(h: v128) -> v128 {
+        // The constants come from memory through an opaque pointer: V8 rebuilds a v128 constant
+        // from a 64-bit immediate at every use (three instructions), a load is one.
+        let c = F16_CONSTS.get();
         let o = u32x4_shr(i32x4_shl(h, 17), 4); // exponent + mantissa in f32 position
-        let normal = i32x4_add(o, i32x4_splat(0x3800_0000));
-        let two_m14 = f32x4_splat(f32::from_bits(0x3880_0000)); // 2⁻¹⁴
-        let sub = f32x4_sub(i32x4_add(o, i32x4_splat(0x3880_0000)), two_m14);
-        let v = v128_bitselect(sub, normal, i32x4_lt(o, i32x4_splat(0x0080_0000)));
-        let special = v128_and(i32x4_ge(o, i32x4_splat(0x0f80_0000)), i32x4_splat(0x7f80_0000));
-        v128_or(v128_or(v, special), v128_and(i32x4_shl(h, 16), i32x4_splat(i32::MIN)))
+        let normal = i32x4_add(o, c[0]);
+        let sub = f32x4_sub(i32x4_add(o, c[1]), c[1]); // c[1] as f32: 2⁻¹⁴
+        let v = v128_bitselect(sub, normal, i32x4_lt(o, c[2]));
+        let special = v128_and(i32x4_ge(o, c[3]), c[4]);
+        v128_or(v128_or(v, special), v128_and(i32x4_shl(h, 16), c[5]))
+    }
+
+    /// [`f16_lanes`]'s constants, read through [`OpaqueConsts::get`].
+    static F16_CONSTS: OpaqueConsts<6> = OpaqueConsts([
+        [0x3800_0000; 4],
+        [0x3880_0000; 4],
+        [0x0080_0000; 4],
+        [0x0f80_0000; 4],
+        [0x7f80_0000; 4],
+        [i32::MIN as u32; 4],
+    ]);
+
+    /// v128 constants kept in memory and read through a pointer the compilers cannot see
+    /// through, so that each use is one load rather than a constant rebuilt by V8.
+    #[repr(C, align(16))]
+    struct OpaqueConsts<const N: usize>([[u32; 4]; N]);
+
+    impl<const N: usize> OpaqueConsts<N> {
+        #[inline(always)]
+        fn get(&'static self) -> [v128; N] {
+            let p = core::hint::black_box(self.0.as_ptr() as *const v128);
+            // SAFETY: `p` points at N aligned 16-byte values of this static.
+            core::array::from_fn(|i| unsafe { v128_load(p.add(i)) })
+        }
     }
 
     /// The four f32 lanes of `v`.
