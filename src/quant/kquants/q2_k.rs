@@ -325,7 +325,7 @@ mod simd {
     pub(super) unsafe fn vec_dot4(rows4: &[u8], act: Q8<'_>, acc0: [f32; 4]) -> [f32; 4] {
         let nb = crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q2_K, &act);
         // Opaque, so that V8 keeps them in registers instead of rebuilding each at every use.
-        let (m3, m12, m15b) = core::hint::black_box((u8x16_splat(3), u8x16_splat(12), u8x16_splat(15)));
+        let (m3, m12, m15) = core::hint::black_box((u8x16_splat(3), u8x16_splat(12), u8x16_splat(15)));
         // Byte 2r (+ h, + 8) → i16 lanes 2r and 2r+1 (index 0x80, 0x81, 0x88 or 0x89 gives 0).
         // Opaque, so that it stays in a register: a shuffle with immediate indices is rebuilt from
         // two 64-bit moves at every use.
@@ -353,7 +353,7 @@ mod simd {
                     // g = 8n + 4·half + h and g + 2, whose scale bytes are bytes 0..8 and 8..16 of
                     // one vector (8k + 2r + h for g = 2k + h).
                     let g = 8 * n + 4 * half + h;
-                    let sc = v128_and(v128_load(x.add(32 * n + 16 * half) as *const v128), m15b);
+                    let sc = v128_and(v128_load(x.add(32 * n + 16 * half) as *const v128), m15);
                     let a = a0.add(16 * g) as *const u32;
                     let mut p = rdot16(v128_and(w[0], m3), v128_load32_splat(a));
                     p = i16x8_add(p, rdot16(v128_and(w[1], m3), v128_load32_splat(a.add(1))));
