@@ -403,7 +403,7 @@ pub fn matvec_streams(k: &R4Kernels, data: &[u8], rb: usize, rows: core::ops::Ra
 /// driver with the kernel inlined into its loops. Through a function pointer, the driver's own
 /// work per piece (the call, the activation and weight slices, the sums passed through memory) was
 /// 12 % of a decoded token of the 9B-shaped Q4_K_M file (BENCHMARKS.md). The one-token kernels
-/// that run faster inlined (Q2_K–Q6_K: +8–16 % from memory) are `inline(always)` too, without the
+/// that run faster inlined (Q2_K–Q6_K: +8–16 % from memory; IQ2_SX +24 %) are `inline(always)` too, without the
 /// `target_feature` attribute, which excludes it (their modules are built with simd128 anyway).
 /// `$ty` is the form's type (a constant here, so the block sizes fold into the loops: passing
 /// `R4Kernels::ty` at run time measured 2–3 % slower on Q4_K).
