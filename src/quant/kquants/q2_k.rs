@@ -310,11 +310,12 @@ mod simd {
     /// constant at every use otherwise). Chromium 156 on a Zen 4: 6.7–6.8 → 7.1–7.4 GB/s against
     /// one shift per group and a load per group's scales (BENCHMARKS.md, "The scales first").
     ///
-    /// [`vec_dot4_n`] does the same for several tokens; this one-token form stays its own function
-    /// because Chromium 156 ran it 7 % slower compiled from `vec_dot4_n::<1>` (11.2 against
-    /// 12.1 GB/s, `bench-kernels-chromium.mjs --type Q2_K`; the wasm differs only in which
-    /// pointers stay in locals and the order of the min sums; Node 20 ran both at 12.0). The
-    /// results are the same bit for bit (`tests/kernels.rs`).
+    /// [`vec_dot4_n`] computes the same integers for several tokens, still with one shift per
+    /// group and a load per group's scales. This one-token form was its own function before it
+    /// took the odd shifts in place: compiled from `vec_dot4_n::<1>` it ran 7 % slower in Chromium
+    /// 156 (11.2 against 12.1 GB/s, `bench-kernels-chromium.mjs --type Q2_K`, when the two
+    /// differed only in which pointers stay in locals and the order of the min sums; Node 20 ran
+    /// both at 12.0). The results are the same bit for bit (`tests/kernels.rs`).
     ///
     /// # Safety
     /// Requires relaxed-simd. Lengths are checked by `check_rows4`.
