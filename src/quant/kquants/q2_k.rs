@@ -372,7 +372,7 @@ mod simd {
                     }
                 }
             }
-            acc = end_block(acc, x, bs, da, i32x4_add(isum, i32x4_shr(isum4, 2)));
+            acc = end_block(acc, x, bs, da, i32x4_add(isum, i32x4_shr(isum4, 2)), m15);
         }
         lanes(acc)
     }
@@ -380,16 +380,24 @@ mod simd {
     /// The end of an R4 block `x` in the one-token kernels: the mins (lane r = Σ_g mn[r][g] ·
     /// bsum[g], groups 2k and 2k+1 — bytes 8k + 2r, 8k + 2r + 1: already row r's pair of i16
     /// lanes — per i32x4.dot) and the block's fold into `acc` (`isum`: the scaled code sums).
+    /// `m15` is `u8x16_splat(15)` held in a register: the mins are taken 16 bytes at a time,
+    /// `(v >> 4) & m15`, then widened, in a loop of opaque trip count. Loaded 8 bytes at a time
+    /// and widened first, LLVM made the shift a bytewise one whose mask V8 rebuilt at every use
+    /// (three instructions, 8 times a block) and, unrolled, hoisted the loads into spills: a
+    /// third of Q2_K's one-token kernel ran here. Chromium 156, Zen 4, 65,536 × 4096: 7.2–7.4
+    /// → 7.8–7.9 GB/s; Firefox 153: 8.0 → 8.8 (BENCHMARKS.md, session 41).
     ///
     /// # Safety
     /// `x` is an R4 block of 4·84 bytes, `bs` its activations' 16 group sums.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    unsafe fn end_block(acc: v128, x: *const u8, bs: *const i16, da: v128, isum: v128) -> v128 {
+    unsafe fn end_block(acc: v128, x: *const u8, bs: *const i16, da: v128, isum: v128, m15: v128) -> v128 {
         let mut summs = i32x4_splat(0);
-        for k in 0..8 {
-            let mn = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);
-            summs = i32x4_add(summs, i32x4_dot_i16x8(mn, v128_load32_splat(bs.add(2 * k) as *const u32)));
+        for k2 in 0..core::hint::black_box(4usize) {
+            let mn = v128_and(u16x8_shr(v128_load(x.add(16 * k2) as *const v128), 4), m15);
+            let bs = bs.add(4 * k2) as *const u32;
+            summs = i32x4_add(summs, i32x4_dot_i16x8(u16x8_extend_low_u8x16(mn), v128_load32_splat(bs)));
+            summs = i32x4_add(summs, i32x4_dot_i16x8(u16x8_extend_high_u8x16(mn), v128_load32_splat(bs.add(1))));
         }
         let d = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(320) as *const u16)), da);
         let dmin = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(328) as *const u16)), da);
@@ -418,7 +426,9 @@ mod simd {
         // Opaque, so that they stay in registers (as `dup` in `vec_dot4`).
         let m3 = core::hint::black_box(u8x16_splat(3));
         let m12 = core::hint::black_box(u8x16_splat(12));
-        let m15 = core::hint::black_box(u16x8_splat(15));
+        // Bytewise: the scale bytes' high nibbles (`end_block`'s mins); the swizzle below zeroes
+        // the odd bytes of a scale vector.
+        let m15 = core::hint::black_box(u8x16_splat(15));
         // Out bytes 4r and 4r + 2 ← scale bytes 2r (+ h) and 8 + 2r (+ h); 4r + 1 and 4r + 3 zero.
         let pick = core::hint::black_box(u8x16(0, 0x80, 8, 0x80, 2, 0x80, 10, 0x80, 4, 0x80, 12, 0x80, 6, 0x80, 14, 0x80));
         let zero = i32x4_splat(0);
@@ -456,7 +466,7 @@ mod simd {
                     isum = i32x4_add(isum, i32x4_dot_i16x8(p, sc));
                 }
             }
-            acc = end_block(acc, x, bs, da, i32x4_shr(isum, 2));
+            acc = end_block(acc, x, bs, da, i32x4_shr(isum, 2), m15);
         }
         lanes(acc)
     }
