@@ -482,7 +482,10 @@ mod simd {
     #[target_feature(enable = "simd128")]
     pub(super) unsafe fn vec_dot4_n<const NY: usize>(rows4: &[u8], acts: [Q8<'_>; NY], acc0: [v128; NY]) -> [v128; NY] {
         let nb = acts.map(|a| crate::quant::r4::check_rows4(rows4, crate::quant::GgmlType::Q2_K, &a))[0];
-        let (m3, m15) = (u8x16_splat(3), u16x8_splat(15));
+        let m3 = u8x16_splat(3);
+        // Bytewise, opaque (as in `vec_dot4`): the scales' low nibbles (the swizzle zeroes a
+        // scale vector's odd bytes) and the mins' high ones.
+        let m15 = core::hint::black_box(u8x16_splat(15));
         // As in `vec_dot4`.
         let dup = core::hint::black_box(u8x16(0, 0x80, 0, 0x80, 2, 0x80, 2, 0x80, 4, 0x80, 4, 0x80, 6, 0x80, 6, 0x80));
         let mut acc = acc0;
@@ -520,13 +523,16 @@ mod simd {
                     }
                 }
             }
-            // Mins: lane r = Σ_g mn[r][g] · bsum[g], groups 2k and 2k+1 per i32x4.dot.
+            // Mins: lane r = Σ_g mn[r][g] · bsum[g], groups 2k and 2k+1 per i32x4.dot (16
+            // scale bytes at a time, as `end_block`).
             let mut summs = [i32x4_splat(0); NY];
-            for k in 0..8 {
-                let mn = u16x8_shr(u16x8_load_extend_u8x8(x.add(8 * k)), 4);
+            for k2 in 0..core::hint::black_box(4usize) {
+                let mn = v128_and(u16x8_shr(v128_load(x.add(16 * k2) as *const v128), 4), m15);
+                let mn = [u16x8_extend_low_u8x16(mn), u16x8_extend_high_u8x16(mn)];
                 for t in 0..NY {
-                    let bs = acts[t].bsums.as_ptr().add(16 * b + 2 * k) as *const u32;
-                    summs[t] = i32x4_add(summs[t], i32x4_dot_i16x8(mn, v128_load32_splat(bs)));
+                    let bs = acts[t].bsums.as_ptr().add(16 * b + 4 * k2) as *const u32;
+                    summs[t] = i32x4_add(summs[t], i32x4_dot_i16x8(mn[0], v128_load32_splat(bs)));
+                    summs[t] = i32x4_add(summs[t], i32x4_dot_i16x8(mn[1], v128_load32_splat(bs.add(1))));
                 }
             }
             let d = f16_lanes(u32x4_load_extend_u16x4(x.add(320) as *const u16));
