@@ -7,6 +7,12 @@
 //
 // `--gemm` (the int8 prompt GEMM's profile) defaults to wide, what the browser engine sets.
 // Needs www/pkg (./build.sh), /usr/bin/chromium (or $CHROMIUM) and npm's playwright-core.
+// CLEF_CHROMIUM_ARGS: more Chromium flags, space-separated. To see V8's code of a kernel, from
+// a scratch directory (V8 writes its jit-*.dump files into the current one):
+//   CLEF_CHROMIUM_ARGS="--js-flags=--perf-prof --no-sandbox" perf record -k 1 -e cpu-clock -o perf.data -- \
+//     node …/tools/bench-kernels-chromium.mjs --type Q2_K --rows 65536 --build relaxed-simd
+//   perf inject --jit -i perf.data -o jit.data; perf report -i jit.data --no-children --sort sym
+//   perf annotate -i jit.data --stdio -s 'JS:wasm-function[N]-N-turbofan'
 
 import { startHubServer } from '../tests/browser/hub-server.mjs';
 import { launch } from '../tests/browser/helpers.mjs';
@@ -17,7 +23,7 @@ if (!argv.includes('--gemm')) argv.push('--gemm', 'wide');
 const builds = [['relaxed-simd', 'clef_web_relaxed_bg.wasm'], ['simd128', 'clef_web_bg.wasm']].filter(([b]) => !only || b === only);
 
 const server = await startHubServer();
-const b = await launch(server.url);
+const b = await launch(server.url, { args: (process.env.CLEF_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean) });
 try {
   for (const [build, file] of builds) {
     const out = await b.page.evaluate(
