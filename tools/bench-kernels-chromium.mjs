@@ -15,7 +15,7 @@
 //   perf annotate -i jit.data --stdio -s 'JS:wasm-function[N]-N-turbofan'
 
 import { startHubServer } from '../tests/browser/hub-server.mjs';
-import { launch } from '../tests/browser/helpers.mjs';
+import { ENV_ARGS, launch } from '../tests/browser/helpers.mjs';
 
 const argv = process.argv.slice(2);
 const only = argv.indexOf('--build') >= 0 ? argv.splice(argv.indexOf('--build'), 2)[1] : null;
@@ -23,7 +23,7 @@ if (!argv.includes('--gemm')) argv.push('--gemm', 'wide');
 const builds = [['relaxed-simd', 'clef_web_relaxed_bg.wasm'], ['simd128', 'clef_web_bg.wasm']].filter(([b]) => !only || b === only);
 
 const server = await startHubServer();
-const b = await launch(server.url, { args: (process.env.CLEF_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean) });
+const b = await launch(server.url, { args: ENV_ARGS });
 try {
   for (const [build, file] of builds) {
     const out = await b.page.evaluate(

@@ -16,7 +16,7 @@
 
 import { basename } from 'node:path';
 import { startHubServer } from '../tests/browser/hub-server.mjs';
-import { launch } from '../tests/browser/helpers.mjs';
+import { ENV_ARGS, launch } from '../tests/browser/helpers.mjs';
 
 const args = process.argv.slice(2);
 const files = args.filter((a) => a.endsWith('.gguf'));
@@ -30,7 +30,7 @@ if (!files.length) {
 
 const repos = { 'synth/clef-flash-GGUF': Object.fromEntries(files.map((f) => [basename(f), { path: f }])) };
 const hub = await startHubServer({ repos });
-const b = await launch(hub.url, { args: (process.env.CLEF_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean) });
+const b = await launch(hub.url, { args: ENV_ARGS });
 const GiB = 2 ** 30;
 console.log('| file | size | workers | context | load | wasm memory (all workers) | prompt tok/s | decode tok/s |');
 console.log('|---|---|---|---|---|---|---|---|');

@@ -13,6 +13,8 @@ export const ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
   '--disable-component-update', '--disable-sync',
 ];
+/** The benchmark tools' extra Chromium flags: `CLEF_CHROMIUM_ARGS`, space-separated. */
+export const ENV_ARGS = (process.env.CLEF_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean);
 
 /** Whether the browser tests can run here (chromium + a built www/dist). */
 export function skipReason() {

@@ -32,6 +32,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { ARGS, CHROMIUM, ENV_ARGS } from '../../tests/browser/helpers.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, '../..');
@@ -174,10 +175,9 @@ const base = `http://127.0.0.1:${server.address().port}`;
 // ---- Chromium ----------------------------------------------------------------------------------
 const profile = mkdtempSync(join(tmpdir(), 'bench-wllama-'));
 const ctx = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  executablePath: CHROMIUM,
   headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', ...(process.env.CLEF_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)],
+  args: [...ARGS, ...ENV_ARGS],
 });
 const page = ctx.pages()[0] ?? (await ctx.newPage());
 page.on('pageerror', (e) => console.error(`  page error: ${e.message}`));
