@@ -394,14 +394,27 @@ mod simd {
     unsafe fn end_block(acc: v128, x: *const u8, bs: *const i16, da: v128, isum: v128, m15: v128) -> v128 {
         let mut summs = i32x4_splat(0);
         for k2 in 0..core::hint::black_box(4usize) {
-            let mn = v128_and(u16x8_shr(v128_load(x.add(16 * k2) as *const v128), 4), m15);
+            let mn = mins16(x, k2, m15);
             let bs = bs.add(4 * k2) as *const u32;
-            summs = i32x4_add(summs, i32x4_dot_i16x8(u16x8_extend_low_u8x16(mn), v128_load32_splat(bs)));
-            summs = i32x4_add(summs, i32x4_dot_i16x8(u16x8_extend_high_u8x16(mn), v128_load32_splat(bs.add(1))));
+            summs = i32x4_add(summs, i32x4_dot_i16x8(mn[0], v128_load32_splat(bs)));
+            summs = i32x4_add(summs, i32x4_dot_i16x8(mn[1], v128_load32_splat(bs.add(1))));
         }
         let d = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(320) as *const u16)), da);
         let dmin = f32x4_mul(f16_lanes(u32x4_load_extend_u16x4(x.add(328) as *const u16)), da);
         fold_block(acc, isum, d, summs, dmin)
+    }
+
+    /// The mins of scale bytes `16·k2..16·k2 + 16` of the R4 block `x` (groups 4k2..4k2 + 4 of
+    /// the four rows), widened to u16: `(v >> 4) & m15` (`m15` = `u8x16_splat(15)`), low and
+    /// high halves (see [`end_block`] for why in this order).
+    ///
+    /// # Safety
+    /// `x + 16·k2 .. x + 16·k2 + 16` must be readable.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    unsafe fn mins16(x: *const u8, k2: usize, m15: v128) -> [v128; 2] {
+        let mn = v128_and(u16x8_shr(v128_load(x.add(16 * k2) as *const v128), 4), m15);
+        [u16x8_extend_low_u8x16(mn), u16x8_extend_high_u8x16(mn)]
     }
 
     /// [`vec_dot4`] with fewer vector operations per group of 4 rows × 16 weights (~13 against
@@ -527,8 +540,7 @@ mod simd {
             // scale bytes at a time, as `end_block`).
             let mut summs = [i32x4_splat(0); NY];
             for k2 in 0..core::hint::black_box(4usize) {
-                let mn = v128_and(u16x8_shr(v128_load(x.add(16 * k2) as *const v128), 4), m15);
-                let mn = [u16x8_extend_low_u8x16(mn), u16x8_extend_high_u8x16(mn)];
+                let mn = mins16(x, k2, m15);
                 for t in 0..NY {
                     let bs = acts[t].bsums.as_ptr().add(16 * b + 4 * k2) as *const u32;
                     summs[t] = i32x4_add(summs[t], i32x4_dot_i16x8(mn[0], v128_load32_splat(bs)));
