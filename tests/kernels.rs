@@ -352,6 +352,45 @@ fn int8_gemm_agrees_on_random_and_extreme_blocks() {
     }
 }
 
+/// The pair form of the types whose two relaxed dots may overflow i16 together (`pair_run` 1:
+/// the IQ2 types, IQ3_XXS) sums two vectors only in the units whose 4-element activation sums
+/// allow it (`PackedAct8::psum`): random rows against tokens whose even units are all 127 (over
+/// the limit: one vector at a time) and whose odd units are small (two at a time), in both tile
+/// widths, against the f64 reference. Summing two everywhere overflows here.
+#[test]
+fn int8_pair_sums_are_checked_per_unit() {
+    let mut rng = Rng(0x9a12_5e75_0000_0003);
+    let mut checked = 0;
+    for ty in GgmlType::ALL {
+        let Some(k8) = gemm8::kernels8(ty) else { continue };
+        let k = kernels(ty).unwrap();
+        let (n, rows, tokens) = (512, 3, 5);
+        let mut data = vec![0u8; rows * ty.row_bytes(n)];
+        rng.bytes(&mut data);
+        for blk in data.chunks_exact_mut(ty.block_bytes()) {
+            (k.sanitize)(blk);
+        }
+        let x: Vec<f32> = (0..n * tokens).map(|i| if (i % n) / 128 % 2 == 0 { 1.0 } else { 0.05 * rng.act(1)[0] }).collect();
+        let (mut act, mut packed, mut scratch) = (QAct::default(), PackedAct8::default(), Gemm8Scratch::default());
+        quantize_q8(ty.act_kind(), &x, n, &mut act);
+        for fold in [k8.fold(), None] {
+            if k8.pair_run(fold.is_some()) != 1 {
+                continue;
+            }
+            for tile in [2, 4] {
+                packed.pack_ordered(&act, tile, gemm8::Order::Pairs, fold);
+                let limit = k8.narrow_limit(false);
+                assert!(packed.psum.iter().any(|&s| s > limit) && packed.psum.iter().any(|&s| s <= limit), "{ty}: units on both sides of the limit");
+                let mut y = vec![f32::NAN; tokens * (rows + 1)];
+                gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
+                assert_gemm_exact(k, &data, &act, &y, &format!("{ty} tile {tile} ({fold:?})"));
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 8, "{checked} checked pair-form runs");
+}
+
 /// The dot-add form runs where the engine computes it exactly, and is not silently off where it
 /// should run: Node 20's V8 miscomputes its instruction in the baseline tier (the engine's check
 /// turns the form off there) and computes it right in the optimizing tier, so under

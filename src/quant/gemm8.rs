@@ -25,10 +25,11 @@
 //! relaxed dot's i16 result (one pair of products) then belongs to group g for every k, so the 8
 //! vectors of a half-block can be **summed in i16** before one `i32x4.dot_i16x8_s` against the
 //! half's 8 group scales widens them — the widening (a `pmaddwd` on x64, as costly as a multiply)
-//! is paid once per `ksum` vectors instead of once per vector. `ksum` (1, 4 or 8) is the most
+//! is paid once per `ksum` vectors instead of once per vector. `ksum` (1, 2, 4 or 8) is the most
 //! vectors whose pair sums fit i16: `ksum·2·128·umax < 2^15` ([`Kernels8::ksum`]): Q2_K, Q3_K,
-//! Q4_K 8, Q5_K, IQ3_S, IQ1_S and IQ1_M 4; Q6_K (2 would fit), the IQ2 types (codes up to 86)
-//! and IQ3_XXS (up to 124) widen every vector, 1 (**Widening every vector**, below). Types whose codes need 8 bits
+//! Q4_K 8, Q5_K, IQ3_S, IQ1_S and IQ1_M 4; Q6_K 2; the IQ2 types (codes up to 86) and IQ3_XXS
+//! (up to 124) 1, and they sum two vectors where the activations allow it (**Pairs of
+//! vectors**, below). Types whose codes need 8 bits
 //! (Q8_0, IQ4_XS, IQ4_NL: signed bytes or codebook values up to ±127) have no int8 form; Q4_0 /
 //! Q4_1 / Q5_* would fit (codes ≤ 31) but have a float scale per 32 elements (KB = 32), which
 //! this kernel's per-256 block epilogue does not do.
@@ -68,8 +69,8 @@
 //! width Node's 2-token tiles ran at half speed.
 //!
 //! **Widening every vector** (`ksum` 1, 2026-12-03): with nothing summed in i16 the tile's
-//! R·C i32 sums are its only accumulators and stay in registers ([`simd::tile`]'s `ks1_blocks`;
-//! the i16-summing path kept them in memory then, and keeps them there in the narrow tiles). Per
+//! R·C i32 sums are its only accumulators and stay in registers (the i16-summing path kept them
+//! in memory then, and keeps them there in the narrow tiles). Per
 //! 16 elements × (row, token) that is a relaxed dot, an `i32x4.dot_i16x8_s` and an add, against
 //! the i16 GEMM's two `i32x4.dot_i16x8_s`, two adds and twice the activation bytes. Chromium 156,
 //! wide tiles, 4096×4096 (`tools/bench-kernels-chromium.mjs --prefill T`, G MAC/s, i16 GEMM →
@@ -77,9 +78,24 @@
 //! (T = 128); Q6_K 34.4 → 39.8 and 37.2 → 43.8 (its `ksum` 2 with the i32 sums in memory had
 //! measured 32.3–33.8 and 33.8: slower than the i16 GEMM). Widening every vector loses where
 //! `ksum` is 8 (Q2_K 49.3 → 44.0, Q3_K 48.4 → 43.0, Q4_K 48.4 → 43.0 at T = 64, against i16 sums
-//! with the i32 sums still in memory) and ties at 4 (Q5_K 41.1 → 42.6). So it is what `ksum` 2
-//! runs as, and IQ2_S and Q6_K use the int8 form in the browsers' profile. Not in Node 20's (narrow tiles: IQ2_S 33.7 → 23.3,
+//! with the i32 sums still in memory) and ties at 4 (Q5_K 41.1 → 42.6). So IQ2_S and Q6_K use
+//! the int8 form in the browsers' profile. Not in Node 20's (narrow tiles: IQ2_S 33.7 → 23.3,
 //! Q6_K 31.9 → 25.0 G MAC/s against the i16 GEMM at T = 32; 36.6 → 24.7 and 36.1 → 25.6 at 128).
+//!
+//! **Pairs of vectors** (2026-12-06, `simd::pair_blocks`, [`Kernels8::pair_run`]): the same
+//! registers, with two steps' relaxed dots added in i16 before the widening — per 32 elements ×
+//! (row, token) two relaxed dots, an i16 add, one `i32x4.dot_i16x8_s` and one add, against four
+//! multiplies and two adds. Q6_K's codes (≤ 63) always fit two at a time. The IQ2 types' (≤ 86)
+//! and IQ3_XXS's (≤ 124) fit where a group's 4 activations of the two steps have `Σ|a|` ≤
+//! `⌊(2^15 − 1) / umax⌋` (381, 264): the packer records each tile's largest such sum per
+//! 128-element unit ([`PackedAct8::psum`]) and a unit over it is widened one vector at a time.
+//! For Q8_K blocks of normally distributed activations that is 99 % of the units at 381 and 18 %
+//! at 264. The min terms stay outside the i16 sums (every block's first, as integers): folded
+//! into them as start sums, an add per (row, token) more, the kernel ran 3 % slower. Same
+//! integers either way, so the same bits. Chromium 156, Zen 4 EPYC, 4096×4096 × 128 tokens,
+//! normal activations, G MAC/s, widening every vector → pairs (3 alternating runs): IQ2_SX
+//! 40.6–41.0 → 43.1–43.7, Q6_KX 40.4–41.1 → 43.3–44.2, Q6_K 40.1–40.4 → 43.3–43.9, IQ3_XXS
+//! level (40.0 → 40.1).
 //!
 //! **Dot-add** (2026-12-04, `simd::quad_blocks`): `i32x4.relaxed_dot_i8x16_i7x16_add_s` sums 4
 //! byte products into each i32 lane — one `vpdpbusd` where the CPU has AVX-VNNI (Intel since Alder
@@ -451,11 +467,9 @@ impl Kernels8 {
         }
     }
 
-    /// Vectors of 16 products summed in i16 before widening: the largest power of two ≤ 8 with
-    /// `ksum·2·128·umax < 2^15` (a pair of products is at most 2·128·umax in magnitude), except
-    /// that 2 runs as 1: summing in i16 puts the i32 sums in memory, and for only two vectors
-    /// that costs more than widening each one with the i32 sums kept in registers (module docs,
-    /// "Widening every vector").
+    /// Vectors of 16 products that surely fit i16 summed: the largest power of two ≤ 8 with
+    /// `ksum·2·128·umax < 2^15` (a pair of products is at most 2·128·umax in magnitude). The
+    /// pair form runs 4 and 8 as runs of i16 sums, 1 and 2 as [`Kernels8::pair_run`] says.
     pub const fn ksum(&self) -> usize {
         self.ksum_for(false)
     }
@@ -476,10 +490,23 @@ impl Kernels8 {
         while k > 1 && k * 2 * 128 * dev >= 1 << 15 {
             k /= 2;
         }
-        if k == 2 {
-            1
-        } else {
+        k
+    }
+
+    /// The tile kernel's `KS` for this type's pair form (activations packed with
+    /// [`Kernels8::fold`] where `folded`): [`Kernels8::ksum_for`] where it is 4 or 8 (runs of
+    /// i16 sums, folded from their start sums); else **pairs of vectors** (module docs): 2 where
+    /// two relaxed dots of the codes as they are always fit i16 together (Q6_K, Q6_KX), else 1 —
+    /// two summed where the unit's activations allow it ([`PackedAct8::psum`] within
+    /// [`Kernels8::narrow_limit`]`(false)`: the IQ2 types, IQ3_XXS), one at a time elsewhere.
+    pub const fn pair_run(&self, folded: bool) -> usize {
+        let k = self.ksum_for(folded);
+        if k >= 4 {
             k
+        } else if self.ksum_for(false) >= 2 {
+            2
+        } else {
+            1
         }
     }
 
@@ -570,6 +597,11 @@ pub struct PackedAct8 {
     /// over the unit's four 16-element groups and the tile's tokens — the unit runs narrowed
     /// where this is within the rows' [`Kernels8::narrow_limit`].
     pub gsum: Vec<u16>,
+    /// Pair order: per tile and 128-element unit, the largest `Σ|a|` over the 4 elements of a
+    /// group that two consecutive vectors hold (pairs 2q and 2q + 1 of group g) and the tile's
+    /// tokens — the pair form sums the unit's vectors two at a time where this is within the rows'
+    /// [`Kernels8::narrow_limit`]`(false)` ([`Kernels8::pair_run`] 1).
+    pub psum: Vec<u16>,
 }
 
 /// The longest row (in 256-element blocks) whose min terms are folded: the pair-order kernels
@@ -660,6 +692,19 @@ impl PackedAct8 {
                 for (g, v) in a.chunks_exact(16).enumerate() {
                     let sum = v.iter().map(|&x| (x as i16).unsigned_abs()).sum::<u16>();
                     let m = &mut self.gsum[(t / tile) * units + g / 4];
+                    *m = (*m).max(sum);
+                }
+            }
+        }
+        self.psum.clear();
+        if order == Order::Pairs {
+            let units = n / UNIT;
+            self.psum.resize(tokens.div_ceil(tile) * units, 0);
+            for t in 0..tokens {
+                let a = act.row(t).qs;
+                for (q, v) in a.chunks_exact(4).enumerate() {
+                    let sum = v.iter().map(|&x| (x as i16).unsigned_abs()).sum::<u16>();
+                    let m = &mut self.psum[(t / tile) * units + q / 32];
                     *m = (*m).max(sum);
                 }
             }
@@ -938,9 +983,12 @@ pub fn gemm_rows(
         Some(decode) if act.scaled => (decode, SCALED),
         _ => {
             assert!(!act.scaled, "{}: activations packed for a scaled form it lacks", k.ty);
-            (k.decode, k.ksum_for(folded))
+            (k.decode, k.pair_run(folded))
         }
     };
+    // Quad order narrows a unit by its 16-element sums against the folded codes; the pair form
+    // sums two vectors of the codes as they are by the 4-element sums.
+    let limit = if act.order.is_quad() { k.narrow_limit(folded) } else { k.narrow_limit(false) };
     let mut r0 = rows.start;
     while r0 < rows.end {
         let p = (rows.end - r0).min(PANEL);
@@ -949,7 +997,7 @@ pub fn gemm_rows(
             decode(row, d);
             row_to_order(&mut d.u, act.order);
         }
-        gemm(&s.decoded[..p], ksum, k.narrow_limit(folded), act, y, y_stride, r0);
+        gemm(&s.decoded[..p], ksum, limit, act, y, y_stride, r0);
         r0 += p;
     }
 }
@@ -988,13 +1036,14 @@ fn tile_dispatch<const TILE: usize>(w: &[Decoded8], ksum: usize, limit: u16, act
         if act.scaled {
             return if w.len() == 1 { by_c!(1, 16) } else { by_c!(2, 16) };
         }
-        // (Widening every vector is right for any `ksum`: 1 also stands for 2.)
         return match (w.len(), ksum) {
             (1, 8) => by_c!(1, 8),
             (1, 4) => by_c!(1, 4),
+            (1, 2) => by_c!(1, 2),
             (1, _) => by_c!(1, 1),
             (_, 8) => by_c!(2, 8),
             (_, 4) => by_c!(2, 4),
+            (_, 2) => by_c!(2, 2),
             (_, _) => by_c!(2, 1),
         };
     }
@@ -1287,7 +1336,7 @@ pub mod simd {
                     narrowed_blocks::<R, C, true>(w, nb, &mut wp, &mut sp, &mut ap, da, nq, gsum)
                 }
             }
-        } else if KS >= 2 {
+        } else if KS >= 4 {
             // Folded, each run of KS steps starts from its packed min terms; else from zeros.
             let starts = if fold {
                 (act.nq.as_ptr().add(j * (n / (16 * KS)) * TILE * 4) as *const v128, TILE)
@@ -1296,8 +1345,9 @@ pub mod simd {
             };
             i16_sum_blocks::<R, C, KS, TILE>(w, nb, &mut wp, &mut sp, &mut ap, da, starts)
         } else {
-            // Widening every vector: folded, every block's min terms first, as integers (inside
-            // the block loop they made V8 spill in the hot loop: −25 %).
+            // Pairs of vectors (KS 2), or pairs where the unit's activations allow it (KS 1):
+            // folded, every block's min terms first, as integers (inside the block loop they
+            // made V8 spill in the hot loop: −25 %).
             let mut mins = core::mem::MaybeUninit::<[[v128; R]; super::MAX_FOLD_BLOCKS]>::uninit();
             let mins = if fold {
                 debug_assert!(nb <= super::MAX_FOLD_BLOCKS);
@@ -1309,10 +1359,12 @@ pub mod simd {
             } else {
                 core::ptr::null()
             };
-            if fold {
-                ks1_blocks::<R, C, true>(w, nb, &mut wp, &mut sp, &mut ap, da, mins)
-            } else {
-                ks1_blocks::<R, C, false>(w, nb, &mut wp, &mut sp, &mut ap, da, mins)
+            let psum = (act.psum.as_ptr().add(j * (n / super::UNIT)), limit);
+            match (fold, KS == 1) {
+                (true, true) => pair_blocks::<R, C, true, true>(w, nb, &mut wp, &mut sp, &mut ap, da, mins, psum),
+                (true, false) => pair_blocks::<R, C, true, false>(w, nb, &mut wp, &mut sp, &mut ap, da, mins, psum),
+                (false, true) => pair_blocks::<R, C, false, true>(w, nb, &mut wp, &mut sp, &mut ap, da, mins, psum),
+                (false, false) => pair_blocks::<R, C, false, false>(w, nb, &mut wp, &mut sp, &mut ap, da, mins, psum),
             }
         };
         if !fold {
@@ -1550,16 +1602,22 @@ pub mod simd {
         }
     }
 
-    /// The blocks of [`tile`] with `KS` = 1: each relaxed dot is widened against its group
-    /// scales at once, so there are no i16 sums to keep and the R·C i32 sums stay in registers.
-    /// Returns `Σ_b d·da·(the block's integer sum)` per row.
+    /// The blocks of [`tile`] with `KS` = 2 or 1, **pairs of vectors**: two steps' relaxed dots
+    /// summed in i16 per (row, token), then widened against the group scales at once — the R·C
+    /// i32 sums are the only accumulators and stay in registers; per 32 products and (row,
+    /// token) a relaxed dot, an i16 add, a relaxed dot, an `i32x4.dot_i16x8_s` and an add. With
+    /// `CHECK` (`KS` 1: codes too large for two dots to fit i16 with every activation) a unit
+    /// whose [`super::PackedAct8::psum`] is over `limit` is widened one step at a time (three
+    /// operations per 16 products). Either way the block's integers are exact, so the results
+    /// are the reference's bit for bit. Returns `Σ_b d·da·(the block's integer sum)` per row.
     ///
     /// # Safety
-    /// As [`tile`]; the pointers are at the rows' codes / scales and the tile's activations.
+    /// As [`tile`]; the pointers are at the rows' codes / scales and the tile's activations;
+    /// `psum` at the tile's unit sums; with `FOLD`, `mins` holds R vectors per block.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
-    unsafe fn ks1_blocks<const R: usize, const C: usize, const FOLD: bool>(
+    #[allow(clippy::needless_range_loop, clippy::too_many_arguments)] // (row, token) indices into the accumulator grid
+    unsafe fn pair_blocks<const R: usize, const C: usize, const FOLD: bool, const CHECK: bool>(
         w: [&super::Decoded8; R],
         nb: usize,
         wp: &mut [*const u8; R],
@@ -1567,6 +1625,7 @@ pub mod simd {
         ap: &mut *const i8,
         da: *const f32,
         mins: *const v128,
+        (mut psum, limit): (*const u16, u16),
     ) -> [v128; R] {
         let mut facc = [f32x4_splat(0.0); R];
         for b in 0..nb {
@@ -1577,17 +1636,37 @@ pub mod simd {
                     s[r] = v128_load(sp[r] as *const v128);
                     sp[r] = sp[r].add(8);
                 }
-                // 8 steps of 16 elements; an opaque trip count keeps this a loop.
-                for _ in 0..core::hint::black_box(8) {
-                    let wv = next_codes(wp);
-                    for c in 0..C {
-                        let av = v128_load(ap.add(16 * c) as *const v128);
-                        for r in 0..R {
-                            let p = i16x8_relaxed_dot_i8x16_i7x16(av, wv[r]);
-                            iacc[r][c] = i32x4_add(iacc[r][c], i32x4_dot_i16x8(p, s[r]));
+                let pairs = !CHECK || *psum <= limit;
+                psum = psum.add(1);
+                if pairs {
+                    // 4 pairs of steps of 16 elements; an opaque trip count keeps this a loop.
+                    for _ in 0..core::hint::black_box(4) {
+                        let w0 = next_codes(wp);
+                        let w1 = next_codes(wp);
+                        for c in 0..C {
+                            let a0 = v128_load(ap.add(16 * c) as *const v128);
+                            let a1 = v128_load(ap.add(16 * (C + c)) as *const v128);
+                            for r in 0..R {
+                                // Activations (signed) first, codes (7-bit) second.
+                                let p = i16x8_relaxed_dot_i8x16_i7x16(a0, w0[r]);
+                                let p = i16x8_add(p, i16x8_relaxed_dot_i8x16_i7x16(a1, w1[r]));
+                                iacc[r][c] = i32x4_add(iacc[r][c], i32x4_dot_i16x8(p, s[r]));
+                            }
                         }
+                        *ap = ap.add(32 * C);
                     }
-                    *ap = ap.add(16 * C);
+                } else {
+                    for _ in 0..core::hint::black_box(8) {
+                        let wv = next_codes(wp);
+                        for c in 0..C {
+                            let av = v128_load(ap.add(16 * c) as *const v128);
+                            for r in 0..R {
+                                let p = i16x8_relaxed_dot_i8x16_i7x16(av, wv[r]);
+                                iacc[r][c] = i32x4_add(iacc[r][c], i32x4_dot_i16x8(p, s[r]));
+                            }
+                        }
+                        *ap = ap.add(16 * C);
+                    }
                 }
             }
             add_block::<R, C, FOLD>(&mut facc, &iacc, w, b, da, mins);
@@ -1602,7 +1681,7 @@ pub mod simd {
     /// pair form's and [`add_block`] folds them the same way: the results are bit for bit.
     ///
     /// # Safety
-    /// As [`ks1_blocks`].
+    /// As [`pair_blocks`].
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     unsafe fn scaled_blocks<const R: usize, const C: usize>(
@@ -1633,7 +1712,7 @@ pub mod simd {
     /// per `KS` steps; in registers Q2_K measured 0.92×).
     ///
     /// # Safety
-    /// As [`ks1_blocks`].
+    /// As [`pair_blocks`].
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     #[allow(clippy::needless_range_loop)] // (row, token) indices into the accumulator grid
