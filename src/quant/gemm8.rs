@@ -90,12 +90,15 @@
 //! `⌊(2^15 − 1) / umax⌋` (381, 264): the packer records each tile's largest such sum per
 //! 128-element unit ([`PackedAct8::psum`]) and a unit over it is widened one vector at a time.
 //! For Q8_K blocks of normally distributed activations that is 99 % of the units at 381 and 18 %
-//! at 264. The min terms stay outside the i16 sums (every block's first, as integers): folded
-//! into them as start sums, an add per (row, token) more, the kernel ran 3 % slower. Same
-//! integers either way, so the same bits. Chromium 156, Zen 4 EPYC, 4096×4096 × 128 tokens,
-//! normal activations, G MAC/s, widening every vector → pairs (3 alternating runs): IQ2_SX
-//! 40.6–41.0 → 43.1–43.7, Q6_KX 40.4–41.1 → 43.3–44.2, Q6_K 40.1–40.4 → 43.3–43.9, IQ3_XXS
-//! level (40.0 → 40.1).
+//! at 264. The min terms stay outside the i16 sums: after each unit, one `i32x4.dot_i16x8_s` of
+//! the rows' 8 `mn` with the token's 8 group sums ([`PackedAct8::hsum`]) per (row, token), into
+//! the same i32 sums. (Folded into the i16 sums as start sums, an add per (row, token) and pair
+//! of steps, the kernel ran 3 % slower; computed per block beforehand, as widening every vector
+//! did, 16 broadcasts and 16 multiplies per block and row pair took 8 % of the IQ2_M file's
+//! prompt.) Same integers every way, so the same bits. Chromium 156, Zen 4 EPYC, 4096×4096 ×
+//! 128 tokens, normal activations, G MAC/s, widening every vector → pairs, mins per block →
+//! mins per unit (alternating runs): IQ2_SX 40.4–41.2 → 43.1–43.7 → 43.0–45.1, Q6_KX 40.4–41.1
+//! → 43.3–44.2 → 44.6–45.3, Q6_K 40.1–40.4 → 43.3–43.9, IQ3_XXS level (40.0 → 40.1).
 //!
 //! **Dot-add** (2026-12-04, `simd::quad_blocks`): `i32x4.relaxed_dot_i8x16_i7x16_add_s` sums 4
 //! byte products into each i32 lane — one `vpdpbusd` where the CPU has AVX-VNNI (Intel since Alder
@@ -174,8 +177,9 @@
 //! from `−off·Σa` over their elements, packed with the activations ([`PackedAct8::nq`]), and the
 //! min pass disappears; the i16 runs may then be longer, since only `Σ(u − off)·a` must fit
 //! ([`Kernels8::ksum_for`]: IQ3_S, IQ1_S, IQ1_M 4 → 8 steps; the i16 adds wrap, so the partial
-//! sums may not). Widening every vector mixes two groups' scales in a lane, so there the min terms
-//! of every block are computed first, as integers, and added before the conversion. Every form
+//! sums may not). Widening every vector mixed two groups' scales in a lane, so there the min
+//! terms of every block were computed first, as integers, and added before the conversion (the
+//! pairs-of-vectors kernel now adds them per unit, below). Every form
 //! gives the same integers, so the same bits; the scalar tile rounds as they do. Chromium 156,
 //! this Zen 5 EPYC, 4096×4096 × 128 tokens, G MAC/s, alternating: dot-add IQ2_S 57.4–57.7 →
 //! 61.0–61.4, Q6_K 58.7–59.5 → 61.4–63.4, IQ3_S 55.5–56.2 → 59.0–59.2; i16 runs Q3_K 63.7–64.9
@@ -602,11 +606,11 @@ pub struct PackedAct8 {
     /// tokens — the pair form sums the unit's vectors two at a time where this is within the rows'
     /// [`Kernels8::narrow_limit`]`(false)` ([`Kernels8::pair_run`] 1).
     pub psum: Vec<u16>,
+    /// Pair order with `fold`: per tile, 128-element unit and token slot, the unit's 8 group sums
+    /// `Σa` (i16 lanes) — the pairs-of-vectors kernel adds the unit's min terms as one
+    /// `i32x4.dot_i16x8_s` of them with the rows' `mn` per (row, token).
+    pub hsum: Vec<i16>,
 }
-
-/// The longest row (in 256-element blocks) whose min terms are folded: the pair-order kernels
-/// keep a row pair's per-block min sums on the stack. Longer rows add them as floats.
-pub const MAX_FOLD_BLOCKS: usize = 64;
 
 impl PackedAct8 {
     /// Packs Q8_K activation rows for rows of `k`'s type in tiles of the current profile's width,
@@ -630,8 +634,7 @@ impl PackedAct8 {
     }
 
     /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens, in `order`, with
-    /// `fold` ([`Kernels8::fold`]: the rows' offset and folded `ksum`) the min terms folded where
-    /// the rows are at most [`MAX_FOLD_BLOCKS`] blocks long.
+    /// `fold` ([`Kernels8::fold`]: the rows' offset and folded `ksum`) the min terms folded.
     pub fn pack_ordered(&mut self, act: &QAct, tile: usize, order: Order, fold: Option<(u8, usize)>) {
         let (n, tokens) = (act.n, act.rows);
         assert!(n % QK_K == 0, "int8 GEMM rows are whole 256-element blocks");
@@ -644,7 +647,6 @@ impl PackedAct8 {
         self.qs.clear();
         self.qs.resize(tokens * n, 0);
         super::gemm::pack_scales(act, QK_K, n, tile, &mut self.da, &mut self.bs);
-        let fold = fold.filter(|_| n / QK_K <= MAX_FOLD_BLOCKS);
         self.fold = fold.map(|(off, _)| off);
         self.fold_ks = fold.map_or(0, |(_, ks)| ks);
         self.nq.clear();
@@ -693,6 +695,18 @@ impl PackedAct8 {
                     let sum = v.iter().map(|&x| (x as i16).unsigned_abs()).sum::<u16>();
                     let m = &mut self.gsum[(t / tile) * units + g / 4];
                     *m = (*m).max(sum);
+                }
+            }
+        }
+        self.hsum.clear();
+        if order == Order::Pairs && fold.is_some() {
+            let units = n / UNIT;
+            self.hsum.resize(tokens.div_ceil(tile) * units * tile * 8, 0);
+            for t in 0..tokens {
+                let (j, slot) = (t / tile, t % tile);
+                for (g, v) in act.row(t).qs.chunks_exact(16).enumerate() {
+                    let sum: i16 = v.iter().map(|&x| x as i16).sum();
+                    self.hsum[((j * units + g / 8) * tile + slot) * 8 + g % 8] = sum;
                 }
             }
         }
@@ -1345,21 +1359,12 @@ pub mod simd {
             };
             i16_sum_blocks::<R, C, KS, TILE>(w, nb, &mut wp, &mut sp, &mut ap, da, starts)
         } else {
-            // Pairs of vectors (KS 2), or pairs where the unit's activations allow it (KS 1):
-            // folded, every block's min terms first, as integers (inside the block loop they
-            // made V8 spill in the hot loop: −25 %).
-            let mut mins = core::mem::MaybeUninit::<[[v128; R]; super::MAX_FOLD_BLOCKS]>::uninit();
-            let mins = if fold {
-                debug_assert!(nb <= super::MAX_FOLD_BLOCKS);
-                let p = mins.as_mut_ptr() as *mut [v128; R];
-                for b in 0..nb {
-                    p.add(b).write(block_mins(mn, bs, b));
-                }
-                p as *const v128
-            } else {
-                core::ptr::null()
-            };
-            let psum = (act.psum.as_ptr().add(j * (n / super::UNIT)), limit);
+            // Pairs of vectors (KS 2), or pairs where the unit's activations allow it (KS 1);
+            // folded, each unit's min terms from its group sums.
+            let units = n / super::UNIT;
+            let psum = (act.psum.as_ptr().add(j * units), limit);
+            let hsum = if fold { act.hsum.as_ptr().add(j * units * TILE * 8) as *const v128 } else { core::ptr::null() };
+            let mins = (mn, hsum, TILE);
             match (fold, KS == 1) {
                 (true, true) => pair_blocks::<R, C, true, true>(w, nb, &mut wp, &mut sp, &mut ap, da, mins, psum),
                 (true, false) => pair_blocks::<R, C, true, false>(w, nb, &mut wp, &mut sp, &mut ap, da, mins, psum),
@@ -1378,48 +1383,14 @@ pub mod simd {
     #[cfg(target_feature = "relaxed-simd")]
     static ZERO_SUMS: [i32; 4 * super::MAX_TILE] = [0; 4 * super::MAX_TILE];
 
-    /// Block `b`'s min terms `Σ_g mn_g·bsum_g` of R rows as integers, one i32 lane per token of
-    /// the tile (`bs` as [`crate::quant::gemm::simd::add_mins256`] reads it).
-    ///
-    /// # Safety
-    /// Every row has the block's 16 `mn`; `bs` holds the tile's sums of block `b`.
-    #[cfg(target_feature = "relaxed-simd")]
-    #[inline(always)]
-    unsafe fn block_mins<const R: usize>(mn: [*const i16; R], bs: *const i16, b: usize) -> [v128; R] {
-        let bsb = bs.add(b * 64);
-        core::array::from_fn(|r| {
-            let mnb = mn[r].add(16 * b) as *const u32;
-            let mut msum = i32x4_splat(0);
-            for p in 0..8 {
-                let pair = v128_load32_splat(mnb.add(p));
-                msum = i32x4_add(msum, i32x4_dot_i16x8(pair, v128_load(bsb.add(8 * p) as *const v128)));
-            }
-            msum
-        })
-    }
-
     /// `facc[r] += d_r·da·Σ(block b's integer sums of row r)`, one lane per token.
     ///
     /// # Safety
     /// `da` holds the tile's scales of block `b`; every row has a `d` for it.
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
-    unsafe fn add_block<const R: usize, const C: usize, const FOLD: bool>(
-        facc: &mut [v128; R],
-        iacc: &[[v128; C]; R],
-        w: [&super::Decoded8; R],
-        b: usize,
-        da: *const f32,
-        mins: *const v128,
-    ) {
-        let isum: [v128; R] = core::array::from_fn(|r| {
-            let s = hsum_i32_lanes(&iacc[r]);
-            if FOLD {
-                i32x4_add(s, v128_load(mins.add(R * b + r)))
-            } else {
-                s
-            }
-        });
+    unsafe fn add_block<const R: usize, const C: usize>(facc: &mut [v128; R], iacc: &[[v128; C]; R], w: [&super::Decoded8; R], b: usize, da: *const f32) {
+        let isum: [v128; R] = core::array::from_fn(|r| hsum_i32_lanes(&iacc[r]));
         add_block_sums(facc, isum, w, b, da);
     }
 
@@ -1499,7 +1470,7 @@ pub mod simd {
                     iacc[r][c] = core::ptr::read_volatile(ia.add(r * C + c));
                 }
             }
-            add_block::<R, C, false>(&mut facc, &iacc, w, b, da, core::ptr::null());
+            add_block::<R, C>(&mut facc, &iacc, w, b, da);
         }
         facc
     }
@@ -1613,7 +1584,8 @@ pub mod simd {
     ///
     /// # Safety
     /// As [`tile`]; the pointers are at the rows' codes / scales and the tile's activations;
-    /// `psum` at the tile's unit sums; with `FOLD`, `mins` holds R vectors per block.
+    /// `psum` at the tile's unit sums; with `FOLD`, `mins` = the rows' `mn`, the tile's
+    /// [`super::PackedAct8::hsum`] and its step per unit (the tile width).
     #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     #[allow(clippy::needless_range_loop, clippy::too_many_arguments)] // (row, token) indices into the accumulator grid
@@ -1624,7 +1596,7 @@ pub mod simd {
         sp: &mut [*const i16; R],
         ap: &mut *const i8,
         da: *const f32,
-        mins: *const v128,
+        (mut mn, mut hsum, hsum_step): ([*const i16; R], *const v128, usize),
         (mut psum, limit): (*const u16, u16),
     ) -> [v128; R] {
         let mut facc = [f32x4_splat(0.0); R];
@@ -1668,8 +1640,20 @@ pub mod simd {
                         *ap = ap.add(16 * C);
                     }
                 }
+                if FOLD {
+                    // The unit's min terms, Σ_g mn_g·Σa_g per (row, token), into the same sums
+                    // (before their lanes are added, so that costs nothing more).
+                    for r in 0..R {
+                        let m = v128_load(mn[r] as *const v128);
+                        mn[r] = mn[r].add(8);
+                        for c in 0..C {
+                            iacc[r][c] = i32x4_add(iacc[r][c], i32x4_dot_i16x8(v128_load(hsum.add(c)), m));
+                        }
+                    }
+                    hsum = hsum.add(hsum_step);
+                }
             }
-            add_block::<R, C, FOLD>(&mut facc, &iacc, w, b, da, mins);
+            add_block::<R, C>(&mut facc, &iacc, w, b, da);
         }
         facc
     }
@@ -1698,7 +1682,7 @@ pub mod simd {
             for _ in 0..core::hint::black_box(8) {
                 dot_add_steps::<R, C, 2>(wp, ap, &mut iacc);
             }
-            add_block::<R, C, false>(&mut facc, &iacc, w, b, da, core::ptr::null());
+            add_block::<R, C>(&mut facc, &iacc, w, b, da);
         }
         facc
     }
@@ -1768,7 +1752,7 @@ pub mod simd {
                     }
                 }
             }
-            add_block::<R, C, false>(&mut facc, &iacc, w, b, da, core::ptr::null());
+            add_block::<R, C>(&mut facc, &iacc, w, b, da);
         }
         facc
     }
