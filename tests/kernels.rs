@@ -324,14 +324,14 @@ fn int8_gemm_agrees_on_random_and_extreme_blocks() {
             let tile = if case % 2 == 0 { 2 } else { 4 };
             let folds = if k8.fold().is_some() { vec![k8.fold(), None] } else { vec![None] };
             for fold in folds {
-                packed.pack_ordered(&act, tile, gemm8::Order::Pairs, fold);
+                packed.pack_ordered(&act, tile, gemm8::Order::Pairs, fold, k8.pair_run(fold.is_some()));
                 let mut y = vec![f32::NAN; tokens * (rows + 1)];
                 gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut y[1..], rows + 1);
                 assert_gemm_exact(k, &data, &act, &y, &format!("{ty} case {case} ({fold:?})"));
                 // The dot-add form (the type's quad order) gives the same bits, natively (the portable kernel on
                 // both layouts) and in wasm where the engine computes it exactly.
                 if cfg!(not(target_arch = "wasm32")) || gemm8::quad_add_exact() {
-                    packed.pack_ordered(&act, tile, k8.quad_order(), fold);
+                    packed.pack_ordered(&act, tile, k8.quad_order(), fold, k8.pair_run(fold.is_some()));
                     let mut yq = vec![f32::NAN; tokens * (rows + 1)];
                     gemm8::gemm_rows(k8, Rows::plain(&data), 0..rows, &packed, &mut scratch, &mut yq[1..], rows + 1);
                     for (i, (a, b)) in y.iter().zip(&yq).enumerate() {
@@ -378,7 +378,7 @@ fn int8_pair_sums_are_checked_per_unit() {
                 continue;
             }
             for tile in [2, 4] {
-                packed.pack_ordered(&act, tile, gemm8::Order::Pairs, fold);
+                packed.pack_ordered(&act, tile, gemm8::Order::Pairs, fold, k8.pair_run(fold.is_some()));
                 let limit = k8.narrow_limit(false);
                 assert!(packed.psum.iter().any(|&s| s > limit) && packed.psum.iter().any(|&s| s <= limit), "{ty}: units on both sides of the limit");
                 let mut y = vec![f32::NAN; tokens * (rows + 1)];

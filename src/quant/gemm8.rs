@@ -617,7 +617,7 @@ impl PackedAct8 {
     /// in the type's quad order ([`Kernels8::quad_order`], `quad`) or pair order ([`pair_pos`]).
     pub fn pack(&mut self, act: &QAct, quad: bool, k: &Kernels8) {
         let order = if quad { k.quad_order() } else { Order::Pairs };
-        self.pack_ordered(act, profile().tile(), order, k.fold());
+        self.pack_ordered(act, profile().tile(), order, k.fold(), k.pair_run(k.offset.is_some()));
     }
 
     /// Packs Q8_K activation rows for the scaled form of `k`'s rows ([`Kernels8::scaled`]): pair
@@ -629,13 +629,16 @@ impl PackedAct8 {
     /// [`PackedAct8::pack_scaled`] in tiles of `tile` tokens.
     pub fn pack_scaled_tiles(&mut self, act: &QAct, tile: usize, k: &Kernels8) {
         assert!(k.scaled.is_some() && k.offset.is_none(), "{}: no scaled form", k.ty);
-        self.pack_ordered(act, tile, Order::Pairs, None);
+        self.pack_ordered(act, tile, Order::Pairs, None, SCALED);
         self.scaled = true;
     }
 
     /// Packs Q8_K activation rows in tiles of `tile` (1..=[`MAX_TILE`]) tokens, in `order`, with
-    /// `fold` ([`Kernels8::fold`]: the rows' offset and folded `ksum`) the min terms folded.
-    pub fn pack_ordered(&mut self, act: &QAct, tile: usize, order: Order, fold: Option<(u8, usize)>) {
+    /// `fold` ([`Kernels8::fold`]: the rows' offset and folded `ksum`) the min terms folded, for
+    /// pair-order rows the tile kernel runs with `run` ([`Kernels8::pair_run`]: the pairs of
+    /// vectors' [`PackedAct8::psum`] where it is 1, and with `fold` their [`PackedAct8::hsum`]
+    /// where it is 1 or 2; other orders ignore it).
+    pub fn pack_ordered(&mut self, act: &QAct, tile: usize, order: Order, fold: Option<(u8, usize)>, run: usize) {
         let (n, tokens) = (act.n, act.rows);
         assert!(n % QK_K == 0, "int8 GEMM rows are whole 256-element blocks");
         assert!((1..=MAX_TILE).contains(&tile), "tile of {tile} tokens");
@@ -699,7 +702,7 @@ impl PackedAct8 {
             }
         }
         self.hsum.clear();
-        if order == Order::Pairs && fold.is_some() {
+        if order == Order::Pairs && fold.is_some() && run <= 2 {
             let units = n / UNIT;
             self.hsum.resize(tokens.div_ceil(tile) * units * tile * 8, 0);
             for t in 0..tokens {
@@ -711,7 +714,7 @@ impl PackedAct8 {
             }
         }
         self.psum.clear();
-        if order == Order::Pairs {
+        if order == Order::Pairs && run == 1 {
             let units = n / UNIT;
             self.psum.resize(tokens.div_ceil(tile) * units, 0);
             for t in 0..tokens {
@@ -906,8 +909,9 @@ fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, umax: u8, order: 
         tiles.iter().all(|&tile| {
             let mut y = [vec![0.0f32; 3 * tokens], vec![0.0f32; 3 * tokens]];
             for (o, y) in [Order::Pairs, order].into_iter().zip(&mut y) {
-                packed.pack_ordered(&act, tile, o, offset.map(|off| (off, 1)));
-                let limit = narrow_limit(code_bound(umax, offset));
+                packed.pack_ordered(&act, tile, o, offset.map(|off| (off, 1)), 1);
+                // Quad order narrows by the folded codes, pairs of vectors sum the codes as they are.
+                let limit = if o.is_quad() { narrow_limit(code_bound(umax, offset)) } else { narrow_limit(umax as usize) };
                 gemm(if o.is_quad() { &quad_rows } else { &rows }, 1, limit, &packed, y, 3, 0);
             }
             y[0].iter().zip(&y[1]).all(|(a, b)| a.to_bits() == b.to_bits())
@@ -924,8 +928,9 @@ pub struct Gemm8Scratch {
 }
 
 /// `y[t·y_stride + col0 + j] = Σ_i W_j[i]·A[t][i]` for the decoded rows `w` (≤ [`PANEL`]) and every
-/// token of `act`, two rows × one token tile at a time; `ksum` as [`Kernels8::ksum_for`] (pair
-/// order) and `limit` as [`Kernels8::narrow_limit`] (quad order over 16) for the rows' type.
+/// token of `act`, two rows × one token tile at a time; `ksum` as [`Kernels8::pair_run`] (pair
+/// order), and `limit` as [`Kernels8::narrow_limit`] for the rows' type: folded as the
+/// activations for quad order over 16, unfolded (`false`: the codes as they are) for pair order.
 pub fn gemm(w: &[Decoded8], ksum: usize, limit: u16, act: &PackedAct8, y: &mut [f32], y_stride: usize, col0: usize) {
     let n = act.n;
     for r in w {
@@ -934,6 +939,9 @@ pub fn gemm(w: &[Decoded8], ksum: usize, limit: u16, act: &PackedAct8, y: &mut [
     }
     assert!(matches!(ksum, 1 | 2 | 4 | 8) || ksum == SCALED && act.fold.is_none());
     assert!(act.order != Order::Quads || act.gsum.len() == act.tiles() * (n / 64), "quad activations without their group sums");
+    let pairs = act.order == Order::Pairs && !act.scaled && ksum <= 2;
+    assert!(!pairs || ksum == 2 || act.psum.len() == act.tiles() * (n / UNIT), "pair activations without their unit sums");
+    assert!(!pairs || act.fold.is_none() || act.hsum.len() == act.tiles() * (n / UNIT) * act.tile * 8, "folded pair activations without their group sums");
     assert_eq!(ksum == SCALED, act.scaled, "scaled rows take the scaled tiles, and only they");
     let folded_ks = act.fold.is_none() || act.order.is_quad() || ksum < 4 || ksum == act.fold_ks;
     assert!(folded_ks, "start sums cut for another ksum");
