@@ -690,16 +690,7 @@ impl PackedAct8 {
         }
         self.gsum.clear();
         if order == Order::Quads {
-            let units = n / 64;
-            self.gsum.resize(tokens.div_ceil(tile) * units, 0);
-            for t in 0..tokens {
-                let a = act.row(t).qs;
-                for (g, v) in a.chunks_exact(16).enumerate() {
-                    let sum = v.iter().map(|&x| (x as i16).unsigned_abs()).sum::<u16>();
-                    let m = &mut self.gsum[(t / tile) * units + g / 4];
-                    *m = (*m).max(sum);
-                }
-            }
+            largest_abs_sums(act, tile, 16, 64, &mut self.gsum);
         }
         self.hsum.clear();
         if order == Order::Pairs && fold.is_some() && run <= 2 {
@@ -715,16 +706,7 @@ impl PackedAct8 {
         }
         self.psum.clear();
         if order == Order::Pairs && run == 1 {
-            let units = n / UNIT;
-            self.psum.resize(tokens.div_ceil(tile) * units, 0);
-            for t in 0..tokens {
-                let a = act.row(t).qs;
-                for (q, v) in a.chunks_exact(4).enumerate() {
-                    let sum = v.iter().map(|&x| (x as i16).unsigned_abs()).sum::<u16>();
-                    let m = &mut self.psum[(t / tile) * units + q / 32];
-                    *m = (*m).max(sum);
-                }
-            }
+            largest_abs_sums(act, tile, 4, UNIT, &mut self.psum);
         }
         // Every order keeps an element pair together.
         for j in 0..tokens.div_ceil(tile) {
@@ -743,6 +725,21 @@ impl PackedAct8 {
 
     fn tiles(&self) -> usize {
         self.tokens.div_ceil(self.tile)
+    }
+}
+
+/// `out[j·units + u]` = the largest `Σ|a|` over a run of `run` consecutive activations in unit `u`
+/// (`unit` elements) of tile j's tokens: [`PackedAct8::gsum`] (runs of 16 in units of 64) and
+/// [`PackedAct8::psum`] (runs of 4 in units of 128).
+fn largest_abs_sums(act: &QAct, tile: usize, run: usize, unit: usize, out: &mut Vec<u16>) {
+    let units = act.n / unit;
+    out.resize(act.rows.div_ceil(tile) * units, 0);
+    for t in 0..act.rows {
+        for (i, v) in act.row(t).qs.chunks_exact(run).enumerate() {
+            let sum = v.iter().map(|&x| (x as i16).unsigned_abs()).sum::<u16>();
+            let m = &mut out[(t / tile) * units + i * run / unit];
+            *m = (*m).max(sum);
+        }
     }
 }
 
