@@ -545,6 +545,14 @@ pub const fn code_bound(umax: u8, offset: Option<u8>) -> usize {
     }
 }
 
+/// The `limit` [`gemm`] takes for activations packed in `order` (`folded`: the rows' offset where
+/// the min terms are folded) against codes `0..=umax`: quad order over 16 narrows a unit by its
+/// 16-element sums against the folded codes ([`PackedAct8::gsum`]); the pair form sums two
+/// vectors of the codes as they are by the 4-element sums ([`PackedAct8::psum`]).
+pub fn tile_limit(order: Order, umax: u8, folded: Option<u8>) -> u16 {
+    narrow_limit(code_bound(umax, if order.is_quad() { folded } else { None }))
+}
+
 /// [`Kernels8::narrow_limit`] for codes of at most `bound` in magnitude.
 pub const fn narrow_limit(bound: usize) -> u16 {
     let l = i16::MAX as usize / if bound == 0 { 1 } else { bound };
@@ -907,8 +915,7 @@ fn quads_equal_pairs_with(tiles: &[usize], offset: Option<u8>, umax: u8, order: 
             let mut y = [vec![0.0f32; 3 * tokens], vec![0.0f32; 3 * tokens]];
             for (o, y) in [Order::Pairs, order].into_iter().zip(&mut y) {
                 packed.pack_ordered(&act, tile, o, offset.map(|off| (off, 1)), 1);
-                // Quad order narrows by the folded codes, pairs of vectors sum the codes as they are.
-                let limit = if o.is_quad() { narrow_limit(code_bound(umax, offset)) } else { narrow_limit(umax as usize) };
+                let limit = tile_limit(o, umax, offset);
                 gemm(if o.is_quad() { &quad_rows } else { &rows }, 1, limit, &packed, y, 3, 0);
             }
             y[0].iter().zip(&y[1]).all(|(a, b)| a.to_bits() == b.to_bits())
@@ -926,8 +933,7 @@ pub struct Gemm8Scratch {
 
 /// `y[t·y_stride + col0 + j] = Σ_i W_j[i]·A[t][i]` for the decoded rows `w` (≤ [`PANEL`]) and every
 /// token of `act`, two rows × one token tile at a time; `ksum` as [`Kernels8::pair_run`] (pair
-/// order), and `limit` as [`Kernels8::narrow_limit`] for the rows' type: folded as the
-/// activations for quad order over 16, unfolded (`false`: the codes as they are) for pair order.
+/// order), and `limit` as [`tile_limit`] for the rows' type and the activations' order.
 pub fn gemm(w: &[Decoded8], ksum: usize, limit: u16, act: &PackedAct8, y: &mut [f32], y_stride: usize, col0: usize) {
     let n = act.n;
     for r in w {
@@ -1005,9 +1011,7 @@ pub fn gemm_rows(
             (k.decode, k.pair_run(folded))
         }
     };
-    // Quad order narrows a unit by its 16-element sums against the folded codes; the pair form
-    // sums two vectors of the codes as they are by the 4-element sums.
-    let limit = if act.order.is_quad() { k.narrow_limit(folded) } else { k.narrow_limit(false) };
+    let limit = tile_limit(act.order, k.umax, act.fold);
     let mut r0 = rows.start;
     while r0 < rows.end {
         let p = (rows.end - r0).min(PANEL);
