@@ -676,23 +676,9 @@ impl PackedAct8 {
                 }
             }
             Some((off, ks)) if ks >= 4 => {
-                // i16 lanes, two per i32: run x of tile j (ks steps of a half-block: pairs
-                // q·ks.. of its 8 groups), slot t → lanes 8·((j·runs + x)·tile + t) ..+8.
-                let runs = n / (16 * ks);
-                self.nq.resize(tokens.div_ceil(tile) * runs * tile * 4, 0);
-                let lanes: &mut [i16] = bytemuck::cast_slice_mut(&mut self.nq);
-                for t in 0..tokens {
-                    let (j, slot) = (t / tile, t % tile);
-                    let a = act.row(t).qs;
-                    for x in 0..runs {
-                        let (h, q) = (x / (8 / ks), x % (8 / ks));
-                        for g in 0..8 {
-                            let e = 128 * h + 16 * g + 2 * ks * q;
-                            let sum: i32 = a[e..e + 2 * ks].iter().map(|&v| v as i32).sum();
-                            lanes[((j * runs + x) * tile + slot) * 8 + g] = (-(off as i32) * sum) as i16;
-                        }
-                    }
-                }
+                // i16 lanes, two per i32.
+                self.nq.resize(tokens.div_ceil(tile) * (n / (16 * ks)) * tile * 4, 0);
+                run_group_sums(act, tile, ks, -(off as i32), bytemuck::cast_slice_mut(&mut self.nq));
             }
             _ => {}
         }
@@ -702,15 +688,9 @@ impl PackedAct8 {
         }
         self.hsum.clear();
         if order == Order::Pairs && fold.is_some() && run <= 2 {
-            let units = n / UNIT;
-            self.hsum.resize(tokens.div_ceil(tile) * units * tile * 8, 0);
-            for t in 0..tokens {
-                let (j, slot) = (t / tile, t % tile);
-                for (g, v) in act.row(t).qs.chunks_exact(16).enumerate() {
-                    let sum: i16 = v.iter().map(|&x| x as i16).sum();
-                    self.hsum[((j * units + g / 8) * tile + slot) * 8 + g % 8] = sum;
-                }
-            }
+            // A unit is a run of 8 steps.
+            self.hsum.resize(tokens.div_ceil(tile) * (n / UNIT) * tile * 8, 0);
+            run_group_sums(act, tile, 8, 1, &mut self.hsum);
         }
         self.psum.clear();
         if order == Order::Pairs && run == 1 {
@@ -733,6 +713,26 @@ impl PackedAct8 {
 
     fn tiles(&self) -> usize {
         self.tokens.div_ceil(self.tile)
+    }
+}
+
+/// Per tile j, run x of `ks` pair-order steps (pairs q·ks.. of a half-block's 8 groups) and token
+/// slot t: lanes `8·((j·runs + x)·tile + t) ..+8` of `out` = `mul·Σa` over each group's `2·ks`
+/// elements of the run, wrapped to 16 bits — [`PackedAct8::nq`] (`mul` = −offset) and
+/// [`PackedAct8::hsum`] (`ks` 8, `mul` 1).
+fn run_group_sums(act: &QAct, tile: usize, ks: usize, mul: i32, out: &mut [i16]) {
+    let runs = act.n / (16 * ks);
+    for t in 0..act.rows {
+        let (j, slot) = (t / tile, t % tile);
+        let a = act.row(t).qs;
+        for x in 0..runs {
+            let (h, q) = (x / (8 / ks), x % (8 / ks));
+            for g in 0..8 {
+                let e = 128 * h + 16 * g + 2 * ks * q;
+                let sum: i32 = a[e..e + 2 * ks].iter().map(|&v| v as i32).sum();
+                out[((j * runs + x) * tile + slot) * 8 + g] = (mul * sum) as i16;
+            }
+        }
     }
 }
 
