@@ -273,11 +273,16 @@ pub struct R4Prefill {
     pub vec_dot4: f64,
 }
 
-/// Benchmarks the prompt GEMM of one quantized type: a 4096×4096 matrix times `tokens` tokens
-/// (activation quantization and packing included, as in `ops::matmul`), against `tokens`
-/// `vec_dot` passes over the same matrix.
-pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64, quads: bool) -> Option<PrefillBench> {
-    let (rows, n) = (4096, 4096);
+/// The prompt benchmark's default matrix: 4096 rows × 4096 elements. A 9B model's FFN is
+/// 12,288 × 4096 (gate, up) and 4096 × 12,288 (down): whether the activations of a whole prompt
+/// fit the cache depends on the elements per row.
+pub const PREFILL_SHAPE: (usize, usize) = (4096, 4096);
+
+/// Benchmarks the prompt GEMM of one quantized type: a `shape` = (rows, elements per row) matrix
+/// times `tokens` tokens (activation quantization and packing included, as in `ops::matmul`),
+/// against `tokens` `vec_dot` passes over the same matrix.
+pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64, quads: bool, shape: (usize, usize)) -> Option<PrefillBench> {
+    let (rows, n) = shape;
     let k = kernels(ty)?;
     let w = random_matrix(ty, rows, n, 0x5eed ^ ty as u64);
     let rb = ty.row_bytes(n);
@@ -320,11 +325,11 @@ pub fn bench_prefill_type(ty: GgmlType, tokens: usize, min_ms: f64, quads: bool)
 }
 
 /// Prefill benchmark of every quantized type (or only `only`).
-pub fn bench_prefill(only: Option<GgmlType>, tokens: usize, min_ms: f64, quads: bool) -> Vec<PrefillBench> {
+pub fn bench_prefill(only: Option<GgmlType>, tokens: usize, min_ms: f64, quads: bool, shape: (usize, usize)) -> Vec<PrefillBench> {
     GgmlType::ALL
         .iter()
         .copied()
         .filter(|t| only.is_none_or(|o| o == *t))
-        .filter_map(|t| bench_prefill_type(t, tokens, min_ms, quads))
+        .filter_map(|t| bench_prefill_type(t, tokens, min_ms, quads, shape))
         .collect()
 }

@@ -11,7 +11,7 @@
 //! clef tokenize --model F --text TEXT [--special]
 //! clef decide   --model F [--head joint_head.safetensors [--head-config joint_head_config.json]] --request R.json
 //! clef bench-decide --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
-//! clef bench-kernels [--json] [--type T] [--ms MS] [--rows R] [--prefill T] [--gemm narrow|wide] [--dot pairs|quads]
+//! clef bench-kernels [--json] [--type T] [--ms MS] [--rows R] [--prefill T [--shape ROWSxCOLS]] [--gemm narrow|wide] [--dot pairs|quads]
 //! clef bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
 //! ```
 
@@ -49,7 +49,7 @@ pub const USAGE: &str = "usage: clef <info|logits|generate|tokenize|decide|bench
                 [--precision fast|exact]   (SystemOne request JSON in, response JSON out)
   bench-decide  --model F --head joint_head.safetensors [--tokens 300] [--runs 3] [--precision fast|exact]
                 (a decision of about N prompt tokens vs the plain prompt of the same tokens; JSON)
-  bench-kernels [--json] [--type T] [--ms MS] [--rows R] [--prefill TOKENS] [--gemm narrow|wide] [--dot pairs|quads]
+  bench-kernels [--json] [--type T] [--ms MS] [--rows R] [--prefill TOKENS [--shape ROWSxCOLS]] [--gemm narrow|wide] [--dot pairs|quads]
   bench-grammar --vocab F (--schema S.json | --tools T.json | --json-object) [--tokens N] [--walks W] [--seed S]
                 (constrained decoding over F's vocabulary: build, compile and per-token mask times; JSON)
   self-test     [--rows N]   (fast kernels vs scalar references in this build; JSON, exit 1 on a mismatch)";
@@ -624,9 +624,11 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     Ok(())
 }
 
-/// `bench-kernels --prefill T`: the prompt GEMM (4096×4096 × T tokens) per quantized type.
-fn bench_prefill(only: Option<GgmlType>, tokens: usize, ms: f64, quads: bool, json_out: bool, host: &mut dyn Host) -> Result<(), String> {
-    let rows = crate::bench::bench_prefill(only, tokens, ms, quads);
+/// `bench-kernels --prefill T [--shape ROWSxCOLS]`: the prompt GEMM (4096×4096 unless `shape`
+/// says otherwise, × T tokens) per quantized type.
+#[allow(clippy::too_many_arguments)]
+fn bench_prefill(only: Option<GgmlType>, tokens: usize, ms: f64, quads: bool, shape: (usize, usize), json_out: bool, host: &mut dyn Host) -> Result<(), String> {
+    let rows = crate::bench::bench_prefill(only, tokens, ms, quads, shape);
     if json_out {
         let items = rows.iter().map(|b| {
             json::object([
@@ -643,7 +645,7 @@ fn bench_prefill(only: Option<GgmlType>, tokens: usize, ms: f64, quads: bool, js
         host.out(&json::object([("prefill", json::array(items))]));
         host.out("\n");
     } else {
-        host.out(&format!("prompt GEMM, 4096×4096 × {tokens} tokens (vs {tokens} vec_dot passes)\n"));
+        host.out(&format!("prompt GEMM, {}×{} × {tokens} tokens (vs {tokens} vec_dot passes)\n", shape.0, shape.1));
         host.out("type      GEMM GB/s  GEMM GMAC/s  vec_dot GMAC/s  speed-up  4 rows interleaved: GEMM / vec_dot4 tiles / vec_dot4 GMAC/s\n");
         for b in rows {
             let r4 = b.r4.as_ref().map_or(String::new(), |v| format!("  {:10.2} / {:.2} / {:.2}", v.gemm, v.tiles, v.vec_dot4));
@@ -660,8 +662,20 @@ fn bench_prefill(only: Option<GgmlType>, tokens: usize, ms: f64, quads: bool, js
     Ok(())
 }
 
+/// `--shape ROWSxCOLS` of the prompt benchmark: rows a positive multiple of 4, elements per row a
+/// positive multiple of 256 (a block of every type).
+fn parse_shape(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("--shape must be ROWSxCOLS (e.g. 4096x12288), not '{s}'");
+    let (r, c) = s.split_once(['x', '×']).ok_or_else(bad)?;
+    let (rows, cols): (usize, usize) = (r.trim().parse().map_err(|_| bad())?, c.trim().parse().map_err(|_| bad())?);
+    if rows == 0 || rows % 4 != 0 || cols == 0 || cols % 256 != 0 {
+        return Err(format!("--shape {s}: rows must be a positive multiple of 4 and columns of 256"));
+    }
+    Ok((rows, cols))
+}
+
 fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
-    a.check_known(&["json", "type", "ms", "prefill", "gemm", "rows", "dot"])?;
+    a.check_known(&["json", "type", "ms", "prefill", "gemm", "rows", "dot", "shape"])?;
     let quads = match a.get("dot") {
         None | Some("pairs") => false,
         Some("quads") if crate::quant::gemm8::quad_add_exact() => true,
@@ -691,7 +705,18 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         if tokens == 0 {
             return Err("--prefill needs at least 1 token".into());
         }
-        return bench_prefill(only, tokens, ms, quads, a.flag("json"), host);
+        let shape = match a.get("shape") {
+            None => crate::bench::PREFILL_SHAPE,
+            Some(s) => parse_shape(s)?,
+        };
+        let types = GgmlType::ALL.iter().filter(|t| only.is_none_or(|o| o == **t));
+        if let Some(big) = types.max_by_key(|t| t.row_bytes(shape.1)).filter(|t| shape.0 * t.row_bytes(shape.1) > 1 << 30) {
+            return Err(format!("--shape {}x{}: a {big} matrix would take more than 1 GiB; use a smaller shape or --type", shape.0, shape.1));
+        }
+        return bench_prefill(only, tokens, ms, quads, shape, a.flag("json"), host);
+    }
+    if a.get("shape").is_some() {
+        return Err("--shape applies to --prefill (the matvec benchmark takes --rows)".into());
     }
     // A wasm32 allocation holds at most 2 GiB; keep each test matrix within 1 GiB.
     let types = GgmlType::ALL.iter().filter(|t| only.is_none_or(|o| o == **t));

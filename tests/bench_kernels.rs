@@ -18,7 +18,7 @@ fn bench_kernels() {
 #[test]
 #[ignore]
 fn bench_prefill() {
-    for b in clef_web::bench::bench_prefill(None, 32, 300.0, false) {
+    for b in clef_web::bench::bench_prefill(None, 32, 300.0, false, clef_web::bench::PREFILL_SHAPE) {
         say!(
             "{:8} T={} gemm {:6.2} GB/s {:6.2} GMAC/s   vec_dot {:6.2} GMAC/s  ({:.1}x)",
             b.ty.name(),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Markdown report of tools/bench-tp.sh, from its results.jsonl (one JSON record per measurement:
 engine node|chromium|wllama|native|native128, file, n = workers or threads, pp/tg tokens/s, and for split runs
-`split` = {prompt, decode}: the engine's usage.split counters {stages, wait_ms, shard_ms, coordinator_ms}).
+`split` = {prompt, decode}: the engine's usage.split counters {stages, wait_ms, shard_ms, mean_shard_ms, coordinator_ms}).
 
     python3 tools/bench_tp_report.py OUT/results.jsonl
 
@@ -11,9 +11,11 @@ Definitions:
 * coordinator share of a decoded token (ours, split): the time per generated token T splits into
   S = the coordinator's own work between stages (coordinator_ms: norms, residuals, adding the shards'
   partial sums, copies), W = waiting for the shards (wait_ms), of which C = the slowest shard's
-  compute (shard_ms) and X = W − C the exchanges (messages, copies) and load imbalance, and O = the
-  rest of T (starting each step: sampling the 248k logits, detokenizing; the engine's yields and
-  token messages).
+  compute per stage (shard_ms) and X = W − C the exchanges (messages, copies), and O = the rest of T
+  (starting each step: sampling the 248k logits, detokenizing; the engine's yields and token
+  messages). Within C, I = C − the shards' mean compute (mean_shard_ms) is the imbalance: every
+  shard has the same work, so I is what a stage loses waiting for one that ran late (another
+  thread or tenant on its core).
 * projection (Amdahl): with N workers the shards compute C per token, so the parallel work is
   P = N·C (an even split), and serial = S + O + X; T(M) = serial + P / M, speed-up T(1) / T(M) with
   T(1) the measured one-worker time (else serial + P). S, O and X are held at their measured values,
@@ -95,7 +97,8 @@ def per_token(rec):
     gen, d = rec["gen"], s["decode"]
     t = 1000 / rec["tg"]
     c, w, sh = d["coordinator_ms"] / gen, d["wait_ms"] / gen, d["shard_ms"] / gen
-    return {"T": t, "S": c, "W": w, "C": sh, "X": w - sh, "O": t - c - w, "k": d["stages"] / max(1, gen - 1)}
+    imbalance = sh - d["mean_shard_ms"] / gen if "mean_shard_ms" in d else None
+    return {"T": t, "S": c, "W": w, "C": sh, "I": imbalance, "X": w - sh, "O": t - c - w, "k": d["stages"] / max(1, gen - 1)}
 
 
 def project(runs, engine):
@@ -172,11 +175,13 @@ def main():
     p("### Where a decoded token's time goes (ours, split across N workers)")
     p("")
     p("T = ms per generated token; S = the coordinator's work between stages; W = waiting for the shards, of which C = the slowest "
-      "shard's compute and X = W − C the exchanges + imbalance; O = the rest (sampling, detokenizing, yields, token messages). "
-      "Prompt: S share of the prompt time.")
+      "shard's compute per stage, of which I = the imbalance (C − the shards' mean compute: the wait for a shard that ran late), "
+      "and X = W − C the exchanges; O = the rest (sampling, detokenizing, yields, token messages). "
+      "Prompt: S and I shares of the prompt time.")
     p("")
-    p("| file | engine | N | T ms | S ms (share) | W ms (share) | C ms (share) | X ms (share, µs / stage) | O ms (share) | stages / token | prompt: S share |")
-    p("|---|---|---|---|---|---|---|---|---|---|---|")
+    p("| file | engine | N | T ms | S ms (share) | W ms (share) | C ms (share) | I ms (share) | X ms (share, µs / stage) | O ms (share) | "
+      "stages / token | prompt: S, I share |")
+    p("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for f, runs in rows.items():
         for e in ("node", "chromium"):
             for n in counts:
@@ -188,8 +193,10 @@ def main():
                 share = lambda x: f"{x:.2f} ({100 * x / t:.1f} %)"  # noqa: E731
                 sp = r["split"]["prompt"]
                 prompt_ms = r.get("prompt_ms") or (r["prompt_tokens"] * 1000 / r["pp"] if r.get("pp") else None)
-                ps = f"{100 * sp['coordinator_ms'] / prompt_ms:.1f} %" if prompt_ms else "—"
-                p(f"| {f} | {LABEL[e]} | {n} | {t:.1f} | {share(pt['S'])} | {share(pt['W'])} | {share(pt['C'])} | "
+                pi = f", {100 * (sp['shard_ms'] - sp['mean_shard_ms']) / prompt_ms:.1f} %" if prompt_ms and "mean_shard_ms" in sp else ""
+                ps = f"{100 * sp['coordinator_ms'] / prompt_ms:.1f} %{pi}" if prompt_ms else "—"
+                imb = share(pt["I"]) if pt["I"] is not None else "—"
+                p(f"| {f} | {LABEL[e]} | {n} | {t:.1f} | {share(pt['S'])} | {share(pt['W'])} | {share(pt['C'])} | {imb} | "
                   f"{pt['X']:.2f} ({100 * pt['X'] / t:.1f} %, {1000 * pt['X'] / pt['k']:.0f}) | {share(pt['O'])} | {pt['k']:.0f} | {ps} |")
     p("")
     # ---- projection

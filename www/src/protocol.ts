@@ -419,8 +419,13 @@ export interface SplitStats {
   stages: number;
   /** Waiting for the shards' results (their compute + the exchange), ms. */
   waitMs: number;
-  /** The slowest shard's compute per stage, summed, ms (waitMs − shardMs: the exchanges and imbalance). */
+  /** The slowest shard's compute per stage, summed, ms (waitMs − shardMs: the exchanges). */
   shardMs: number;
+  /**
+   * The shards' mean compute per stage, summed, ms. shardMs − meanShardMs is the imbalance: what
+   * the stages lost waiting for a shard that ran late (an even split of the work, uneven speeds).
+   */
+  meanShardMs: number;
   /** The coordinator's own work between stages (norms, residuals, sampling, copies), ms. */
   coordinatorMs: number;
 }

@@ -313,7 +313,7 @@ export class SplitDriver {
   }
 
   resetStats(): SplitStats {
-    this.stats = { workers: this.pool.size, stages: 0, waitMs: 0, shardMs: 0, coordinatorMs: 0 };
+    this.stats = { workers: this.pool.size, stages: 0, waitMs: 0, shardMs: 0, meanShardMs: 0, coordinatorMs: 0 };
     return this.stats;
   }
 
@@ -409,6 +409,7 @@ export class SplitDriver {
         s.waitMs += t2 - t;
         s.stages++;
         s.shardMs += Math.max(...outs.map((o) => o.ms));
+        s.meanShardMs += outs.reduce((sum, o) => sum + o.ms, 0) / outs.length;
         outs.forEach((o, i) => {
           if (kind === 2) eng.passPutLogits(pool.vocab[i][0], pool.vocab[i][1], o.out);
           else eng.passAddPartial(o.out);

@@ -144,6 +144,8 @@ export interface SplitTimes {
   wait_ms: number;
   /** The slowest shard's compute per stage, summed. */
   shard_ms: number;
+  /** The shards' mean compute per stage, summed (shard_ms − mean_shard_ms: the imbalance). */
+  mean_shard_ms: number;
   /** The coordinator's own work (norms, residuals, sampling, copies). */
   coordinator_ms: number;
 }
