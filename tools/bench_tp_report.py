@@ -16,17 +16,21 @@ Definitions:
   messages). Within C, I = C − the shards' mean compute (mean_shard_ms) is the imbalance: every
   shard has the same work, so I is what a stage loses waiting for one that ran late (another
   thread or tenant on its core).
-* projection (Amdahl): with N workers the shards compute C per token, so the parallel work is
-  P = N·C (an even split), and serial = S + O + X; T(M) = serial + P / M, speed-up T(1) / T(M) with
+* projection (Amdahl): with N workers the shards compute C − I per token on average, so the
+  parallel work is P = N·(C − I) (an even split), and serial = S + O + X; the imbalance is carried
+  to M workers as I_M = I · (N / M) · e(M) / e(N), e(n) = the expected largest of n independent
+  standard normal variables (a stage waits for the latest of its shards; each shard's spread in
+  time scales with its share of the work): T(M) = serial + P / M + I_M, speed-up T(1) / T(M) with
   T(1) the measured one-worker time (else serial + P). S, O and X are held at their measured values,
   although the coordinator's work and the exchanges grow with M (M messages and M partial sums per
-  stage), so the projection is an upper bound. From the run with the most workers.
+  stage), so the projection is an upper bound. From the run with the most workers. (Records
+  without mean_shard_ms: I = 0 and P = N·C, the imbalance counted as parallel work.)
 * rounds (bench-tp.sh --rounds R): each measurement R times, interleaved. Tokens/s are the median
   (and the range); a ratio is the median of the rounds' own ratios (both sides from the same round,
   so a slow spell of a shared machine cancels); the time split and the projection come from the
   round whose decode speed is the median one.
 """
-import json, statistics, sys
+import json, math, statistics, sys
 from collections import defaultdict
 
 ENGINES = ("node", "chromium", "native", "native128", "wllama")
@@ -101,6 +105,19 @@ def per_token(rec):
     return {"T": t, "S": c, "W": w, "C": sh, "I": imbalance, "X": w - sh, "O": t - c - w, "k": d["stages"] / max(1, gen - 1)}
 
 
+def expected_max(n):
+    """E[max of n independent standard normal variables] (0 for n = 1), by numerical integration."""
+    if n <= 1:
+        return 0.0
+    h, total = 0.001, 0.0
+    for i in range(-10000, 10001):
+        x = i * h
+        pdf = math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+        cdf = 0.5 * (1 + math.erf(x / math.sqrt(2)))
+        total += x * n * pdf * cdf ** (n - 1) * h
+    return total
+
+
 def project(runs, engine):
     """Amdahl projection from one engine's runs {n: record} (see the module doc); None without data."""
     split = {n: per_token(r) for n, r in runs.items() if n > 1 and per_token(r)}
@@ -108,11 +125,14 @@ def project(runs, engine):
         return None
     n = max(split)
     m = split[n]
-    p = n * m["C"]
+    imb = m["I"] or 0.0
+    p = n * (m["C"] - imb)
     serial = m["S"] + m["O"] + m["X"]
     t1 = 1000 / get(runs.get(1), "tg") if get(runs.get(1), "tg") else serial + p
-    return {"engine": engine, "n": n, "t1": t1, "P": p, "X": m["X"], "k": m["k"], "serial": serial,
-            "fraction": serial / (serial + p), "proj": {k: (t1 / (serial + p / k), 1000 / (serial + p / k)) for k in PROJECT}}
+    imb_at = lambda k: imb * (n / k) * expected_max(k) / expected_max(n)  # noqa: E731
+    t_at = lambda k: serial + p / k + imb_at(k)  # noqa: E731
+    return {"engine": engine, "n": n, "t1": t1, "P": p, "X": m["X"], "I": imb, "k": m["k"], "serial": serial,
+            "fraction": serial / (serial + p), "proj": {k: (t1 / t_at(k), 1000 / t_at(k), imb_at(k)) for k in PROJECT}}
 
 
 def main():
@@ -202,20 +222,21 @@ def main():
     # ---- projection
     p("### Projection for more workers (Amdahl; see tools/bench_tp_report.py)")
     p("")
-    p("From the run with the most workers N: P = N × C (the parallel compute per token), serial = S + O + X per token; "
+    p("From the run with the most workers N: P = N × (C − I) (the parallel compute per token), serial = S + O + X per token, "
+      "the imbalance I carried to M workers as the wait for the latest of M shards (I_M, ms; tools/bench_tp_report.py); "
       "speed-up over the measured one-worker time T(1), projected decode tokens/s. An upper bound (S and X grow with the workers).")
     p("")
-    p("| file | engine | from N | T(1) ms | P ms | serial ms | X ms (µs / stage) | serial fraction | " +
-      " | ".join(f"{n} workers" for n in PROJECT) + " |")
-    p("|---|---|---|---|---|---|---|---|" + "---|" * len(PROJECT))
+    p("| file | engine | from N | T(1) ms | P ms | serial ms | X ms (µs / stage) | I ms | serial fraction | " +
+      " | ".join(f"{n} workers (I_M)" for n in PROJECT) + " |")
+    p("|---|---|---|---|---|---|---|---|---|" + "---|" * len(PROJECT))
     for f, runs in rows.items():
         for e in ("node", "chromium"):
             pr = project({n: r for (eng, n), r in runs.items() if eng == e}, e)
             if not pr:
                 continue
             per_stage = 1000 * pr["X"] / pr["k"] if pr["k"] else float("nan")
-            p(f"| {f} | {LABEL[e]} | {pr['n']} | {pr['t1']:.1f} | {pr['P']:.1f} | {pr['serial']:.2f} | {pr['X']:.2f} ({per_stage:.0f}) | "
-              f"{100 * pr['fraction']:.1f} % | " + " | ".join(f"{s:.2f}× ({tps:.2f} tok/s)" for s, tps in pr["proj"].values()) + " |")
+            p(f"| {f} | {LABEL[e]} | {pr['n']} | {pr['t1']:.1f} | {pr['P']:.1f} | {pr['serial']:.2f} | {pr['X']:.2f} ({per_stage:.0f}) | {pr['I']:.2f} | "
+              f"{100 * pr['fraction']:.1f} % | " + " | ".join(f"{s:.2f}× ({tps:.2f} tok/s; {i:.1f})" for s, tps, i in pr["proj"].values()) + " |")
     errors = [(f, k, r["error"]) for f, runs in rounds.items() for k, by in runs.items() for r in by.values() if "error" in r]
     if errors:
         p("")
