@@ -674,6 +674,16 @@ fn parse_shape(s: &str) -> Result<(usize, usize), String> {
     Ok((rows, cols))
 }
 
+/// The largest type among those benchmarked (`only`, else all) whose (rows, elements per row)
+/// matrix would take more than 1 GiB, with its size in GiB: a wasm32 allocation holds at most
+/// 2 GiB, so each test matrix stays within 1 GiB.
+fn too_big(only: Option<GgmlType>, (rows, cols): (usize, usize)) -> Option<(GgmlType, f64)> {
+    let types = GgmlType::ALL.iter().copied().filter(|t| only.is_none_or(|o| o == *t));
+    let big = types.max_by_key(|t| t.row_bytes(cols))?;
+    let bytes = rows as f64 * big.row_bytes(cols) as f64;
+    (bytes > (1u64 << 30) as f64).then(|| (big, bytes / (1u64 << 30) as f64))
+}
+
 fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
     a.check_known(&["json", "type", "ms", "prefill", "gemm", "rows", "dot", "shape"])?;
     let quads = match a.get("dot") {
@@ -709,22 +719,16 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
             None => crate::bench::PREFILL_SHAPE,
             Some(s) => parse_shape(s)?,
         };
-        let types = GgmlType::ALL.iter().filter(|t| only.is_none_or(|o| o == **t));
-        if let Some(big) = types.max_by_key(|t| t.row_bytes(shape.1)).filter(|t| shape.0 * t.row_bytes(shape.1) > 1 << 30) {
-            return Err(format!("--shape {}x{}: a {big} matrix would take more than 1 GiB; use a smaller shape or --type", shape.0, shape.1));
+        if let Some((big, gib)) = too_big(only, shape) {
+            return Err(format!("--shape {}x{}: a {big} matrix would take {gib:.1} GiB (at most 1 GiB); use a smaller shape or --type", shape.0, shape.1));
         }
         return bench_prefill(only, tokens, ms, quads, shape, a.flag("json"), host);
     }
     if a.get("shape").is_some() {
         return Err("--shape applies to --prefill (the matvec benchmark takes --rows)".into());
     }
-    // A wasm32 allocation holds at most 2 GiB; keep each test matrix within 1 GiB.
-    let types = GgmlType::ALL.iter().filter(|t| only.is_none_or(|o| o == **t));
-    if let Some(big) = types.max_by_key(|t| t.row_bytes(4096)).filter(|t| matrix_rows * t.row_bytes(4096) > 1 << 30) {
-        return Err(format!(
-            "--rows {matrix_rows}: a {big} matrix would take {:.1} GiB (at most 1 GiB); use fewer rows or --type",
-            (matrix_rows * big.row_bytes(4096)) as f64 / (1u64 << 30) as f64
-        ));
+    if let Some((big, gib)) = too_big(only, (matrix_rows, 4096)) {
+        return Err(format!("--rows {matrix_rows}: a {big} matrix would take {gib:.1} GiB (at most 1 GiB); use fewer rows or --type"));
     }
     let rows = crate::bench::bench_all(only, matrix_rows, ms);
     if a.flag("json") {
