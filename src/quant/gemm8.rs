@@ -624,8 +624,14 @@ impl PackedAct8 {
     /// Packs Q8_K activation rows for rows of `k`'s type in tiles of the current profile's width,
     /// in the type's quad order ([`Kernels8::quad_order`], `quad`) or pair order ([`pair_pos`]).
     pub fn pack(&mut self, act: &QAct, quad: bool, k: &Kernels8) {
+        self.pack_tiles(act, profile().tile(), quad, k);
+    }
+
+    /// [`PackedAct8::pack`] in tiles of `tile` tokens: with the type's fold and, in pair order,
+    /// the statistics its [`Kernels8::pair_run`] reads.
+    pub fn pack_tiles(&mut self, act: &QAct, tile: usize, quad: bool, k: &Kernels8) {
         let order = if quad { k.quad_order() } else { Order::Pairs };
-        self.pack_ordered(act, profile().tile(), order, k.fold(), k.pair_run(k.offset.is_some()));
+        self.pack_ordered(act, tile, order, k.fold(), k.pair_run(k.offset.is_some()));
     }
 
     /// Packs Q8_K activation rows for the scaled form of `k`'s rows ([`Kernels8::scaled`]): pair

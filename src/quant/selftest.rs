@@ -115,7 +115,7 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
                 quantize_q8(ty.act_kind(), &x4, n, &mut act2);
                 let reference = (k.vec_dot_ref)(row, a) as f64;
                 for tile in [2, 4] {
-                    packed8.pack_ordered(&act2, tile, gemm8::Order::Pairs, k8.fold(), k8.pair_run(k8.offset.is_some()));
+                    packed8.pack_tiles(&act2, tile, false, k8);
                     let mut y = [0.0f32; 8];
                     gemm8::gemm_rows(k8, r4::Rows::plain(&two), 0..2, &packed8, &mut scratch8, &mut y, 2);
                     for v in y {
@@ -123,7 +123,7 @@ pub fn check_kernels(random_rows: usize, seed: u64) -> Vec<KernelCheck> {
                     }
                     // The dot-add form where this engine runs it: the same bits.
                     if gemm8::quad_add_exact() {
-                        packed8.pack_ordered(&act2, tile, k8.quad_order(), k8.fold(), k8.pair_run(k8.offset.is_some()));
+                        packed8.pack_tiles(&act2, tile, true, k8);
                         let mut yq = [0.0f32; 8];
                         gemm8::gemm_rows(k8, r4::Rows::plain(&two), 0..2, &packed8, &mut scratch8, &mut yq, 2);
                         if y.iter().zip(&yq).any(|(a, b)| a.to_bits() != b.to_bits()) {
