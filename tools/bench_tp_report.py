@@ -129,12 +129,15 @@ def project(runs, engine):
     p = n * (m["C"] - imb)
     serial = m["S"] + m["O"] + m["X"]
     t1 = 1000 / get(runs.get(1), "tg") if get(runs.get(1), "tg") else serial + p
-    imb_at = lambda k: imb * (n / k) * expected_max(k) / expected_max(n)  # noqa: E731
-    t_at = lambda k: serial + p / k + imb_at(k)  # noqa: E731
+    proj = {}
+    for k in PROJECT:
+        imb_k = imb * (n / k) * expected_max(k) / expected_max(n)
+        t_k = serial + p / k + imb_k
+        proj[k] = (t1 / t_k, 1000 / t_k, imb_k)
     one = runs.get(1)
     forms_differ = get(one, "tg") is not None and bool(runs[n].get("expanded")) != bool(one.get("expanded"))
     return {"engine": engine, "n": n, "t1": t1, "P": p, "X": m["X"], "I": imb, "k": m["k"], "serial": serial, "forms_differ": forms_differ,
-            "fraction": serial / (serial + p), "proj": {k: (t1 / t_at(k), 1000 / t_at(k), imb_at(k)) for k in PROJECT}}
+            "fraction": serial / (serial + p), "proj": proj}
 
 
 def main():
@@ -231,23 +234,23 @@ def main():
     p("| file | engine | from N | T(1) ms | P ms | serial ms | X ms (µs / stage) | I ms | serial fraction | " +
       " | ".join(f"{n} workers (I_M)" for n in PROJECT) + " |")
     p("|---|---|---|---|---|---|---|---|---|" + "---|" * len(PROJECT))
-    flagged, pr_forms = False, []
+    stale = forms = False  # footnotes owed
     for f, runs in rows.items():
         for e in ("node", "chromium"):
             pr = project({n: r for (eng, n), r in runs.items() if eng == e}, e)
             if not pr:
                 continue
             per_stage = 1000 * pr["X"] / pr["k"] if pr["k"] else float("nan")
+            stale |= pr["P"] > pr["t1"]
+            forms |= pr["forms_differ"]
             odd = (" †" if pr["P"] > pr["t1"] else "") + (" ˣ" if pr["forms_differ"] else "")
-            pr_forms.append(pr["forms_differ"])
-            flagged = flagged or " †" in odd
             p(f"| {f} | {LABEL[e]} | {pr['n']} | {pr['t1']:.1f}{odd} | {pr['P']:.1f} | {pr['serial']:.2f} | {pr['X']:.2f} ({per_stage:.0f}) | {pr['I']:.2f} | "
               f"{100 * pr['fraction']:.1f} % | " + " | ".join(f"{s:.2f}× ({tps:.2f} tok/s; {i:.1f})" for s, tps, i in pr["proj"].values()) + " |")
-    if flagged:
+    if stale:
         p("")
         p("† P > T(1): the N-worker run's compute exceeded the one-worker run's whole time — the two ran in minutes of a "
           "different speed (a shared host), so that projection is not meaningful.")
-    if any(pr_forms):
+    if forms:
         p("")
         p("ˣ beside T(1): one of the two runs held matrices expanded and the other did not (see above), so T(1) and P time "
           "two weight forms and the speed-up includes the expanded form's own gain.")

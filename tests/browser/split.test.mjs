@@ -320,8 +320,8 @@ test('Chromium, cross-origin isolated (COOP + COEP): stages through shared memor
         assert.ok(part.mean_shard_ms <= part.shard_ms + 0.1 && part.shard_ms <= part.wait_ms + 0.1, JSON.stringify(part));
       }
     }
-    const perStage = (x, k) => ((k === 'x' ? x.split.completion.wait_ms - x.split.completion.shard_ms : x.split.completion.shard_ms - x.split.completion.mean_shard_ms) / x.split.completion.stages) * 1000;
-    const both = (x) => `${perStage(x, 'x').toFixed(0)} + ${perStage(x, 'i').toFixed(0)} µs`;
+    // Per decode stage, µs: the exchange (wait − slowest) + the imbalance (slowest − mean).
+    const both = ({ split: { completion: c } }) => `${(((c.wait_ms - c.shard_ms) / c.stages) * 1000).toFixed(0)} + ${(((c.shard_ms - c.mean_shard_ms) / c.stages) * 1000).toFixed(0)} µs`;
     report(`Chromium, F32 fixture, 2 workers, isolated page: exchange + imbalance per decode stage ${both(r.auto)} shared, ${both(r.message)} postMessage (shard 0 in the engine worker), ${both(r.apart)} shared with every shard in a worker of its own`);
   } finally {
     await b.close();
