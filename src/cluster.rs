@@ -12,39 +12,59 @@ use crate::engine::{Engine, EngineError, Piece};
 use crate::model::{Logits, Model, ModelError, Pass, Role, Stage};
 use crate::ops::Precision;
 use crate::shard::ShardEngine;
-use crate::split::ShardId;
+use crate::balance::Balancer;
+use crate::split::{Balanced, ShardId, BAND_PCT};
 
 pub struct Cluster {
     pub shards: Vec<ShardEngine>,
     /// The pass buffers of [`Cluster::forward`] (sized by the first call, reused).
     pass: Pass,
+    balance: Balancer,
+    /// How much slower each shard is than it would be alone: the balancer is told that a
+    /// shard's stage took its work × this (all 1: the even split; tests skew it to move the cuts).
+    pub slowdown: Vec<f64>,
 }
 
 impl Cluster {
-    /// The coordinator's model and `n` shard engines (states for `n_ctx` tokens) from a GGUF file in memory.
+    /// The coordinator's model and `n` shard engines (states for `n_ctx` tokens) from a GGUF file
+    /// in memory, with bands of [`BAND_PCT`].
     pub fn from_bytes(file: &[u8], n: usize, n_ctx: usize) -> Result<(Model, Cluster), ModelError> {
+        Cluster::with_band(file, n, n_ctx, BAND_PCT)
+    }
+
+    /// [`Cluster::from_bytes`] with bands of `band_pct` ([`ShardId::band_pct`]; 0: none).
+    pub fn with_band(file: &[u8], n: usize, n_ctx: usize, band_pct: usize) -> Result<(Model, Cluster), ModelError> {
         let coordinator = Model::from_bytes_role(file, Role::Coordinator)?;
-        let shards = (0..n)
-            .map(|index| ShardEngine::new(Model::from_bytes_role(file, Role::Shard(ShardId { index, count: n }))?, n_ctx))
+        let shards: Vec<ShardEngine> = (0..n)
+            .map(|index| ShardEngine::new(Model::from_bytes_role(file, Role::Shard(ShardId { index, count: n, band_pct }))?, n_ctx))
             .collect::<Result<_, ModelError>>()?;
-        Ok((coordinator, Cluster { shards, pass: Pass::default() }))
+        let h = crate::gguf::parse_header(file, Some(file.len() as u64))?;
+        let split = Balanced::for_tensors(&coordinator.config, n, band_pct, |name| h.tensors.iter().find(|t| t.name == name).map(|t| t.ty));
+        Ok((coordinator, Cluster { shards, pass: Pass::default(), balance: Balancer::new(split), slowdown: vec![1.0; n] }))
+    }
+
+    pub fn balancer(&self) -> &Balancer {
+        &self.balance
     }
 
     pub fn set_precision(&mut self, p: Precision) {
         self.shards.iter_mut().for_each(|s| s.precision = p);
     }
 
-    /// Runs `pass`'s current stage on every shard, adding their results in shard order.
+    /// Runs `pass`'s current stage on every shard with the balancer's shares, adding their
+    /// results in its order.
     fn run_stage(&mut self, pass: &mut Pass, stage: Stage) -> Result<(), ModelError> {
-        for s in &mut self.shards {
-            let vocab = s.model.vocab_range();
-            let out = s.run(stage, pass.pos, pass.input())?;
-            match (stage, vocab) {
-                (Stage::Head, Some(r)) => pass.put_logits(r, out),
-                (Stage::Head, None) => {}
+        let b = &mut self.balance;
+        b.plan(stage, pass.rows());
+        for &i in b.order() {
+            let out = self.shards[i].run(stage, pass.pos, pass.input(), &b.shares()[i])?;
+            match stage {
+                Stage::Head => pass.put_logits(b.head_rows(i), out),
                 _ => pass.add_partial(out),
             }
         }
+        let ms: Vec<f64> = (0..self.shards.len()).map(|i| b.work(i) * self.slowdown[i]).collect();
+        b.observe(&ms);
         Ok(())
     }
 

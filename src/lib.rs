@@ -15,6 +15,7 @@ pub mod tune;
 pub mod weights;
 pub mod checksum;
 pub mod split;
+pub mod balance;
 pub mod kv;
 pub mod cluster;
 pub mod shard;

@@ -13,9 +13,10 @@
 use crate::gguf::{self, GgufError, Header};
 use crate::ops::{self, l2norm, matmul, rmsnorm, sigmoid, softplus, Linear, MatmulScratch, Precision};
 use crate::kv::{KvCache, KvType};
-use crate::split::{self, Cut, ShardId, ShardPlan};
+use crate::split::{self, Cut, Share, ShardId, ShardPlan};
 use crate::weights::{Layout, StoreError, TensorView, WeightStore};
 use std::fmt;
+use std::ops::Range;
 
 /// Architectures whose trunk this module runs. `clef` is a qwen35 trunk with Clef's joint schema
 /// head beside it (same keys under `clef.`; the head is [`crate::clef`]'s).
@@ -245,17 +246,45 @@ enum Mixer {
     Attention(Attention),
 }
 
-/// SwiGLU rows F' of this shard.
+/// SwiGLU rows of this shard, in the pieces of its band split (`split.rs` [`split::Held`]; one
+/// piece without bands).
 struct Ffn {
-    gate: Linear, // D → F'
-    up: Linear,   // D → F'
-    down: Linear, // F' → D (this shard's columns of ffn_down)
+    pieces: Vec<FfnPiece>,
+    /// The pieces it computes when the split is even.
+    even: Range<usize>,
+}
+
+/// One piece's F_p rows.
+struct FfnPiece {
+    gate: Linear, // D → F_p
+    up: Linear,   // D → F_p
+    down: Linear, // F_p → D (the piece's columns of ffn_down, a matrix of their own)
+}
+
+/// This shard's rows of the LM head: the whole held matrix (what a decision's rows are read
+/// from), the pieces of its band split as views of it, and the view of the even share's rows.
+struct Head {
+    all: Linear,
+    pieces: Vec<Linear>,
+    even_rows: Linear,
+    held: split::Held,
 }
 
 /// A shard's weights of one layer (`None`: no work for this shard there).
 struct LayerPart {
     mixer: Option<Mixer>,
     ffn: Option<Ffn>,
+}
+
+impl Head {
+    /// The held matrix and views of its pieces and of the even share's rows.
+    fn new(all: Linear, held: split::Held) -> Head {
+        let start = held.range().start;
+        let local = |r: Range<usize>| r.start - start..r.end - start;
+        let pieces = held.pieces.iter().map(|r| all.rows(local(r.clone()))).collect();
+        let even_rows = all.rows(local(held.rows(held.even.clone())));
+        Head { all, pieces, even_rows, held }
+    }
 }
 
 /// The coordinator's tensors: embeddings and the norms of the residual stream.
@@ -271,7 +300,7 @@ struct Part {
     plan: ShardPlan,
     layers: Vec<LayerPart>,
     /// LM-head rows `plan.vocab` (token_embd's rows when tied).
-    output: Option<Linear>,
+    output: Option<Head>,
 }
 
 /// A loaded model, or the part of it this instance holds ([`Role`]).
@@ -494,10 +523,13 @@ impl Pass {
     pub fn rows(&self) -> usize {
         self.x.len() / self.n_embd.max(1)
     }
-    /// Adds one shard's T × D partial result of a mixer or FFN stage.
+    /// Adds one shard's result of a mixer or FFN stage: T × D partial sums, one after the other
+    /// (an FFN's pieces, `balance.rs`), each added in turn.
     pub fn add_partial(&mut self, part: &[f32]) {
-        for (s, p) in self.sum.iter_mut().zip(part) {
-            *s += p;
+        for piece in part.chunks(self.sum.len().max(1)) {
+            for (s, p) in self.sum.iter_mut().zip(piece) {
+                *s += p;
+            }
         }
     }
     /// One shard's logits for vocabulary ids `vocab` (rows × |vocab|, row-major).
@@ -604,9 +636,8 @@ impl Model {
             }
             Ok(t.clone())
         };
-        let lin = |name: &str, n_in: usize, n_out: usize| -> Result<Linear, ModelError> {
-            let t = get(name, &[n_in, n_out])?;
-            let l = Linear::new(t);
+        let checked = |l: Linear| -> Result<Linear, ModelError> {
+            let (name, n_in) = (&l.t.name, l.n_in);
             // Quantized matmuls group activations by 32 (Q8_0) or 256 (Q8_K).
             let need = match l.t.ty.act_kind() {
                 crate::quant::ActKind::Q8K => 256,
@@ -618,6 +649,7 @@ impl Model {
             }
             Ok(l)
         };
+        let lin = |name: &str, n_in: usize, n_out: usize| -> Result<Linear, ModelError> { checked(Linear::new(get(name, &[n_in, n_out])?)) };
         let vec = |name: &str, n: usize| -> Result<Vec<f32>, ModelError> { Ok(ops::load_f32(&store, &get(name, &[n])?)) };
 
         if !store.is_filled() {
@@ -683,19 +715,37 @@ impl Model {
                     };
                     let ffn = match &lp.ffn {
                         None => None,
-                        Some(r) => Some(Ffn {
-                            gate: lin(&p("ffn_gate.weight"), d, r.len())?,
-                            up: lin(&p("ffn_up.weight"), d, r.len())?,
-                            down: lin(&p("ffn_down.weight"), r.len(), d)?,
-                        }),
+                        Some(h) => {
+                            let held = h.range();
+                            let gate = lin(&p("ffn_gate.weight"), d, held.len())?;
+                            let up = lin(&p("ffn_up.weight"), d, held.len())?;
+                            // ffn_down's pieces lie one after the other (`Cut::Pieces`), each D rows × its columns.
+                            let down = get(&p("ffn_down.weight"), &[held.len(), d])?;
+                            let mut at = down.offset;
+                            let mut pieces = Vec::with_capacity(h.pieces.len());
+                            for r in &h.pieces {
+                                let size = d * down.ty.row_bytes(r.len());
+                                let view = TensorView { dims: vec![r.len(), d], offset: at, size, ..down.clone() };
+                                at += size;
+                                let rows = r.start - held.start..r.end - held.start;
+                                pieces.push(FfnPiece { gate: gate.rows(rows.clone()), up: up.rows(rows), down: checked(Linear::new(view))? });
+                            }
+                            Some(Ffn { pieces, even: h.even.clone() })
+                        }
                     };
                     layers.push(LayerPart { mixer, ffn });
                 }
                 let output = match &plan.vocab {
                     None => None,
-                    Some(r) if role == Role::Whole && c.tied_output => Some(Linear::new(get("token_embd.weight", &[d, r.len()])?)),
-                    Some(r) if c.tied_output => Some(lin("token_embd.weight", d, r.len())?),
-                    Some(r) => Some(lin("output.weight", d, r.len())?),
+                    Some(h) => {
+                        let n = h.range().len();
+                        let all = match role {
+                            Role::Whole if c.tied_output => Linear::new(get("token_embd.weight", &[d, n])?),
+                            _ if c.tied_output => lin("token_embd.weight", d, n)?,
+                            _ => lin("output.weight", d, n)?,
+                        };
+                        Some(Head::new(all, h.clone()))
+                    }
                 };
                 Some(Part { plan, layers, output })
             }
@@ -721,7 +771,9 @@ impl Model {
                 None => {}
             }
             if let Some(f) = &mut layer.ffn {
-                mats.extend([&mut f.gate, &mut f.up, &mut f.down]);
+                for q in &mut f.pieces {
+                    mats.extend([&mut q.gate, &mut q.up, &mut q.down]);
+                }
             }
             for w in mats {
                 if which(w.t.ty) && ops::interleave(&mut self.store, w, &mut scratch) {
@@ -731,8 +783,9 @@ impl Model {
         }
         // An untied LM head too (a quarter of the bytes a token reads in the 2-3 bit files); its
         // rows a decision reads are un-interleaved where they are read (`clef::lm_rows`).
-        if let Some(w) = part.output.as_mut().filter(|_| !self.config.tied_output) {
-            if which(w.t.ty) && ops::interleave(&mut self.store, w, &mut scratch) {
+        if let Some(h) = part.output.as_mut().filter(|_| !self.config.tied_output) {
+            if which(h.all.t.ty) && ops::interleave(&mut self.store, &mut h.all, &mut scratch) {
+                *h = Head::new(h.all.clone(), h.held.clone()); // the views, now of interleaved rows
                 done += 1;
             }
         }
@@ -741,7 +794,7 @@ impl Model {
 
     /// Whether this part's LM head is stored four rows interleaved ([`Model::interleave_weights`]).
     pub fn lm_head_interleaved(&self) -> bool {
-        self.part.as_ref().and_then(|p| p.output.as_ref()).is_some_and(|w| w.r4)
+        self.part.as_ref().and_then(|p| p.output.as_ref()).is_some_and(|h| h.all.r4)
     }
 
     /// Parses, allocates, copies and builds a model (or `role`'s part of it) from a complete GGUF file in memory.
@@ -763,9 +816,46 @@ impl Model {
         Model::from_store_role(cfg, store, role)
     }
 
-    /// The vocabulary rows of the LM head this instance computes (`None`: no LM head here).
-    pub fn vocab_range(&self) -> Option<std::ops::Range<usize>> {
-        self.part.as_ref().and_then(|p| p.plan.vocab.clone())
+    /// The vocabulary rows of the LM head this instance holds (`None`: no LM head here).
+    pub fn vocab_range(&self) -> Option<Range<usize>> {
+        self.part.as_ref().and_then(|p| p.plan.vocab.as_ref()).map(|h| h.range())
+    }
+
+    /// The vocabulary rows whose logits this instance computes when the split is even (each id
+    /// in exactly one shard's).
+    pub fn vocab_even(&self) -> Option<Range<usize>> {
+        self.part.as_ref().and_then(|p| p.plan.vocab.as_ref()).map(|h| h.rows(h.even.clone()))
+    }
+
+    /// How many values a shard's result of `stage` over `rows` input rows has with `share`.
+    pub fn result_len(&self, stage: Stage, rows: usize, share: &Share) -> usize {
+        let part = self.part.as_ref().expect("a shard runs stages");
+        let d = self.config.n_embd;
+        match stage {
+            Stage::Mixer(_) => rows * d,
+            Stage::Ffn(il) => match (&part.plan.layers[il].ffn, share.separate) {
+                (Some(h), true) => rows * d * share.pieces.clone().unwrap_or(h.even.clone()).len(),
+                (None, true) => 0,
+                (_, false) => rows * d,
+            },
+            Stage::Head => rows * self.head_rows(share).map_or(0, |r| r.len()),
+        }
+    }
+
+    /// How many pieces of layer `il`'s FFN rows this shard holds.
+    pub fn ffn_pieces(&self, il: usize) -> usize {
+        self.part.as_ref().and_then(|p| p.plan.layers[il].ffn.as_ref()).map_or(0, |h| h.pieces.len())
+    }
+
+    /// How many pieces of the LM head's rows this shard holds.
+    pub fn head_pieces_held(&self) -> usize {
+        self.part.as_ref().and_then(|p| p.plan.vocab.as_ref()).map_or(0, |h| h.pieces.len())
+    }
+
+    /// The vocabulary rows of this instance's LM head `share` computes.
+    pub fn head_rows(&self, share: &Share) -> Option<Range<usize>> {
+        let h = self.part.as_ref()?.plan.vocab.as_ref()?;
+        Some(h.rows(share.pieces.clone().unwrap_or(h.even.clone())))
     }
 
     /// A fresh sequence state for up to `n_ctx` tokens.
@@ -847,7 +937,7 @@ impl Model {
         let Some(stage) = pass.stage() else { return false };
         let Pass { pos, x, sum, out, .. } = pass;
         let dst = if stage == Stage::Head { out } else { sum };
-        self.run_stage(stage, *pos, x, state, dst, prec, mm);
+        self.run_stage(stage, *pos, x, &Share::default(), state, dst, prec, mm);
         self.advance(pass);
         pass.stage().is_some()
     }
@@ -944,21 +1034,28 @@ impl Model {
     }
 
     /// Runs one stage on this instance's heads (shard): `x` is the stage's input (T × D, or
-    /// rows × D for the head); the result is written to `out` (mixer / FFN: this shard's T × D
-    /// partial sum, zeros where it has no heads; head: rows × |vocab_range|, with one shard
-    /// rows × V). The state of this shard's heads advances to `pos + T`.
+    /// rows × D for the head); the result is written to `out` ([`Model::result_len`] values; mixer:
+    /// this shard's T × D partial sum, zeros where it has no heads; FFN: the partial sum of the
+    /// pieces `share` gives it, or one per piece; head: rows × its `share`'s vocabulary rows,
+    /// with one shard rows × V). The state of this shard's heads advances to `pos + T`.
     #[allow(clippy::too_many_arguments)]
-    pub fn run_stage(&self, stage: Stage, pos: usize, x: &[f32], state: &mut State, out: &mut [f32], prec: Precision, s: &mut MatmulScratch) {
+    pub fn run_stage(&self, stage: Stage, pos: usize, x: &[f32], share: &Share, state: &mut State, out: &mut [f32], prec: Precision, s: &mut MatmulScratch) {
         let part = self.part.as_ref().expect("a shard runs stages");
         let d = self.config.n_embd;
         match stage {
             Stage::Head => {
-                if let Some(w) = &part.output {
-                    matmul(&self.store, w, x, out, prec, s);
+                if let Some(h) = &part.output {
+                    match share.pieces.clone().filter(|p| *p != h.held.even) {
+                        None => matmul(&self.store, &h.even_rows, x, out, prec, s),
+                        Some(p) => self.head_pieces(h, p, x, out, &mut state.work, prec, s),
+                    }
                 }
             }
             Stage::Ffn(il) => match &part.layers[il].ffn {
-                Some(w) => self.ffn(w, x, out, &mut state.work, prec, s),
+                Some(w) => {
+                    let p = share.pieces.clone().unwrap_or(w.even.clone());
+                    self.ffn(w, p, share.separate, x, out, &mut state.work, prec, s)
+                }
                 None => out.fill(0.0),
             },
             Stage::Mixer(il) => {
@@ -974,16 +1071,71 @@ impl Model {
         }
     }
 
-    /// SwiGLU rows of this shard: out = (silu(x·gate) ⊙ (x·up)) · down.   x, out: T × D.
-    fn ffn(&self, l: &Ffn, x: &[f32], out: &mut [f32], work: &mut Work, prec: Precision, s: &mut MatmulScratch) {
-        let t_n = x.len() / self.config.n_embd;
-        let f = l.gate.n_out;
-        let [g, u, ..] = &mut work.slots;
-        let g = sized(g, t_n * f); // T × F'
-        let u = sized(u, t_n * f); // T × F'
-        ops::matmuls(&self.store, x, [(&l.gate, g), (&l.up, u)], prec, s);
+    /// SwiGLU over pieces `p` of this shard's rows: out = (silu(x·gate) ⊙ (x·up)) · down, as one
+    /// T × D partial sum per piece (`separate`), or their sum added piece by piece in order — the
+    /// order the coordinator adds separate pieces in, so either way gives the same bits.
+    /// x: T × D; out: T × D, or |p| × T × D.
+    #[allow(clippy::too_many_arguments)]
+    fn ffn(&self, l: &Ffn, p: Range<usize>, separate: bool, x: &[f32], out: &mut [f32], work: &mut Work, prec: Precision, s: &mut MatmulScratch) {
+        let d = self.config.n_embd;
+        let t_n = x.len() / d;
+        let pieces = &l.pieces[p];
+        let f: usize = pieces.iter().map(|q| q.gate.n_out).sum();
+        let [g, u, tmp, ..] = &mut work.slots;
+        let g = sized(g, t_n * f); // piece after piece, each T × F_p
+        let u = sized(u, t_n * f);
+        // Every piece's gate and up from one quantization of x.
+        let (mut g_rest, mut u_rest) = (&mut g[..], &mut u[..]);
+        let mut up_next = None;
+        let mut left = pieces.iter();
+        let products = std::iter::from_fn(|| {
+            if let Some(next) = up_next.take() {
+                return Some(next);
+            }
+            let q = left.next()?;
+            let n = t_n * q.gate.n_out;
+            let (gq, gr) = std::mem::take(&mut g_rest).split_at_mut(n);
+            let (uq, ur) = std::mem::take(&mut u_rest).split_at_mut(n);
+            (g_rest, u_rest) = (gr, ur);
+            up_next = Some((&q.up, uq));
+            Some((&q.gate, gq))
+        });
+        ops::matmuls(&self.store, x, products, prec, s);
         ops::silu_mul(g, u);
-        matmul(&self.store, &l.down, g, out, prec, s);
+        let mut at = 0;
+        for (k, q) in pieces.iter().enumerate() {
+            let gq = &g[at..at + t_n * q.gate.n_out];
+            at += gq.len();
+            if separate {
+                matmul(&self.store, &q.down, gq, &mut out[k * t_n * d..(k + 1) * t_n * d], prec, s);
+            } else if k == 0 {
+                matmul(&self.store, &q.down, gq, out, prec, s);
+            } else {
+                let tmp = sized(tmp, t_n * d);
+                matmul(&self.store, &q.down, gq, tmp, prec, s);
+                out.iter_mut().zip(tmp.iter()).for_each(|(o, t)| *o += t);
+            }
+        }
+    }
+
+    /// The LM head over pieces `p` of this shard's rows: out = rows × (their rows), row-major.
+    #[allow(clippy::too_many_arguments)]
+    fn head_pieces(&self, h: &Head, p: Range<usize>, x: &[f32], out: &mut [f32], work: &mut Work, prec: Precision, s: &mut MatmulScratch) {
+        let rows = x.len() / self.config.n_embd;
+        let width: usize = h.pieces[p.clone()].iter().map(|w| w.n_out).sum();
+        let mut at = 0;
+        for w in &h.pieces[p] {
+            if rows == 1 {
+                matmul(&self.store, w, x, &mut out[at..at + w.n_out], prec, s);
+            } else {
+                let tmp = sized(&mut work.slots[0], rows * w.n_out);
+                matmul(&self.store, w, x, tmp, prec, s);
+                for (r, row) in tmp.chunks_exact(w.n_out).enumerate() {
+                    out[r * width + at..r * width + at + w.n_out].copy_from_slice(row);
+                }
+            }
+            at += w.n_out;
+        }
     }
 
     /// Gated DeltaNet over T tokens (spec §3.3, token by token for the recurrence), on this

@@ -46,6 +46,15 @@ impl Linear {
         let row_bytes = t.ty.row_bytes(n_in);
         Linear { t, n_in, n_out, row_bytes, r4: false }
     }
+
+    /// Rows `r` of this matrix as a matrix of their own (a view of the same bytes; interleaved
+    /// rows in whole groups of four).
+    pub fn rows(&self, r: std::ops::Range<usize>) -> Linear {
+        assert!(r.end <= self.n_out, "{}: rows {r:?} of {}", self.t.name, self.n_out);
+        assert!(!self.r4 || (r.start % R4 == 0 && r.end % R4 == 0), "{}: rows {r:?} split an interleaved group", self.t.name);
+        let t = TensorView { dims: vec![self.n_in, r.len()], offset: self.t.offset + r.start * self.row_bytes, size: r.len() * self.row_bytes, ..self.t.clone() };
+        Linear { t, n_out: r.len(), ..self.clone() }
+    }
 }
 
 /// Rearranges `w`'s rows in the store into the four-rows-interleaved layout ([`quant::r4`]) when
@@ -176,7 +185,7 @@ pub fn matmul(store: &WeightStore, w: &Linear, x: &[f32], y: &mut [f32], prec: P
 /// products whose types take the same activation format, and packed for the prompt GEMM once for
 /// all that pack it alike (a 128-token prompt: 0.5 M activations each time, ~3 % of a worker's
 /// prompt time when every product did both).
-pub fn matmuls<const N: usize>(store: &WeightStore, x: &[f32], products: [(&Linear, &mut [f32]); N], prec: Precision, s: &mut MatmulScratch) {
+pub fn matmuls<'a>(store: &WeightStore, x: &[f32], products: impl IntoIterator<Item = (&'a Linear, &'a mut [f32])>, prec: Precision, s: &mut MatmulScratch) {
     let mut held = None; // the activation format `s.act` holds `x` in
     for (w, y) in products {
         let ty = w.t.ty;
@@ -951,7 +960,7 @@ mod matmuls_tests {
             }
             // The next input, with the same scratch: its own products.
             let mut y2 = vec![0.0; t_count * rows];
-            matmuls(&store, &x2, [(&ws[5], &mut y2)], Precision::Fast, &mut s);
+            matmuls(&store, &x2, [(&ws[5], &mut y2[..])], Precision::Fast, &mut s);
             let mut want2 = vec![0.0; t_count * rows];
             matmul(&store, &ws[5], &x2, &mut want2, Precision::Fast, &mut MatmulScratch::default());
             assert!(y2.iter().zip(&want2).all(|(a, b)| a.to_bits() == b.to_bits()), "T = {t_count}: a new input");

@@ -7,6 +7,7 @@
 //! (`www/src/shard-worker.ts`); in tests, [`crate::cluster::Cluster`] calls it directly.
 
 use crate::model::{Model, ModelError, Snapshot, Stage, State};
+use crate::split::Share;
 use crate::ops::{MatmulScratch, Precision};
 
 /// What a coordinator tells its shards about the sequence state (see `Engine`'s prefix cache).
@@ -79,9 +80,10 @@ impl ShardEngine {
         Ok(())
     }
 
-    /// Runs `stage` on input `x` for tokens at positions `pos..`; returns this shard's result
-    /// (mixer / FFN: T × D partial sum; head: rows × |vocab range| logits).
-    pub fn run(&mut self, stage: Stage, pos: usize, x: &[f32]) -> Result<&[f32], ModelError> {
+    /// Runs `stage` on input `x` for tokens at positions `pos..`, of a balanced stage the pieces
+    /// `share` gives it; returns this shard's result (mixer: T × D partial sum; FFN: that, or
+    /// one per piece; head: rows × its share's vocabulary rows, [`Model::result_len`]).
+    pub fn run(&mut self, stage: Stage, pos: usize, x: &[f32], share: &Share) -> Result<&[f32], ModelError> {
         let d = self.model.config.n_embd;
         if x.is_empty() || x.len() % d != 0 {
             return Err(ModelError::Input(format!("stage input of {} values is not rows of {d}", x.len())));
@@ -95,13 +97,17 @@ impl ShardEngine {
         if stage != Stage::Head && pos + rows > self.state.n_ctx {
             return Err(ModelError::Input(format!("context full: {pos} + {rows} tokens exceed {}", self.state.n_ctx)));
         }
-        let n_out = match stage {
-            Stage::Head => rows * self.model.vocab_range().map_or(0, |r| r.len()),
-            _ => x.len(),
+        let held = match stage {
+            Stage::Ffn(il) => self.model.ffn_pieces(il),
+            Stage::Head => self.model.head_pieces_held(),
+            Stage::Mixer(_) => 0,
         };
+        if share.pieces.as_ref().is_some_and(|p| p.start > p.end || p.end > held) {
+            return Err(ModelError::Input(format!("pieces {:?} of {held}", share.pieces)));
+        }
         self.out.clear();
-        self.out.resize(n_out, 0.0);
-        self.model.run_stage(stage, pos, x, &mut self.state, &mut self.out, self.precision, &mut self.mm);
+        self.out.resize(self.model.result_len(stage, rows, share), 0.0);
+        self.model.run_stage(stage, pos, x, share, &mut self.state, &mut self.out, self.precision, &mut self.mm);
         Ok(&self.out)
     }
 

@@ -25,6 +25,15 @@
 //! smaller model. Attention: a shard owns query heads [a, b) and the KV heads they read
 //! ([a/g, (b−1)/g] with g = H/Hkv query heads per KV head); when two shards share a KV head both
 //! compute it (only when there are more shards than KV heads).
+//!
+//! Bands. Shards on one machine do not run at one speed: the host's other work lands on one of
+//! them for a few hundred milliseconds, and every stage waits for the slowest (9–12 % of a
+//! 2-worker decode, BENCHMARKS.md session 43). The stages without state — the FFN and the LM
+//! head — can move work between shards token by token: a band of FFN rows (vocabulary rows) at
+//! each boundary between two neighbouring shards is held by both, cut into pieces, and the
+//! coordinator decides per stage which of the two computes which pieces ([`Banded`],
+//! `balance.rs`). A piece is also a unit of summation: the FFN's partial sums are added piece by
+//! piece in a fixed order, so the result does not depend on where the cut fell.
 
 use crate::model::Config;
 use crate::quant::GgmlType;
@@ -35,12 +44,27 @@ use std::ops::Range;
 pub struct ShardId {
     pub index: usize,
     pub count: usize,
+    /// How wide each band between two neighbours is, in percent of one shard's even share of
+    /// the FFN rows and of the vocabulary (0: no bands). A shard at an end holds half a band
+    /// more than its share, one in the middle a whole band more.
+    pub band_pct: usize,
 }
 
 impl ShardId {
     /// The whole model in one shard.
-    pub const WHOLE: ShardId = ShardId { index: 0, count: 1 };
+    pub const WHOLE: ShardId = ShardId { index: 0, count: 1, band_pct: 0 };
 }
+
+/// The band width a split load uses unless told otherwise ([`ShardId::band_pct`]): with two
+/// shards 20 % of the FFN rows and of the vocabulary are held by both, each shard holding 20 %
+/// more than its half. Replayed on a traced decode (session 43) a band of 10 / 20 / 30 % saved
+/// 2.5 / 4.5 / 5.8 % of the time.
+pub const BAND_PCT: usize = 40;
+
+/// Pieces per band: the FFN's are summed one by one (each a T × D partial, and a narrow down
+/// projection runs slower per byte), the LM head's are only rows.
+const FFN_PIECES: usize = 4;
+const HEAD_PIECES: usize = 16;
 
 /// How a tensor is cut for one shard (element indices; column ranges are block-aligned).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +74,8 @@ pub enum Cut {
     Rows(Vec<Range<usize>>),
     /// These columns (input features) of every row, in this order.
     Cols(Vec<Range<usize>>),
+    /// These column ranges, each stored as a matrix of its own (all its rows), one after the other.
+    Pieces(Vec<Range<usize>>),
 }
 
 /// A DeltaNet layer's part: key heads [a, b) and the value heads that read them.
@@ -76,13 +102,180 @@ pub struct AttentionPart {
     pub kv_heads: Range<usize>,
 }
 
+/// One balanced dimension of a stage — a layer's FFN rows or the vocabulary — cut into pieces,
+/// in order along it:
+///
+/// ```text
+///   core 0 | band 0: P pieces | core 1 | band 1: P pieces | … | core N−1
+/// ```
+/// The shard at virtual position v (the layer's rotation, as [`group_range`]) holds core v and
+/// the bands on both sides of it; the coordinator cuts each band between its two holders (`cut`
+/// pieces to the left one, [`Banded::assigned`]). With P = 0 the pieces are the N cores (no band).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Banded {
+    /// Element ranges, in order; together exactly the whole dimension.
+    pub pieces: Vec<Range<usize>>,
+    /// P: pieces per band.
+    pub per_band: usize,
+    n: usize,
+    rot: usize,
+}
+
+impl Banded {
+    /// `units` elements in groups of `g` (a column split's whole blocks) over `n` shards rotated
+    /// by `rot`; bands of about `pct` % of a shard's share, in at most `pieces` (even) pieces of
+    /// whole groups, and only where every core keeps a group.
+    fn new(units: usize, g: usize, n: usize, rot: usize, pct: usize, pieces: usize) -> Banded {
+        let groups = units / g;
+        let band = pct * groups / (100 * n);
+        let mut p = pieces.min(band) & !1;
+        let q = band.checked_div(p).unwrap_or(0);
+        if n < 2 || p == 0 || groups / n < p * q + 1 {
+            p = 0;
+        }
+        let half = p / 2 * q; // groups of a band on each side of the even boundary
+        let mut out = Vec::with_capacity(n * (p + 1));
+        for v in 0..n {
+            let start = if v == 0 { 0 } else { v * groups / n + half };
+            let end = if v + 1 == n { groups } else { (v + 1) * groups / n - half };
+            out.push(start * g..end * g);
+            if v + 1 < n {
+                out.extend((0..p).map(|i| (end + i * q) * g..(end + (i + 1) * q) * g));
+            }
+        }
+        Banded { pieces: out, per_band: p, n, rot }
+    }
+
+    /// The virtual position of shard `s` (its place along the dimension).
+    pub fn position(&self, s: usize) -> usize {
+        (s + self.n - self.rot % self.n) % self.n
+    }
+
+    /// The shard at virtual position `v`.
+    pub fn shard_at(&self, v: usize) -> usize {
+        (v + self.rot) % self.n
+    }
+
+    /// The pieces (indices) shard `s` holds: its core and the bands beside it.
+    pub fn held(&self, s: usize) -> Range<usize> {
+        let (p, c) = (self.per_band, self.position(s) * (self.per_band + 1));
+        c.saturating_sub(p)..(c + p + 1).min(self.pieces.len())
+    }
+
+    /// The pieces (indices) shard `s` computes when band b's first `cuts[b]` pieces go to its
+    /// left holder (`cuts[b]` ≤ P, one per band).
+    pub fn assigned(&self, s: usize, cuts: &[usize]) -> Range<usize> {
+        let (v, p) = (self.position(s), self.per_band);
+        let start = if v == 0 { 0 } else { (v - 1) * (p + 1) + 1 + cuts[v - 1] };
+        let end = if v + 1 == self.n { self.pieces.len() } else { v * (p + 1) + 1 + cuts[v] };
+        start..end
+    }
+
+    /// How many shards share the dimension.
+    pub fn shards(&self) -> usize {
+        self.n
+    }
+
+    /// The elements of pieces `p` (indices).
+    pub fn rows(&self, p: Range<usize>) -> Range<usize> {
+        if p.is_empty() {
+            return 0..0;
+        }
+        self.pieces[p.start].start..self.pieces[p.end - 1].end
+    }
+
+    /// The elements of the band between positions `v` and `v + 1`.
+    pub fn band(&self, v: usize) -> Range<usize> {
+        let first = v * (self.per_band + 1) + 1;
+        self.rows(first..first + self.per_band)
+    }
+
+    /// The cut that gives every shard its even share.
+    pub fn even_cuts(&self) -> Vec<usize> {
+        vec![self.per_band / 2; self.n - 1]
+    }
+
+    /// Shard `s`'s part: the pieces it holds and those it computes without a cut (`None`: it
+    /// holds nothing).
+    fn held_part(&self, s: usize) -> Option<Held> {
+        let held = self.held(s);
+        let even = self.assigned(s, &self.even_cuts());
+        let pieces: Vec<Range<usize>> = self.pieces[held.clone()].to_vec();
+        (pieces.iter().any(|r| !r.is_empty()))
+            .then(|| Held { pieces, even: even.start - held.start..even.end - held.start })
+    }
+}
+
+/// What one shard holds of a balanced dimension: consecutive pieces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Element ranges of the pieces, in order (touching).
+    pub pieces: Vec<Range<usize>>,
+    /// The pieces (indices into `pieces`) it computes when the split is even.
+    pub even: Range<usize>,
+}
+
+impl Held {
+    /// All the elements held.
+    pub fn range(&self) -> Range<usize> {
+        self.pieces[0].start..self.pieces[self.pieces.len() - 1].end
+    }
+    /// The elements of pieces `p`.
+    pub fn rows(&self, p: Range<usize>) -> Range<usize> {
+        if p.is_empty() {
+            return 0..0;
+        }
+        self.pieces[p.start].start..self.pieces[p.end - 1].end
+    }
+}
+
+/// What a shard computes of a balanced stage (FFN, LM head): pieces `[start, end)` of those it
+/// holds (`None`: its even share), and whether it returns one partial sum per piece (`separate`;
+/// FFN only) or their sum. Mixer stages have nothing to share.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Share {
+    pub pieces: Option<Range<usize>>,
+    pub separate: bool,
+}
+
+/// How the balanced stages of every layer and the LM head are cut (one definition for the
+/// shards' plans and the coordinator's balancer).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Balanced {
+    pub ffn: Vec<Banded>,
+    pub head: Banded,
+}
+
+impl Balanced {
+    pub fn new(cfg: &Config, count: usize, band_pct: usize, blocks: impl Fn(usize) -> LayerBlocks) -> Balanced {
+        let ffn = (0..cfg.n_layer)
+            .map(|il| {
+                let g = group_size(cfg.n_ff, 1, blocks(il).ffn_down);
+                // Rotated one step further than the mixer: where a layer has fewer groups than
+                // shards, a shard left without heads tends to get FFN rows.
+                Banded::new(cfg.n_ff, g, count, il + 1, band_pct, FFN_PIECES)
+            })
+            .collect();
+        // Vocabulary rows: any cut works, but an interleaved head's pieces must be whole groups
+        // of four rows (in 256s where they divide; no band where not even 4 do).
+        let g = [256, 4, 1].into_iter().find(|g| cfg.n_vocab % g == 0).unwrap_or(1);
+        let pct = if g < 4 { 0 } else { band_pct };
+        Balanced { ffn, head: Banded::new(cfg.n_vocab, g, count, 0, pct, HEAD_PIECES) }
+    }
+
+    /// [`Balanced::new`] from a model's tensor types (`ty_of(name)`), as [`ShardPlan::for_tensors`].
+    pub fn for_tensors(cfg: &Config, count: usize, band_pct: usize, ty_of: impl Fn(&str) -> Option<GgmlType>) -> Balanced {
+        Balanced::new(cfg, count, band_pct, |il| layer_blocks(cfg, il, &ty_of))
+    }
+}
+
 /// One layer's part; `None` fields: this shard has no work there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LayerPart {
     pub deltanet: Option<DeltaNetPart>,
     pub attention: Option<AttentionPart>,
     /// FFN hidden rows (gate/up rows, down columns).
-    pub ffn: Option<Range<usize>>,
+    pub ffn: Option<Held>,
 }
 
 /// Everything one shard holds.
@@ -90,8 +283,8 @@ pub struct LayerPart {
 pub struct ShardPlan {
     pub id: ShardId,
     pub layers: Vec<LayerPart>,
-    /// LM-head rows (vocabulary ids) whose logits this shard computes.
-    pub vocab: Option<Range<usize>>,
+    /// LM-head rows (vocabulary ids).
+    pub vocab: Option<Held>,
 }
 
 /// Block sizes of the column-split tensors of one layer (what constrains the cut).
@@ -122,6 +315,7 @@ impl ShardPlan {
     pub fn new(cfg: &Config, id: ShardId, blocks: impl Fn(usize) -> LayerBlocks) -> ShardPlan {
         let n = id.count;
         let s = id.index;
+        let bal = Balanced::new(cfg, n, id.band_pct, &blocks);
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for il in 0..cfg.n_layer {
             let b = blocks(il);
@@ -153,16 +347,9 @@ impl ShardPlan {
                     attention = Some(AttentionPart { heads, kv_heads });
                 }
             }
-            let g = group_size(cfg.n_ff, 1, b.ffn_down);
-            // Rotated one step further than the mixer: where a layer has fewer groups than shards,
-            // a shard left without heads tends to get FFN rows.
-            let r = group_range(cfg.n_ff / g, s, n, il + 1);
-            let ffn = (!r.is_empty()).then(|| r.start * g..r.end * g);
-            layers.push(LayerPart { deltanet, attention, ffn });
+            layers.push(LayerPart { deltanet, attention, ffn: bal.ffn[il].held_part(s) });
         }
-        let r = group_range(cfg.n_vocab, s, n, 0);
-        let vocab = (!r.is_empty()).then_some(r);
-        ShardPlan { id, layers, vocab }
+        ShardPlan { id, layers, vocab: bal.head.held_part(s) }
     }
 
     /// Bytes of recurrent + conv state per sequence, and of K+V cache per token (f32), of this
@@ -183,15 +370,7 @@ impl ShardPlan {
 
     /// The plan from a model's tensor types (`ty_of(name)`; absent tensors count as 32-element blocks).
     pub fn for_tensors(cfg: &Config, id: ShardId, ty_of: impl Fn(&str) -> Option<GgmlType>) -> ShardPlan {
-        let block = |name: String| ty_of(&name).map(|t| t.block_elems()).unwrap_or(32);
-        ShardPlan::new(cfg, id, |il| LayerBlocks {
-            mixer_out: if cfg.recurrent[il] {
-                block(format!("blk.{il}.ssm_out.weight"))
-            } else {
-                block(format!("blk.{il}.attn_output.weight"))
-            },
-            ffn_down: block(format!("blk.{il}.ffn_down.weight")),
-        })
+        ShardPlan::new(cfg, id, |il| layer_blocks(cfg, il, &ty_of))
     }
 
     /// How shard tensor `name` is cut (`None`: this shard does not hold it). Tensors of the
@@ -200,7 +379,7 @@ impl ShardPlan {
     #[allow(clippy::single_range_in_vec_init)] // a cut is a list of ranges, often of one
     pub fn cut(&self, cfg: &Config, name: &str) -> Option<Cut> {
         if name == "output.weight" || (name == "token_embd.weight" && cfg.tied_output) {
-            return self.vocab.clone().map(|r| Cut::Rows(vec![r]));
+            return self.vocab.as_ref().map(|h| Cut::Rows(vec![h.range()]));
         }
         let rest = name.strip_prefix("blk.")?;
         let (il, tname) = rest.split_once('.')?;
@@ -208,8 +387,9 @@ impl ShardPlan {
         let part = self.layers.get(il)?;
         let ds = cfg.d_state;
         match tname {
-            "ffn_gate.weight" | "ffn_up.weight" => part.ffn.clone().map(|r| Cut::Rows(vec![r])),
-            "ffn_down.weight" => part.ffn.clone().map(|r| Cut::Cols(vec![r])),
+            "ffn_gate.weight" | "ffn_up.weight" => part.ffn.as_ref().map(|h| Cut::Rows(vec![h.range()])),
+            // Each piece's columns a matrix of their own: a piece's partial sum is one product.
+            "ffn_down.weight" => part.ffn.as_ref().map(|h| Cut::Pieces(h.pieces.clone())),
             _ => {
                 if let Some(p) = &part.deltanet {
                     let hk = cfg.n_k_heads;
@@ -242,6 +422,15 @@ impl ShardPlan {
                 None
             }
         }
+    }
+}
+
+/// Layer `il`'s column blocks from the tensor types (absent tensors count as 32-element blocks).
+fn layer_blocks(cfg: &Config, il: usize, ty_of: impl Fn(&str) -> Option<GgmlType>) -> LayerBlocks {
+    let block = |name: String| ty_of(&name).map(|t| t.block_elems()).unwrap_or(32);
+    LayerBlocks {
+        mixer_out: if cfg.recurrent[il] { block(format!("blk.{il}.ssm_out.weight")) } else { block(format!("blk.{il}.attn_output.weight")) },
+        ffn_down: block(format!("blk.{il}.ffn_down.weight")),
     }
 }
 
@@ -309,20 +498,21 @@ mod tests {
         }
     }
 
-    /// Every head, FFN row and vocabulary row is owned by exactly one shard, and every column cut
-    /// is block-aligned, for the 9B with K-quant (256) and legacy (32) blocks and 1..16 shards.
+    /// Every head, FFN row and vocabulary row is computed by exactly one shard when the split is
+    /// even, and every column cut is block-aligned, for the 9B with K-quant (256) and legacy (32)
+    /// blocks, 1..16 shards, with and without bands.
     #[test]
     fn partitions_are_exact_and_aligned() {
         let c = cfg_9b();
-        for block in [32, 256] {
+        for (block, band_pct) in [(32, 0), (256, 0), (32, BAND_PCT), (256, BAND_PCT)] {
             for n in 1..=16 {
                 let plans: Vec<ShardPlan> = (0..n)
-                    .map(|i| ShardPlan::new(&c, ShardId { index: i, count: n }, |_| LayerBlocks { mixer_out: block, ffn_down: block }))
+                    .map(|i| ShardPlan::new(&c, ShardId { index: i, count: n, band_pct }, |_| LayerBlocks { mixer_out: block, ffn_down: block }))
                     .collect();
                 let mut vocab = vec![0u8; c.n_vocab];
                 for p in &plans {
-                    if let Some(r) = &p.vocab {
-                        r.clone().for_each(|i| vocab[i] += 1);
+                    if let Some(h) = &p.vocab {
+                        h.rows(h.even.clone()).for_each(|i| vocab[i] += 1);
                     }
                 }
                 assert!(vocab.iter().all(|&x| x == 1));
@@ -331,9 +521,9 @@ mod tests {
                     let mut heads = vec![0u8; if c.recurrent[il] { c.n_v_heads } else { c.n_head }];
                     for p in &plans {
                         let l = &p.layers[il];
-                        if let Some(r) = &l.ffn {
-                            assert_eq!(r.start % block, 0);
-                            r.clone().for_each(|i| ff[i] += 1);
+                        if let Some(h) = &l.ffn {
+                            assert!(h.pieces.iter().all(|r| r.start % block == 0 && r.end % block == 0));
+                            h.rows(h.even.clone()).for_each(|i| ff[i] += 1);
                         }
                         if let Some(d) = &l.deltanet {
                             for r in &d.v_heads {
@@ -366,6 +556,42 @@ mod tests {
         }
     }
 
+    /// With bands, for any cuts the shards' assigned pieces tile the dimension in order of
+    /// position, each shard computes only pieces it holds, and a band piece is held by its two
+    /// neighbours only; the 9B's two-shard bands are as wide as BENCHMARKS.md says.
+    #[test]
+    fn bands_tile_for_any_cut() {
+        let c = cfg_9b();
+        for n in 2..=8 {
+            let bal = Balanced::new(&c, n, BAND_PCT, |_| LayerBlocks { mixer_out: 256, ffn_down: 256 });
+            for b in bal.ffn.iter().take(2).chain([&bal.head]) {
+                assert!(b.per_band >= 2 && b.per_band % 2 == 0, "n {n}: {} pieces a band", b.per_band);
+                let held: Vec<usize> = (0..b.pieces.len()).map(|i| (0..n).filter(|&s| b.held(s).contains(&i)).count()).collect();
+                for (i, &k) in held.iter().enumerate() {
+                    let core = i % (b.per_band + 1) == 0;
+                    assert_eq!(k, if core { 1 } else { 2 }, "piece {i}");
+                }
+                for cut in [0, 1, b.per_band / 2, b.per_band] {
+                    let cuts = vec![cut; n - 1];
+                    let mut next = 0;
+                    for v in 0..n {
+                        let s = b.shard_at(v);
+                        let a = b.assigned(s, &cuts);
+                        assert_eq!(a.start, next);
+                        assert!(b.held(s).start <= a.start && a.end <= b.held(s).end);
+                        next = a.end;
+                    }
+                    assert_eq!(next, b.pieces.len());
+                }
+            }
+            if n == 2 {
+                // FFN: 4 pieces of two 256-blocks (2048 of 12288 rows); head: 16 of 12 × 256 rows.
+                assert_eq!((bal.ffn[0].per_band, bal.ffn[0].pieces[1].len()), (4, 512));
+                assert_eq!((bal.head.per_band, bal.head.pieces[1].len()), (16, 3072));
+            }
+        }
+    }
+
     /// A layer that cannot be cut (one block per row) goes whole to one shard, rotating.
     #[test]
     fn uncuttable_layers_rotate() {
@@ -378,7 +604,7 @@ mod tests {
             .map(|il| {
                 let v: Vec<usize> = (0..2)
                     .filter(|&s| {
-                        ShardPlan::new(&c, ShardId { index: s, count: 2 }, |_| LayerBlocks { mixer_out: 256, ffn_down: 256 }).layers[il]
+                        ShardPlan::new(&c, ShardId { index: s, count: 2, band_pct: BAND_PCT }, |_| LayerBlocks { mixer_out: 256, ffn_down: 256 }).layers[il]
                             .deltanet
                             .is_some()
                     })

@@ -91,7 +91,7 @@ use crate::engine::{Engine, EngineError, GenParams};
 use crate::gguf::{Detail, GgufError, Header};
 use crate::model::{Config, Model, ModelError, Role, Stage};
 use crate::shard::{ShardEngine, StateOp};
-use crate::split::ShardId;
+use crate::split::{Share, ShardId};
 use crate::sampler::{SamplerParams, MAX_TOP_LOGPROBS};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{StoreError, WeightStore};
@@ -227,7 +227,7 @@ fn parse_role(role: &str, index: usize, count: usize) -> Result<Role, JsValue> {
     match role {
         "whole" => Ok(Role::Whole),
         "coordinator" => Ok(Role::Coordinator),
-        "shard" if count >= 1 && index < count => Ok(Role::Shard(ShardId { index, count })),
+        "shard" if count >= 1 && index < count => Ok(Role::Shard(ShardId { index, count, band_pct: 0 })),
         _ => Err(err("bad_request", format!("unknown role '{role}' ({index} of {count})"))),
     }
 }
@@ -243,7 +243,7 @@ pub fn split_info(prefix: &[u8], file_size: f64, count: usize) -> Result<Array, 
     let roles: Vec<Role> = if count <= 1 {
         vec![Role::Whole]
     } else {
-        std::iter::once(Role::Coordinator).chain((0..count).map(|index| Role::Shard(ShardId { index, count }))).collect()
+        std::iter::once(Role::Coordinator).chain((0..count).map(|index| Role::Shard(ShardId { index, count, band_pct: 0 }))).collect()
     };
     let out = Array::new();
     for role in roles {
@@ -420,9 +420,15 @@ fn stage_of(kind: u32, layer: usize) -> Result<Stage, JsValue> {
 impl WasmShard {
     /// Runs a stage; its output stays in the shard ([`Self::run`] copies it, [`Self::run_view`]
     /// views it).
-    fn stage(&mut self, kind: u32, layer: usize, pos: usize, x: &[f32]) -> Result<&[f32], JsValue> {
+    /// `share`: `[start, end, separate]` of a balanced stage (src/balance.rs), absent: the even share.
+    fn stage(&mut self, kind: u32, layer: usize, pos: usize, x: &[f32], share: Option<Vec<u32>>) -> Result<&[f32], JsValue> {
         let stage = stage_of(kind, layer)?;
-        self.shard.run(stage, pos, x).map_err(|e| model_err(&e))
+        let share = match share.as_deref() {
+            None => Share::default(),
+            Some(&[a, b, sep]) => Share { pieces: Some(a as usize..b as usize), separate: sep != 0 },
+            Some(v) => return Err(err("bad_request", format!("a share is [start, end, separate], not {v:?}"))),
+        };
+        self.shard.run(stage, pos, x, &share).map_err(|e| model_err(&e))
     }
 }
 
@@ -437,18 +443,19 @@ impl WasmShard {
         Ok(())
     }
 
-    /// Runs a stage (`kind`, `layer`) on input `x` for tokens at positions `pos..`; returns this
-    /// shard's partial sum (T × D) or its logits (rows × |vocabRange|).
-    pub fn run(&mut self, kind: u32, layer: usize, pos: usize, x: &[f32]) -> Result<Vec<f32>, JsValue> {
-        self.stage(kind, layer, pos, x).map(|o| o.to_vec())
+    /// Runs a stage (`kind`, `layer`) on input `x` for tokens at positions `pos..`, of a balanced
+    /// stage the pieces `share` names (`[start, end, separate]`; absent: the even share); returns
+    /// this shard's partial sum (T × D; separate: one per piece) or its logits (rows × its rows).
+    pub fn run(&mut self, kind: u32, layer: usize, pos: usize, x: &[f32], share: Option<Vec<u32>>) -> Result<Vec<f32>, JsValue> {
+        self.stage(kind, layer, pos, x, share).map(|o| o.to_vec())
     }
 
     /// [`Self::run`] without copying the result out: a view of this instance's memory, valid
     /// until the next call into this instance. For the shared exchange, which copies it into the
     /// exchange buffer or hands it to the engine (another instance) at once; never transferred.
     #[wasm_bindgen(js_name = runView)]
-    pub fn run_view(&mut self, kind: u32, layer: usize, pos: usize, x: &[f32]) -> Result<js_sys::Float32Array, JsValue> {
-        let out = self.stage(kind, layer, pos, x)?;
+    pub fn run_view(&mut self, kind: u32, layer: usize, pos: usize, x: &[f32], share: Option<Vec<u32>>) -> Result<js_sys::Float32Array, JsValue> {
+        let out = self.stage(kind, layer, pos, x, share)?;
         // SAFETY: as `pass_input_view`: used before the next call into this instance.
         Ok(unsafe { js_sys::Float32Array::view(out) })
     }
@@ -470,10 +477,11 @@ impl WasmShard {
         }
     }
 
-    /// `[start, end)` of the vocabulary this shard's LM-head rows cover (empty: none).
+    /// `[start, end)` of the vocabulary whose logits this shard computes when the split is even
+    /// (empty: none).
     #[wasm_bindgen(js_name = vocabRange)]
     pub fn vocab_range(&self) -> Vec<u32> {
-        self.shard.model.vocab_range().map_or(vec![0, 0], |r| vec![r.start as u32, r.end as u32])
+        self.shard.model.vocab_even().map_or(vec![0, 0], |r| vec![r.start as u32, r.end as u32])
     }
 
     /// Bytes of state (KV cache reserved + recurrent state + snapshots) held.

@@ -12,7 +12,8 @@
 //!   contiguous file range, one op per shard.
 //! - [`WeightStore::allocate_cut`] (one part of a model split across workers, see `split.rs`):
 //!   each tensor keeps only its [`Cut`] — some rows (one op per row range) or some columns of
-//!   every row (one strided op per column range: a per-row scatter).
+//!   every row (one strided op per column range: a per-row scatter), or column ranges each
+//!   stored as a matrix of its own (`Cut::Pieces`: the FFN pieces of `split.rs`'s bands).
 //!
 //! A tensor may be stored in another form than the file's (`quant::kquants::forms`): IQ2_S and
 //! IQ2_XS matrices become IQ2_SX (138 bytes per block instead of 82 or 74), IQ3_S ones IQ3_SX (134
@@ -338,7 +339,7 @@ impl Layout {
                     d[1] = n;
                     (d, n as u64 * row_bytes)
                 }
-                Cut::Cols(cs) => {
+                Cut::Cols(cs) | Cut::Pieces(cs) => {
                     if cs.iter().any(|c| c.end > n_in || c.start > c.end || c.start % be != 0 || c.end % be != 0) {
                         return Err(bad(format!("columns {cs:?} of {n_in} in blocks of {be}")));
                     }
@@ -387,6 +388,16 @@ impl Layout {
                             dst_stride: local_row,
                         });
                         col += len;
+                    }
+                }
+                Cut::Pieces(cs) => {
+                    // Piece after piece, each all rows × its columns.
+                    let mut dst = base;
+                    for c in cs.iter().filter(|c| !c.is_empty()) {
+                        let len = (c.len() / be) as u64 * bb;
+                        let file_offset = start + (c.start / be) as u64 * bb;
+                        plan.push(CopyOp { shard, dst_offset: dst, file_offset, len, count: n_rows as u64, file_stride: row_bytes, dst_stride: len });
+                        dst += len * n_rows as u64;
                     }
                 }
             }

@@ -258,6 +258,43 @@ fn split_models_match_the_whole_model_exact() {
     }
 }
 
+/// Bands (src/balance.rs): wherever the balancer cuts them, the same bits. Each fixture through
+/// 2 and 3 shards, a prompt then 8 greedy tokens, once with the shards at one speed and once with
+/// their speeds swinging from token to token (one shard up to 8× slower, in turn, as on a busy
+/// host): every logit of every pass identical, and where the file has bands the cuts moved.
+#[test]
+fn band_cuts_do_not_change_results() {
+    for (name, path) in models() {
+        let file = std::fs::read(&path).unwrap();
+        let tdq = json(&fixture_dir().join(format!("{name}.transformers-dequant.json")));
+        let prompt = ids(&tdq["cases"][0]["prompt_ids"]);
+        let n_ctx = prompt.len() + 10;
+        for n in [2, 3] {
+            let run = |swing: bool| -> (Vec<Vec<f32>>, bool, usize) {
+                let (m, mut c) = Cluster::from_bytes(&file, n, n_ctx).unwrap();
+                let mut n_past = 0;
+                let mut out = vec![c.forward(&m, &mut n_past, n_ctx, &prompt, Logits::Last).unwrap()];
+                for step in 0..8 {
+                    if swing {
+                        c.slowdown = (0..n).map(|i| if i == step % n { [8.0, 1.5, 3.0][step % 3] } else { 1.0 }).collect();
+                    }
+                    let t = argmax(out.last().unwrap());
+                    out.push(c.forward(&m, &mut n_past, n_ctx, &[t], Logits::Last).unwrap());
+                }
+                (out, c.balancer().has_bands(), c.balancer().moved())
+            };
+            let (even, bands, moved_even) = run(false);
+            let (swung, _, moved) = run(true);
+            assert_eq!(moved_even, 0, "{name} / {n} shards: cuts moved at one speed");
+            assert_eq!(moved > 0, bands, "{name} / {n} shards: bands {bands}, {moved} stages cut unevenly");
+            for (k, (a, b)) in even.iter().zip(&swung).enumerate() {
+                assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "{name} / {n} shards: pass {k} differs with moved cuts");
+            }
+            println!("{name} / {n} shards: bands {bands}, {moved} stages cut unevenly, 9 passes bit-identical");
+        }
+    }
+}
+
 /// Fast precision (int8 activations) through 2 and 3 shards: as close to the exact reference as
 /// llama.cpp is (the same bound as the whole model's test: a split changes summation order, which
 /// can flip an int8 rounding, which is the noise the fixtures' README describes).

@@ -93,8 +93,12 @@ fn tied_output_split_across_shards() {
         let (m, mut c) = Cluster::from_bytes(&tied, n, 16).unwrap();
         c.set_precision(Precision::Exact);
         assert_eq!(m.store.find("token_embd.weight").unwrap().dims[1], embd_rows, "the coordinator's table");
-        let held: usize = c.shards.iter().map(|s| s.model.store.find("token_embd.weight").unwrap().dims[1]).sum();
-        assert_eq!(held, embd_rows, "{n} shards hold every row once");
+        // Each shard holds its rows (a band's twice over), and computes each row once when even.
+        for s in &c.shards {
+            assert_eq!(s.model.store.find("token_embd.weight").unwrap().dims[1], s.model.vocab_range().unwrap().len());
+        }
+        let even: usize = c.shards.iter().map(|s| s.model.vocab_even().unwrap().len()).sum();
+        assert_eq!(even, embd_rows, "{n} shards compute every row once");
         assert!(c.shards.iter().all(|s| s.model.store.find("token_embd.weight").unwrap().dims[0] == d));
         let mut n_past = 0;
         let got = c.forward(&m, &mut n_past, 16, &[8001, 846, 198, 3710, 369], Logits::Last).unwrap();

@@ -53,20 +53,21 @@ pub fn needed(ids: impl IntoIterator<Item = u32>) -> Vec<u32> {
 
 /// The LM-head table this model part holds and the vocabulary ids its rows are (`None`: none
 /// here — the coordinator of a split model with an untied `output.weight`).
-fn lm_table(model: &Model) -> Option<(&TensorView, Range<usize>)> {
+/// Also the ids it answers for: a shard's even share (a band's rows are held by two shards).
+fn lm_table(model: &Model) -> Option<(&TensorView, Range<usize>, Range<usize>)> {
     let name = if model.config.tied_output { "token_embd.weight" } else { "output.weight" };
     let t = model.store.find(name)?;
-    let range = match model.role {
-        Role::Shard(_) => model.vocab_range()?,
+    let (range, answers) = match model.role {
+        Role::Shard(_) => (model.vocab_range()?, model.vocab_even()?),
         // The whole table: a whole model's, or the tied embeddings a coordinator holds.
-        Role::Whole | Role::Coordinator => 0..t.rows_cols().0,
+        Role::Whole | Role::Coordinator => (0..t.rows_cols().0, 0..t.rows_cols().0),
     };
-    Some((t, range))
+    Some((t, range, answers))
 }
 
 /// This model part's rows of `ids` (those in its range; `None`: it holds no LM head).
 pub fn rows_of_part(model: &Model, ids: &[u32]) -> Option<RowsPart> {
-    let (t, range) = lm_table(model)?;
+    let (t, range, answers) = lm_table(model)?;
     let rb = t.ty.row_bytes(t.rows_cols().1);
     let data = model.store.bytes(t);
     // An interleaved head (`Model::interleave_weights`) holds each row inside its group of four:
@@ -75,7 +76,7 @@ pub fn rows_of_part(model: &Model, ids: &[u32]) -> Option<RowsPart> {
     let mut group: Option<(usize, Vec<u8>)> = None;
     let mut part = RowsPart { ty: t.ty, ids: Vec::new(), bytes: Vec::new() };
     for &id in ids {
-        if range.contains(&(id as usize)) {
+        if answers.contains(&(id as usize)) {
             let r = id as usize - range.start;
             part.ids.push(id);
             match r4 {
