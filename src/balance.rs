@@ -115,6 +115,9 @@ impl Balancer {
 
     /// Learns from the shards' compute times of the stage just planned (ms, by shard index).
     pub fn observe(&mut self, ms: &[f64]) {
+        if ms.len() != self.n {
+            return;
+        }
         let per: Vec<Option<f64>> = (0..self.n).map(|s| (self.work[s] > 0.0 && ms[s] > 0.0).then(|| ms[s] / self.work[s])).collect();
         let known: Vec<f64> = per.iter().flatten().copied().collect();
         if known.len() < 2 {

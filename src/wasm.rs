@@ -91,7 +91,8 @@ use crate::engine::{Engine, EngineError, GenParams};
 use crate::gguf::{Detail, GgufError, Header};
 use crate::model::{Config, Model, ModelError, Role, Stage};
 use crate::shard::{ShardEngine, StateOp};
-use crate::split::{Share, ShardId};
+use crate::balance::Balancer;
+use crate::split::{Balanced, Share, ShardId};
 use crate::sampler::{SamplerParams, MAX_TOP_LOGPROBS};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{StoreError, WeightStore};
@@ -223,11 +224,16 @@ fn read_header(prefix: &[u8], file_size: f64, detail: Detail) -> Result<Header, 
     crate::gguf::parse_header_with(prefix, Some(file_size as u64), detail).map_err(|e| model_err(&ModelError::Gguf(e)))
 }
 
-fn parse_role(role: &str, index: usize, count: usize) -> Result<Role, JsValue> {
+/// `band`: [`ShardId::band_pct`] of a split load (absent: no bands).
+fn parse_role(role: &str, index: usize, count: usize, band: Option<usize>) -> Result<Role, JsValue> {
+    let band_pct = band.unwrap_or(0);
+    if band_pct > 100 {
+        return Err(err("bad_request", format!("a band of {band_pct} % of a shard's share")));
+    }
     match role {
         "whole" => Ok(Role::Whole),
         "coordinator" => Ok(Role::Coordinator),
-        "shard" if count >= 1 && index < count => Ok(Role::Shard(ShardId { index, count, band_pct: 0 })),
+        "shard" if count >= 1 && index < count => Ok(Role::Shard(ShardId { index, count, band_pct })),
         _ => Err(err("bad_request", format!("unknown role '{role}' ({index} of {count})"))),
     }
 }
@@ -237,13 +243,20 @@ fn parse_role(role: &str, index: usize, count: usize) -> Result<Role, JsValue> {
 /// the coordinator, then each shard; `count` = 1: the whole model in one worker.
 /// `expandedWeightBytes`: the weights with the tensors that have a faster stored form held in it
 /// (`weights.rs` `Relocation`; `expand` to `forRole`), from the same parse of the header.
+/// The band a split load uses where it fits ([`crate::split::BAND_PCT`]).
+#[wasm_bindgen(js_name = bandPct)]
+pub fn band_pct() -> usize {
+    crate::split::BAND_PCT
+}
+
+/// `band`: the shards' [`ShardId::band_pct`] (absent: no bands).
 #[wasm_bindgen(js_name = splitInfo)]
-pub fn split_info(prefix: &[u8], file_size: f64, count: usize) -> Result<Array, JsValue> {
+pub fn split_info(prefix: &[u8], file_size: f64, count: usize, band: Option<usize>) -> Result<Array, JsValue> {
     let h = read_header(prefix, file_size, Detail::Layout)?;
     let roles: Vec<Role> = if count <= 1 {
         vec![Role::Whole]
     } else {
-        std::iter::once(Role::Coordinator).chain((0..count).map(|index| Role::Shard(ShardId { index, count, band_pct: 0 }))).collect()
+        (0..=count).map(|i| if i == 0 { parse_role("coordinator", 0, count, band) } else { parse_role("shard", i - 1, count, band) }).collect::<Result<_, _>>()?
     };
     let out = Array::new();
     for role in roles {
@@ -275,6 +288,8 @@ pub struct ModelLoader {
     role: Role,
     store: Option<WeightStore>,
     kv_type: crate::kv::KvType,
+    /// A coordinator's shards: how many, and their bands (its engine's balancer, `finish`).
+    shards: (usize, usize),
 }
 
 #[wasm_bindgen]
@@ -283,20 +298,21 @@ impl ModelLoader {
     /// weights cannot be allocated here.
     #[wasm_bindgen(constructor)]
     pub fn new(prefix: &[u8], file_size: f64) -> Result<ModelLoader, JsValue> {
-        ModelLoader::for_role(prefix, file_size, "whole", 0, 1, false)
+        ModelLoader::for_role(prefix, file_size, "whole", 0, 1, false, None)
     }
 
     /// The part of a split model one worker holds: `role` = "whole", "coordinator" or "shard"
     /// (`index` of `count`); `expand`: store the tensors that have a faster stored form in it
-    /// (`splitInfo`'s `expandedWeightBytes`).
+    /// (`splitInfo`'s `expandedWeightBytes`); `band`: the shards' bands, in percent of a shard's
+    /// share (src/split.rs; absent: none) — the same for the coordinator and every shard.
     #[wasm_bindgen(js_name = forRole)]
-    pub fn for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize, expand: bool) -> Result<ModelLoader, JsValue> {
-        let role = parse_role(role, index, count)?;
+    pub fn for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize, expand: bool, band: Option<usize>) -> Result<ModelLoader, JsValue> {
+        let role = parse_role(role, index, count, band)?;
         // A shard builds no tokenizer (`finishShard`): the layout is all it needs of the header.
         let detail = if matches!(role, Role::Shard(_)) { Detail::Layout } else { Detail::Full };
         let header = read_header(prefix, file_size, detail)?;
         let (config, store) = Model::allocate_role(&header, role, expand).map_err(|e| model_err(&e))?;
-        Ok(ModelLoader { header, config, role, store: Some(store), kv_type: Default::default() })
+        Ok(ModelLoader { header, config, role, store: Some(store), kv_type: Default::default(), shards: (count, band.unwrap_or(0)) })
     }
 
     pub fn info(&self) -> JsValue {
@@ -314,8 +330,8 @@ impl ModelLoader {
     /// The plan `forRole` would give, without allocating anything: a shard worker answers with
     /// it at once and allocates after, so the coordinator starts routing bytes meanwhile.
     #[wasm_bindgen(js_name = planForRole)]
-    pub fn plan_for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize, expand: bool) -> Result<Array, JsValue> {
-        let role = parse_role(role, index, count)?;
+    pub fn plan_for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize, expand: bool, band: Option<usize>) -> Result<Array, JsValue> {
+        let role = parse_role(role, index, count, band)?;
         let header = read_header(prefix, file_size, Detail::Layout)?;
         let (_, layout, _) = Model::layout_role(&header, role, expand).map_err(|e| model_err(&e))?;
         Ok(plan_array(&layout.plan))
@@ -381,7 +397,13 @@ impl ModelLoader {
         let template = ChatTemplate::new(self.header.get_str("tokenizer.chat_template")).map_err(|e| err(e.code(), e))?;
         let decisions = DecisionSetup::new(&self.header, &model, &tokenizer);
         let engine = Engine::new(model, Some(tokenizer), n_ctx).map_err(|e| err("out_of_memory", e))?;
-        Ok(WasmEngine { engine, template, decisions, decider: Decider::new(), deciding: None, grammar_vocab: None })
+        // A coordinator's balancer: the shards' split, from the same tensor types they were cut by.
+        let balance = (self.role == Role::Coordinator).then(|| {
+            let (count, band) = self.shards;
+            let h = &self.header;
+            Balancer::new(Balanced::for_tensors(&self.config, count, band, |name| h.tensors.iter().find(|t| t.name == name).map(|t| t.ty)))
+        });
+        Ok(WasmEngine { engine, template, decisions, decider: Decider::new(), deciding: None, grammar_vocab: None, balance })
     }
 }
 
@@ -477,13 +499,6 @@ impl WasmShard {
         }
     }
 
-    /// `[start, end)` of the vocabulary whose logits this shard computes when the split is even
-    /// (empty: none).
-    #[wasm_bindgen(js_name = vocabRange)]
-    pub fn vocab_range(&self) -> Vec<u32> {
-        self.shard.model.vocab_even().map_or(vec![0, 0], |r| vec![r.start as u32, r.end as u32])
-    }
-
     /// Bytes of state (KV cache reserved + recurrent state + snapshots) held.
     #[wasm_bindgen(js_name = stateBytes)]
     pub fn state_bytes(&self) -> f64 {
@@ -509,6 +524,8 @@ pub struct WasmEngine {
     deciding: Option<Decision>,
     /// The vocabulary's token trie for constrained decoding, built at the first constrained request.
     grammar_vocab: Option<crate::grammar::GrammarVocab>,
+    /// A coordinator's: what each shard computes of each stage (src/balance.rs).
+    balance: Option<Balancer>,
 }
 
 /// A decision error as a JS `Error` with its `code` (see `DecisionError::code`) and HTTP `status`.
@@ -739,11 +756,48 @@ impl WasmEngine {
         }
     }
 
-    /// Adds one shard's partial sum of a mixer / FFN stage.
+    /// What each shard computes of the current stage (src/balance.rs; a coordinator's): per
+    /// shard, in the order its result is to be added, 7 integers — shard index, whether a share
+    /// follows (0: its even share), the share's first and end piece and whether its pieces come
+    /// back separate, its result's length in floats, and (LM head) the first vocabulary row of its
+    /// logits. Call once per stage, before running it.
+    #[wasm_bindgen(js_name = passPlan)]
+    pub fn pass_plan(&mut self) -> Result<Vec<u32>, JsValue> {
+        let b = self.balance.as_mut().ok_or_else(|| err("bad_request", "this engine has no shards"))?;
+        let p = self.engine.pass().ok_or_else(|| err("bad_request", "no pass in flight"))?;
+        let stage = p.stage().ok_or_else(|| err("bad_request", "the pass is complete"))?;
+        let (rows, d) = (p.rows(), p.input().len() / p.rows().max(1));
+        b.plan(stage, rows);
+        let mut out = Vec::with_capacity(7 * b.order().len());
+        for &s in b.order() {
+            let share = &b.shares()[s];
+            let pieces = share.pieces.clone().unwrap_or(0..0);
+            let len = match stage {
+                Stage::Head => rows * b.head_rows(s).len(),
+                Stage::Ffn(_) if share.separate => rows * d * pieces.len(),
+                _ => rows * d,
+            };
+            let head = if stage == Stage::Head { b.head_rows(s).start } else { 0 };
+            out.extend([s, share.pieces.is_some() as usize, pieces.start, pieces.end, share.separate as usize, len, head].map(|v| v as u32));
+        }
+        Ok(out)
+    }
+
+    /// The shards' compute times of the stage just run (ms, by shard index): the balancer learns
+    /// their speeds from them.
+    #[wasm_bindgen(js_name = passObserve)]
+    pub fn pass_observe(&mut self, ms: &[f64]) {
+        if let Some(b) = self.balance.as_mut() {
+            b.observe(ms);
+        }
+    }
+
+    /// Adds one shard's result of a mixer / FFN stage: a T × D partial sum, or several one after
+    /// the other (an FFN's separate pieces), added in turn.
     #[wasm_bindgen(js_name = passAddPartial)]
     pub fn pass_add_partial(&mut self, part: &[f32]) -> Result<(), JsValue> {
         let p = self.engine.pass().ok_or_else(|| err("bad_request", "no pass in flight"))?;
-        if part.len() != p.input().len() {
+        if part.len() % p.input().len() != 0 {
             return Err(err("internal", format!("a shard's partial has {} values, expected {}", part.len(), p.input().len())));
         }
         p.add_partial(part);

@@ -6,7 +6,8 @@
 //
 //   SAB   ctrl  Int32 × CTRL_INTS   SEQ (bumped once per command), CMD, the stage (kind, layer,
 //                                   pos, input length), DONE (shards finished with this command),
-//                                   per shard: output length, compute µs, failed
+//                                   per shard: output length, compute µs, failed, and its share of
+//                                   a balanced stage (has one, first piece, end, separate)
 //         data  Float32             input [0, cap) | shard 0's output [cap, cap + outCap) | shard 1's …
 //
 // A drive (one pass of the model) runs in serve mode: the coordinator posts `serve` to every shard,
@@ -34,10 +35,15 @@ const LAYER = 3;
 const POS = 4;
 const XLEN = 5;
 const DONE = 6;
-/** Per shard i: OUT + 3i = output length, OUT + 3i + 1 = compute µs, OUT + 3i + 2 = failed. */
+/**
+ * Per shard i, from OUT + PER·i: output length, compute µs, failed, then its share of the stage
+ * (src/balance.rs): whether it has one (else its even share), first piece, end piece, separate.
+ */
 const OUT = 8;
+const PER = 7;
+const SHARE = 3;
 const MAX_SHARDS = 16;
-const CTRL_INTS = OUT + 3 * MAX_SHARDS;
+const CTRL_INTS = OUT + PER * MAX_SHARDS;
 const CTRL_BYTES = CTRL_INTS * 4;
 
 /** How long one blocking wait lasts before the coordinator yields to its event loop (ms). */
@@ -82,8 +88,11 @@ export interface StageOutput {
   ms: number;
 }
 
-/** A stage computed in the coordinator's thread (a local shard 0). */
-export type LocalStage = (kind: number, layer: number, pos: number, x: Float32Array) => StageOutput;
+/**
+ * A stage computed in the coordinator's thread (a local shard 0); `share`: [start, end, separate]
+ * of a balanced stage (absent: the even share).
+ */
+export type LocalStage = (kind: number, layer: number, pos: number, x: Float32Array, share?: Uint32Array) => StageOutput;
 
 /** The coordinator's side. */
 export class SharedExchange {
@@ -116,20 +125,26 @@ export class SharedExchange {
    * Runs one stage on every shard; `failed(i)` says why shard i gave up (its error message has been
    * posted), `dead()` whether the pool failed meanwhile (checked between wait slices).
    */
-  async run(kind: number, layer: number, pos: number, x: Float32Array, dead: () => Error | null): Promise<StageOutput[]> {
+  async run(kind: number, layer: number, pos: number, x: Float32Array, shares: Array<Uint32Array | undefined>, dead: () => Error | null): Promise<StageOutput[]> {
     const { ctrl, data, buf } = this;
     data.set(x, 0);
     ctrl[KIND] = kind;
     ctrl[LAYER] = layer;
     ctrl[POS] = pos;
     ctrl[XLEN] = x.length;
+    for (let i = 0; i < buf.shards; i++) {
+      const at = OUT + PER * i + SHARE;
+      const s = shares[i];
+      ctrl[at] = s ? 1 : 0;
+      if (s) ctrl.set(s, at + 1);
+    }
     this.issue(STAGE);
     const outs: StageOutput[] = [];
     if (this.local) {
       // Shard 0's part while the others compute theirs; when it throws, they finish first (the
       // exchange is not reused under them).
       try {
-        outs.push(this.local(kind, layer, pos, x));
+        outs.push(this.local(kind, layer, pos, x, shares[0]));
       } catch (e) {
         await this.wait(dead).catch(() => {});
         throw e;
@@ -137,13 +152,13 @@ export class SharedExchange {
     }
     await this.wait(dead);
     for (let i = outs.length; i < buf.shards; i++) {
-      if (ctrl[OUT + 3 * i + 2]) {
+      if (ctrl[OUT + PER * i + 2]) {
         // The shard posted its error as it gave up: let it arrive (it fails the pool), then throw it.
         for (let k = 0; k < 100 && !dead(); k++) await new Promise((r) => setTimeout(r, 1));
         throw dead() ?? new Error(`shard worker ${i + 1} failed a stage`);
       }
       const at = buf.cap + i * buf.outCap;
-      outs.push({ out: data.subarray(at, at + ctrl[OUT + 3 * i]), ms: ctrl[OUT + 3 * i + 1] / 1000 });
+      outs.push({ out: data.subarray(at, at + ctrl[OUT + PER * i]), ms: ctrl[OUT + PER * i + 1] / 1000 });
     }
     return outs;
   }
@@ -189,7 +204,7 @@ export function serve(
   buf: ExchangeBuffer,
   index: number,
   seq: number,
-  run: (kind: number, layer: number, pos: number, x: Float32Array) => { out: Float32Array; ms: number },
+  run: (kind: number, layer: number, pos: number, x: Float32Array, share?: Uint32Array) => { out: Float32Array; ms: number },
   report: (e: unknown) => void,
 ): void {
   const ctrl = new Int32Array(buf.sab, 0, CTRL_INTS);
@@ -207,15 +222,17 @@ export function serve(
       finish(ctrl);
       return;
     }
+    const mine = OUT + PER * index;
     try {
-      const r = run(ctrl[KIND], ctrl[LAYER], ctrl[POS], data.subarray(0, ctrl[XLEN]));
+      const share = ctrl[mine + SHARE] ? Uint32Array.from(ctrl.subarray(mine + SHARE + 1, mine + SHARE + 4)) : undefined;
+      const r = run(ctrl[KIND], ctrl[LAYER], ctrl[POS], data.subarray(0, ctrl[XLEN]), share);
       if (r.out.length > buf.outCap) throw new Error(`a stage output of ${r.out.length} floats does not fit the exchange (${buf.outCap})`);
       data.set(r.out, at);
-      ctrl[OUT + 3 * index] = r.out.length;
-      ctrl[OUT + 3 * index + 1] = Math.round(r.ms * 1000);
-      ctrl[OUT + 3 * index + 2] = 0;
+      ctrl[mine] = r.out.length;
+      ctrl[mine + 1] = Math.round(r.ms * 1000);
+      ctrl[mine + 2] = 0;
     } catch (e) {
-      ctrl[OUT + 3 * index + 2] = 1;
+      ctrl[mine + 2] = 1;
       report(e);
       finish(ctrl);
       return; // back to messages; the pool fails on the report

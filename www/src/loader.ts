@@ -20,7 +20,7 @@
 // Every byte is written straight to its final place; no whole-file copy exists in JS. This file
 // runs the steps in order with one explicit state (`Run`); the steps live in load/.
 
-import { ModelLoader, splitInfo, wasmMemory } from '../pkg/clef_web.js';
+import { ModelLoader, bandPct, splitInfo, wasmMemory } from '../pkg/clef_web.js';
 import type { CopyOp, ErrorCode, LoadParams, LoadProgress, LoadStats } from './protocol.js';
 import { type Manifest, type ModelCache, CacheError, PIECE_BYTES } from './cache.js';
 import { type ResolvedLoadParams, resolveLoadParams } from './validate.js';
@@ -177,21 +177,24 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   // An f16 KV cache stores half the bytes per token of the figures (which are f32).
   const kvScale = params.kvCache === 'f16' ? 0.5 : 1;
   type LayoutShape = MemoryShape & { expandedWeightBytes: number };
-  const shapeCache = new Map<number, LayoutShape[]>();
-  const layoutShapes = (n: number): LayoutShape[] => {
-    if (!shapeCache.has(n)) {
-      const s = splitInfo(headerBytes, size, n) as LayoutShape[];
-      shapeCache.set(n, s.map((p) => ({ ...p, nVocab: info.nVocab, kvBytesPerToken: p.kvBytesPerToken * kvScale })));
+  // With `band`: the shards' bands (src/split.rs), in percent of a shard's share.
+  const shapeCache = new Map<string, LayoutShape[]>();
+  const layoutShapes = (n: number, band: number): LayoutShape[] => {
+    const key = `${n}/${band}`;
+    if (!shapeCache.has(key)) {
+      const s = splitInfo(headerBytes, size, n, band) as LayoutShape[];
+      shapeCache.set(key, s.map((p) => ({ ...p, nVocab: info.nVocab, kvBytesPerToken: p.kvBytesPerToken * kvScale })));
     }
-    return shapeCache.get(n)!;
+    return shapeCache.get(key)!;
   };
   // One worker: the header's figures (a tensor too large for one allocation is then out_of_memory,
   // below, rather than a layout error).
-  const shapes = (n: number): MemoryShape[] => (n === 1 ? [{ ...info, kvBytesPerToken: info.kvBytesPerToken * kvScale }] : layoutShapes(n));
+  const shapes = (n: number, band = 0): MemoryShape[] =>
+    n === 1 ? [{ ...info, kvBytesPerToken: info.kvBytesPerToken * kvScale }] : layoutShapes(n, band);
   /** The parts with the faster stored forms, where the file has tensors that have one (else null). */
-  const fastShapes = (n: number): MemoryShape[] | null => {
+  const fastShapes = (n: number, band: number): MemoryShape[] | null => {
     try {
-      const s = layoutShapes(n);
+      const s = layoutShapes(n, band);
       return s.some((p) => p.expandedWeightBytes !== p.weightBytes) ? s.map((p) => ({ ...p, weightBytes: p.expandedWeightBytes })) : null;
     } catch {
       return null;
@@ -204,12 +207,18 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   const workers = choice.workers;
   const contextOf = (ps: MemoryShape[]) => Math.min(...ps.map((p, i) => pickContext(p, info.contextLength, params.contextLength, available(i))));
   const totalOf = (ps: MemoryShape[], n: number) => ps.reduce((a, p) => a + memoryNeeded(p, n), 0);
-  // The faster stored forms only where they cost no context: the same context, every part fitting.
-  const plain = shapes(workers);
-  const fast = fastShapes(workers);
+  const fitsAt = (ps: MemoryShape[], n: number) => ps.every((p, i) => memoryNeeded(p, n) <= available(i)) && totalOf(ps, n) <= deviceRam();
+  // Bands (the engine moves FFN and LM-head rows to the faster shard token by token, src/balance.rs)
+  // and then the faster stored forms, each only where it costs no context: the same context, every
+  // part fitting. The worker count is chosen without either.
+  const evenCtx = contextOf(shapes(workers));
+  const banded = workers > 1 && bandPct() > 0 ? shapes(workers, bandPct()) : null;
+  const band = banded && contextOf(banded) >= evenCtx && fitsAt(banded, evenCtx) ? bandPct() : 0;
+  stats.band = band;
+  const plain = shapes(workers, band);
+  const fast = fastShapes(workers, band);
   const fastCtx = fast ? contextOf(fast) : 0;
-  const expand = !!fast && fastCtx >= contextOf(plain) &&
-    fast.every((p, i) => memoryNeeded(p, fastCtx) <= available(i)) && totalOf(fast, fastCtx) <= deviceRam();
+  const expand = !!fast && fastCtx >= contextOf(plain) && fitsAt(fast, fastCtx);
   const parts = expand ? fast! : plain;
   const nCtx = contextOf(parts);
   stats.expanded = expand;
@@ -255,9 +264,9 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       placement = new ShardPlacement(l.plan() as CopyOp[], info.dataOffset, size, (i) => l.shardPtr(i));
     } else {
       pool = await ctx.startShards!(workers);
-      loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers, expand);
+      loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers, expand, band);
       const l = loader;
-      shardPlans = await pool.alloc(headerBytes, size, expand);
+      shardPlans = await pool.alloc(headerBytes, size, expand, band);
       placement = new SplitPlacement({ plan: l.plan() as CopyOp[], shardPtr: (i) => l.shardPtr(i) }, pool.destinations(shardPlans), info.dataOffset, size, chunkSize);
     }
   } catch (e) {

@@ -197,6 +197,12 @@ export interface LoadStats {
    * context (loader.ts).
    */
   expanded: boolean;
+  /**
+   * Split: the FFN and LM-head rows at each boundary between two shards held by both, in percent of
+   * a shard's share (0: none), so that the engine moves work to the faster shard token by token
+   * (src/split.rs, src/balance.rs): chosen where it costs no context (loader.ts).
+   */
+  band: number;
 }
 
 /** A load's time by step (ms): see loader.ts for the steps. */
@@ -519,10 +525,11 @@ export type ShardRequest =
   | { type: 'init'; id: number; module: WebAssembly.Module; gemmProfile: GemmProfile }
   /**
    * Allocate shard `index` of `count` of the model whose header is `header` (its first dataOffset
-   * bytes); `expand`: store the tensors that have a faster form in it (the engine worker decides,
+   * bytes); `expand`: store the tensors that have a faster form in it; `band`: the bands it shares
+   * with its neighbours, in percent of its share (src/split.rs; the engine worker decides both,
    * loader.ts). Answered with the load plan at once; the allocation follows (a failure fails the pool).
    */
-  | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number; expand: boolean }
+  | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number; expand: boolean; band: number }
   /**
    * Copy `bytes` into the weights: quads (shard, dstOffset, offset in bytes, len). Answered with
    * `spare` (the buffer handed back for the next chunk), or an error.
@@ -532,8 +539,11 @@ export type ShardRequest =
   | { type: 'finish'; id: number; nCtx: number; precision: string; kvCache: 'f32' | 'f16' }
   /** The coordinator's state changes (pairs: code, position). No answer unless it fails. */
   | { type: 'ops'; id: number; ops: Uint32Array }
-  /** Run a stage (kind 0 mixer, 1 FFN, 2 LM head; see src/wasm.rs WasmShard.run). */
-  | { type: 'run'; id: number; kind: number; layer: number; pos: number; x: Float32Array }
+  /**
+   * Run a stage (kind 0 mixer, 1 FFN, 2 LM head; see src/wasm.rs WasmShard.run); `share`: the
+   * pieces of a balanced stage it computes, [start, end, separate] (src/balance.rs; absent: its even share).
+   */
+  | { type: 'run'; id: number; kind: number; layer: number; pos: number; x: Float32Array; share?: Uint32Array }
   /** Answers once every earlier message has been handled. */
   | { type: 'sync'; id: number }
   /**
@@ -557,7 +567,7 @@ export interface ShardResults {
   init: null;
   alloc: { plan: CopyOp[] };
   write: null;
-  finish: { vocab: [number, number]; stateBytes: number; wasmMemoryBytes: number };
+  finish: { stateBytes: number; wasmMemoryBytes: number };
   ops: null;
   /** The shard's result and the time it computed (ms). */
   run: { out: Float32Array; ms: number };

@@ -38,7 +38,7 @@ export function errorInfo(e: unknown): ErrorInfo {
  */
 export interface ShardHost {
   handle(req: ShardRequest): void;
-  runStage(kind: number, layer: number, pos: number, x: Float32Array): { out: Float32Array; ms: number };
+  runStage(kind: number, layer: number, pos: number, x: Float32Array, share?: Uint32Array): { out: Float32Array; ms: number };
   /** Frees the shard and any load in progress (a local shard being dropped). */
   dispose(): void;
 }
@@ -60,13 +60,13 @@ export function createShardHost(post: Post): ShardHost {
     post({ type: 'result', id, result }, transfer);
 
   /** One stage; its output copied out (`view` false: a buffer of its own, to transfer) or a view. */
-  function stage(kind: number, layer: number, pos: number, x: Float32Array, view: boolean): { out: Float32Array; ms: number } {
+  function stage(kind: number, layer: number, pos: number, x: Float32Array, view: boolean, share?: Uint32Array): { out: Float32Array; ms: number } {
     if (!shard) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });
     const t = performance.now();
-    const out = view ? shard.runView(kind, layer, pos, x) : shard.run(kind, layer, pos, x);
+    const out = view ? shard.runView(kind, layer, pos, x, share) : shard.run(kind, layer, pos, x, share);
     return { out, ms: performance.now() - t };
   }
-  const runStage = (kind: number, layer: number, pos: number, x: Float32Array) => stage(kind, layer, pos, x, true);
+  const runStage = (kind: number, layer: number, pos: number, x: Float32Array, share?: Uint32Array) => stage(kind, layer, pos, x, true, share);
 
   function handle(req: ShardRequest): void {
     try {
@@ -83,9 +83,9 @@ export function createShardHost(post: Post): ShardHost {
           loader?.free();
           loader = null;
           index = req.index;
-          const plan = ModelLoader.planForRole(req.header, req.size, 'shard', req.index, req.count, req.expand) as CopyOp[];
+          const plan = ModelLoader.planForRole(req.header, req.size, 'shard', req.index, req.count, req.expand, req.band) as CopyOp[];
           ok(req.id, 'alloc', { plan });
-          loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count, req.expand);
+          loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count, req.expand, req.band);
           ptrs = [];
           for (let i = 0; i < loader.shardCount(); i++) ptrs[i] = loader.shardPtr(i);
           return;
@@ -110,8 +110,7 @@ export function createShardHost(post: Post): ShardHost {
             loader = null;
           }
           shard.setPrecision(req.precision);
-          const v = shard.vocabRange();
-          ok(req.id, 'finish', { vocab: [v[0], v[1]], stateBytes: shard.stateBytes(), wasmMemoryBytes: memory() });
+          ok(req.id, 'finish', { stateBytes: shard.stateBytes(), wasmMemoryBytes: memory() });
           return;
         }
         case 'ops':
@@ -119,7 +118,7 @@ export function createShardHost(post: Post): ShardHost {
           shard.apply(req.ops);
           return;
         case 'run': {
-          const r = stage(req.kind, req.layer, req.pos, req.x, false);
+          const r = stage(req.kind, req.layer, req.pos, req.x, false, req.share);
           ok(req.id, 'run', r, [r.out.buffer]);
           return;
         }

@@ -8,8 +8,9 @@
 //                a second wasm instance, so N shards keep N threads busy — no thread sits idle
 //                waiting while the others compute, and one wake-up per stage is saved
 //   SplitDriver  runs the coordinator's passes: for every stage, the stage input goes to every
-//                shard, their partial sums / logit slices come back and are added in shard order;
-//                the engine moves on. The exchange: through shared memory where SharedArrayBuffer
+//                shard with its share of the stage (src/balance.rs: the engine cuts the FFN's and
+//                the LM head's bands by the shards' last times), their partial sums / logit slices
+//                come back and are added in the engine's order; the engine moves on. The exchange: through shared memory where SharedArrayBuffer
 //                exists (exchange.ts: Node, cross-origin isolated pages), else postMessage (a
 //                transferred Float32Array each way) — any static host, no headers needed
 //
@@ -63,8 +64,6 @@ export class ShardPool {
   private failure: ShardError | null = null;
   /** Load buffers handed back by the shards after a `write` (see `buffer`). */
   private spare: ArrayBuffer[] = [];
-  /** Per shard: the vocabulary rows of its LM-head slice (after `finish`). */
-  vocab: Array<[number, number]> = [];
   /** The shared exchange (null: stages go by postMessage), and whether the shards are serving on it. */
   private exchange: SharedExchange | null = null;
   private serving = false;
@@ -157,8 +156,8 @@ export class ShardPool {
   }
 
   /** Allocates every shard of the model with this header; returns each one's load plan. */
-  async alloc(header: Uint8Array, size: number, expand: boolean): Promise<CopyOp[][]> {
-    const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'alloc', { header, size, index: i, count: this.size, expand })));
+  async alloc(header: Uint8Array, size: number, expand: boolean, band: number): Promise<CopyOp[][]> {
+    const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'alloc', { header, size, index: i, count: this.size, expand, band })));
     return r.map((x) => x.plan);
   }
 
@@ -212,7 +211,6 @@ export class ShardPool {
   /** Builds every shard's engine (state for `nCtx` tokens); returns their wasm memory sizes. */
   async finish(nCtx: number, kvCache: 'f32' | 'f16' = 'f32', precision = 'fast'): Promise<number[]> {
     const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'finish', { nCtx, precision, kvCache })));
-    this.vocab = r.map((x) => x.vocab);
     return r.map((x) => x.wasmMemoryBytes);
   }
 
@@ -254,10 +252,10 @@ export class ShardPool {
   private localStage(): LocalStage | null {
     const run = this.ports[0].runStage;
     if (!run) return null;
-    return (kind, layer, pos, x) => {
+    return (kind, layer, pos, x, share) => {
       this.check();
       try {
-        return run(kind, layer, pos, x);
+        return run(kind, layer, pos, x, share);
       } catch (e) {
         this.fail(e instanceof ShardError ? e.info : { code: 'internal', fatal: true, message: String((e as Error)?.message ?? e) });
         throw this.failure;
@@ -265,14 +263,18 @@ export class ShardPool {
     };
   }
 
-  /** Runs one stage on every shard; their results (and compute times) in shard order. */
-  run(kind: number, layer: number, pos: number, x: Float32Array): Promise<StageOutput[]> {
+  /**
+   * Runs one stage on every shard, shard i computing `shares[i]` of it (absent: its even share);
+   * their results (and compute times) in shard order.
+   */
+  run(kind: number, layer: number, pos: number, x: Float32Array, shares: Array<Uint32Array | undefined>): Promise<StageOutput[]> {
     this.check();
-    if (this.serving) return this.exchange!.run(kind, layer, pos, x, () => this.failure);
+    if (this.serving) return this.exchange!.run(kind, layer, pos, x, shares, () => this.failure);
     return Promise.all(
       this.ports.map((_, i) => {
         const xi = i + 1 < this.size ? x.slice() : x; // each worker gets its own (transferred) copy
-        return this.request(i, 'run', { kind, layer, pos, x: xi }, [xi.buffer as ArrayBuffer]);
+        const share = shares[i];
+        return this.request(i, 'run', { kind, layer, pos, x: xi, ...(share && { share }) }, [xi.buffer as ArrayBuffer]);
       }),
     );
   }
@@ -294,13 +296,13 @@ export class ShardPool {
   }
 }
 
+/** Integers per shard in the engine's stage plan (src/wasm.rs `passPlan`). */
+const PLAN_INTS = 7;
+
 /** Runs the coordinator engine's passes on the pool (see src/engine.rs). */
 export class SplitDriver {
   /** Where the time went since the last `resetStats` (protocol.ts SplitStats). */
   stats: SplitStats;
-
-  /** The widest LM-head slice of a shard (vocabulary rows). */
-  private maxSlice: number;
 
   constructor(
     private eng: WasmEngine,
@@ -309,7 +311,6 @@ export class SplitDriver {
     private nEmbd: number,
   ) {
     this.stats = this.resetStats();
-    this.maxSlice = Math.max(0, ...pool.vocab.map(([a, b]) => b - a));
   }
 
   resetStats(): SplitStats {
@@ -396,24 +397,35 @@ export class SplitDriver {
           return false;
         }
         const [kind, layer, pos] = st;
+        // What each shard computes (src/balance.rs), per shard in the order its result is added:
+        // index, has a share, its first and end piece, separate, result floats, first logit row.
+        const plan = eng.passPlan();
+        const shares: Array<Uint32Array | undefined> = [];
+        let outLen = 0;
+        for (let k = 0; k < plan.length; k += PLAN_INTS) {
+          shares[plan[k]] = plan[k + 1] ? plan.slice(k + 2, k + 5) : undefined;
+          outLen = Math.max(outLen, plan[k + 5]);
+        }
         // Shared exchange: a view of the engine's memory (copied into the exchange and read by a
         // local shard before the engine is called again); messages transfer a copy.
         const x = pool.shared ? eng.passInputView() : eng.passInput();
+        const rows = x.length / this.nEmbd;
         const s = this.stats;
         s.coordinatorMs += performance.now() - t;
         t = performance.now();
-        // Shared exchange: partial sums are as long as the input; logits, rows × the widest slice.
-        if (pool.shared) await pool.serve(x.length, kind === 2 ? (x.length / this.nEmbd) * this.maxSlice : x.length);
-        const outs = await pool.run(kind, layer, pos, x);
+        if (pool.shared) await pool.serve(x.length, outLen);
+        const outs = await pool.run(kind, layer, pos, x, shares);
         const t2 = performance.now();
         s.waitMs += t2 - t;
         s.stages++;
         s.shardMs += Math.max(...outs.map((o) => o.ms));
         s.meanShardMs += outs.reduce((sum, o) => sum + o.ms, 0) / outs.length;
-        outs.forEach((o, i) => {
-          if (kind === 2) eng.passPutLogits(pool.vocab[i][0], pool.vocab[i][1], o.out);
+        eng.passObserve(Float64Array.from(outs, (o) => o.ms));
+        for (let k = 0; k < plan.length; k += PLAN_INTS) {
+          const o = outs[plan[k]];
+          if (kind === 2) eng.passPutLogits(plan[k + 6], plan[k + 6] + o.out.length / rows, o.out);
           else eng.passAddPartial(o.out);
-        });
+        }
         const more = eng.passAdvance();
         s.coordinatorMs += performance.now() - t2;
         if (!more) break;
@@ -505,9 +517,9 @@ export async function localShard(scriptUrl: URL): Promise<ShardPort> {
       open = false;
       host.dispose();
     },
-    runStage: (kind, layer, pos, x) => {
+    runStage: (kind, layer, pos, x, share) => {
       try {
-        return host.runStage(kind, layer, pos, x);
+        return host.runStage(kind, layer, pos, x, share);
       } catch (e) {
         throw new ShardError(crashed(mod.errorInfo(e)));
       }

@@ -20,6 +20,7 @@ export function emptyStats(): LoadStats {
     pulledByWorkers: false,
     pulledBytes: 0,
     expanded: false,
+    band: 0,
   };
 }
 
