@@ -783,6 +783,12 @@ impl WasmEngine {
         Ok(out)
     }
 
+    /// How many stages so far the balancer cut other than evenly (work moved between shards).
+    #[wasm_bindgen(js_name = balanceMoved)]
+    pub fn balance_moved(&self) -> f64 {
+        self.balance.as_ref().map_or(0.0, |b| b.moved() as f64)
+    }
+
     /// The shards' compute times of the stage just run (ms, by shard index): the balancer learns
     /// their speeds from them.
     #[wasm_bindgen(js_name = passObserve)]

@@ -204,8 +204,8 @@ for (const [i, file] of files.entries()) {
     try {
       const r = await page.evaluate(([fn, url, o]) => window.bench[fn](url, o), [fn, url, { ...o, threads, engineShard }]);
       const mid = [...r.runs].sort((a, b) => a.tg - b.tg)[Math.floor((r.runs.length - 1) / 2)];
-      row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, simd: r.simd, exchange: r.exchange, expanded: r.expanded, text: r.runs[0].text, split: mid.split, ppRuns: r.runs.map((x) => x.pp), tgRuns: r.runs.map((x) => x.tg) };
-      console.error(`${row.file} ${key}: pp ${row[key].pp.toFixed(2)} t/s, tg ${row[key].tg.toFixed(2)} t/s, load ${r.loadS.toFixed(1)} s (threads ${r.threads}${r.simd ? `, ${r.simd}` : ''}${r.exchange ? `, ${r.exchange} exchange` : ''}${r.expanded ? ', IQ2_S expanded' : ''}) [${((Date.now() - t0) / 1000).toFixed(0)} s]`);
+      row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, simd: r.simd, exchange: r.exchange, expanded: r.expanded, band: r.band, text: r.runs[0].text, split: mid.split, ppRuns: r.runs.map((x) => x.pp), tgRuns: r.runs.map((x) => x.tg) };
+      console.error(`${row.file} ${key}: pp ${row[key].pp.toFixed(2)} t/s, tg ${row[key].tg.toFixed(2)} t/s, load ${r.loadS.toFixed(1)} s (threads ${r.threads}${r.simd ? `, ${r.simd}` : ''}${r.exchange ? `, ${r.exchange} exchange` : ''}${r.expanded ? ', IQ2_S expanded' : ''}${r.band ? `, bands ${r.band} %` : ''}) [${((Date.now() - t0) / 1000).toFixed(0)} s]`);
     } catch (e) {
       row[key] = { error: String(e.message ?? e).split('\n')[0].slice(0, 200) };
       console.error(`${row.file} ${key}: FAILED ${row[key].error}`);

@@ -410,7 +410,7 @@ function makeUsage(r: GenerateResult, reasoningTokens?: number): CompletionUsage
   if (reasoningTokens !== undefined) u.completion_tokens_details = { reasoning_tokens: reasoningTokens };
   if (r.split) {
     const ms = (x: number) => Math.round(x * 10) / 10;
-    const part = (p: SplitStats) => ({ stages: p.stages, wait_ms: ms(p.waitMs), shard_ms: ms(p.shardMs), mean_shard_ms: ms(p.meanShardMs), coordinator_ms: ms(p.coordinatorMs) });
+    const part = (p: SplitStats) => ({ stages: p.stages, wait_ms: ms(p.waitMs), shard_ms: ms(p.shardMs), mean_shard_ms: ms(p.meanShardMs), moved_stages: p.movedStages, coordinator_ms: ms(p.coordinatorMs) });
     u.split = { workers: r.split.decode.workers, prompt: part(r.split.prompt), completion: part(r.split.decode) };
   }
   return u;

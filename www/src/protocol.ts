@@ -432,6 +432,8 @@ export interface SplitStats {
    * the stages lost waiting for a shard that ran late (an even split of the work, uneven speeds).
    */
   meanShardMs: number;
+  /** Stages whose bands the engine cut other than evenly: work moved to the faster shard (src/balance.rs). */
+  movedStages: number;
   /** The coordinator's own work between stages (norms, residuals, sampling, copies), ms. */
   coordinatorMs: number;
 }

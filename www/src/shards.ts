@@ -313,8 +313,12 @@ export class SplitDriver {
     this.stats = this.resetStats();
   }
 
+  /** The engine's count of unevenly cut stages at the last `resetStats`. */
+  private movedBase = 0;
+
   resetStats(): SplitStats {
-    this.stats = { workers: this.pool.size, stages: 0, waitMs: 0, shardMs: 0, meanShardMs: 0, coordinatorMs: 0 };
+    this.stats = { workers: this.pool.size, stages: 0, waitMs: 0, shardMs: 0, meanShardMs: 0, movedStages: 0, coordinatorMs: 0 };
+    this.movedBase = this.eng.balanceMoved();
     return this.stats;
   }
 
@@ -400,6 +404,7 @@ export class SplitDriver {
         // What each shard computes (src/balance.rs), per shard in the order its result is added:
         // index, has a share, its first and end piece, separate, result floats, first logit row.
         const plan = eng.passPlan();
+        this.stats.movedStages = eng.balanceMoved() - this.movedBase;
         const shares: Array<Uint32Array | undefined> = [];
         let outLen = 0;
         for (let k = 0; k < plan.length; k += PLAN_INTS) {

@@ -146,6 +146,8 @@ export interface SplitTimes {
   shard_ms: number;
   /** The shards' mean compute per stage, summed (shard_ms − mean_shard_ms: the imbalance). */
   mean_shard_ms: number;
+  /** Stages whose FFN / LM-head rows the engine moved towards the faster shard (src/balance.rs). */
+  moved_stages: number;
   /** The coordinator's own work (norms, residuals, sampling, copies). */
   coordinator_ms: number;
 }
