@@ -4,23 +4,21 @@
 //!
 //! ```text
 //!   stage k:    shard times ms_s for work w_s   →  cost_s = (ms_s / w_s) / mean
-//!   stage k+1:  shard s wants its even share e_s × 1/cost_s; boundary between positions v, v+1
+//!               and, per kind of stage K, bias_K,s ← average of cost_s on K / cost_s the stage before
+//!   stage k+1:  of kind K: cost_s × bias_K,s (normalised); shard s wants its even share e_s × 1/cost_s; boundary between positions v, v+1
 //!               where the wants before it end (scaled to the rows), rounded to a piece of the
 //!               band there (clamped to the band)
 //! ```
 //! The cut moves work, never results: the FFN's partial sums come back one per piece (the shard
 //! at the front sums its own — they begin the sequence) and are added in the order of the
-//! pieces, so a pass gives the same bits wherever the cuts fell. Passes of more than
-//! [`BALANCED_ROWS`] rows (prompts) keep the even split, each shard summing its own pieces and
-//! the shards' sums added in shard order: their partials are megabytes each, and their stages
-//! long enough for the host's bursts to average out.
+//! pieces, so a pass gives the same bits wherever the cuts fell. Prompts are balanced too: there
+//! one shard can be slower for a whole pass (a Chromium shard worker's prompt FFN ran 10 % slower
+//! than the engine worker's own shard, BENCHMARKS.md), and a piece's partial sum, T × D floats,
+//! is little next to its stage's products.
 
 use crate::model::Stage;
 use crate::split::{Balanced, Banded, Share};
 use std::ops::Range;
-
-/// The most rows a balanced pass has (decoding: 1; a short drafted run fits too).
-pub const BALANCED_ROWS: usize = 4;
 
 /// What each shard computes of the current stage, and how the coordinator adds the results.
 pub struct Balancer {
@@ -28,6 +26,13 @@ pub struct Balancer {
     n: usize,
     /// Each shard's time per unit of work relative to the others', from the last stage it had work in.
     cost: Vec<f64>,
+    /// Per kind of stage (mixer, FFN, head), each shard's cost there relative to its cost in the
+    /// stage before, averaged: what the last stage does not tell of the next one. The host's
+    /// bursts slow every kind of stage alike (bias 1); a shard that is slower at one kind of
+    /// product is so stage after stage (Chromium's prompt FFN, BENCHMARKS.md).
+    bias: [Vec<f64>; 3],
+    /// The kind of the stage planned last.
+    kind: usize,
     /// The current stage: each shard's share, the order results are added in (shard indices),
     /// the units of work each was given (rows; a mixer stage: 1 each), and the vocabulary
     /// rows of each shard's logits (head).
@@ -46,6 +51,8 @@ impl Balancer {
             split,
             n,
             cost: vec![1.0; n],
+            bias: std::array::from_fn(|_| vec![1.0; n]),
+            kind: 0,
             shares: vec![Share::default(); n],
             order: (0..n).collect(),
             work: vec![1.0; n],
@@ -54,8 +61,13 @@ impl Balancer {
         }
     }
 
-    /// The shards' shares of `stage` over `rows` input rows ([`Balancer::shares`], [`Balancer::order`]).
-    pub fn plan(&mut self, stage: Stage, rows: usize) {
+    /// The shards' shares of `stage` ([`Balancer::shares`], [`Balancer::order`]).
+    pub fn plan(&mut self, stage: Stage) {
+        self.kind = match stage {
+            Stage::Mixer(_) => 0,
+            Stage::Ffn(_) => 1,
+            Stage::Head => 2,
+        };
         let b = match stage {
             Stage::Mixer(_) => {
                 self.shares.fill(Share::default());
@@ -66,8 +78,9 @@ impl Balancer {
             Stage::Ffn(il) => &self.split.ffn[il],
             Stage::Head => &self.split.head,
         };
-        let adaptive = b.per_band > 0 && rows <= BALANCED_ROWS;
-        let cuts = if adaptive { cuts(b, &self.cost) } else { b.even_cuts() };
+        let adaptive = b.per_band > 0;
+        let cost: Vec<f64> = self.cost.iter().zip(&self.bias[self.kind]).map(|(c, b)| c * b).collect();
+        let cuts = if adaptive { cuts(b, &cost) } else { b.even_cuts() };
         self.moved += usize::from(cuts != b.even_cuts());
         let ffn = matches!(stage, Stage::Ffn(_));
         for s in 0..self.n {
@@ -124,13 +137,18 @@ impl Balancer {
             return;
         }
         let mean = known.iter().sum::<f64>() / known.len() as f64;
-        for (c, p) in self.cost.iter_mut().zip(per) {
+        let bias = &mut self.bias[self.kind];
+        for ((c, b), p) in self.cost.iter_mut().zip(bias.iter_mut()).zip(per) {
             if let Some(p) = p {
+                *b += BIAS_RATE * (p / mean / *c - *b);
                 *c = p / mean;
             }
         }
     }
 }
+
+/// How fast a kind of stage's bias follows what it sees (the weight of the newest stage).
+const BIAS_RATE: f64 = 0.25;
 
 /// Each band's cut for shards whose relative costs are `cost`: each shard's even share scaled by
 /// its speed, the boundaries where those shares meet, to the nearest piece (at one speed: the

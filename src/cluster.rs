@@ -55,7 +55,7 @@ impl Cluster {
     /// results in its order.
     fn run_stage(&mut self, pass: &mut Pass, stage: Stage) -> Result<(), ModelError> {
         let b = &mut self.balance;
-        b.plan(stage, pass.rows());
+        b.plan(stage);
         for &i in b.order() {
             let out = self.shards[i].run(stage, pass.pos, pass.input(), &b.shares()[i])?;
             match stage {

@@ -246,27 +246,20 @@ enum Mixer {
     Attention(Attention),
 }
 
-/// SwiGLU rows of this shard, in the pieces of its band split (`split.rs` [`split::Held`]; one
-/// piece without bands).
+/// SwiGLU rows F' of this shard, in the pieces of its band split (`split.rs` [`split::Held`]; one
+/// piece without bands). A piece's gate and up rows are rows of the held matrices (any run of
+/// pieces is one product); its down columns are a matrix of their own (a partial sum each).
 struct Ffn {
-    pieces: Vec<FfnPiece>,
-    /// The pieces it computes when the split is even.
-    even: Range<usize>,
+    gate: Linear, // D → F'
+    up: Linear,   // D → F'
+    /// Per piece: F_p → D, the piece's columns of ffn_down.
+    down: Vec<Linear>,
+    held: split::Held,
 }
 
-/// One piece's F_p rows.
-struct FfnPiece {
-    gate: Linear, // D → F_p
-    up: Linear,   // D → F_p
-    down: Linear, // F_p → D (the piece's columns of ffn_down, a matrix of their own)
-}
-
-/// This shard's rows of the LM head: the whole held matrix (what a decision's rows are read
-/// from), the pieces of its band split as views of it, and the view of the even share's rows.
+/// This shard's rows of the LM head (the pieces of its band split: any run of them one product).
 struct Head {
     all: Linear,
-    pieces: Vec<Linear>,
-    even_rows: Linear,
     held: split::Held,
 }
 
@@ -276,15 +269,10 @@ struct LayerPart {
     ffn: Option<Ffn>,
 }
 
-impl Head {
-    /// The held matrix and views of its pieces and of the even share's rows.
-    fn new(all: Linear, held: split::Held) -> Head {
-        let start = held.range().start;
-        let local = |r: Range<usize>| r.start - start..r.end - start;
-        let pieces = held.pieces.iter().map(|r| all.rows(local(r.clone()))).collect();
-        let even_rows = all.rows(local(held.rows(held.even.clone())));
-        Head { all, pieces, even_rows, held }
-    }
+/// The rows of pieces `p` within what `held` holds (local to its matrices).
+fn local_rows(held: &split::Held, p: Range<usize>) -> Range<usize> {
+    let (start, r) = (held.range().start, held.rows(p));
+    r.start.saturating_sub(start)..r.end.saturating_sub(start)
 }
 
 /// The coordinator's tensors: embeddings and the norms of the residual stream.
@@ -727,10 +715,9 @@ impl Model {
                                 let size = d * down.ty.row_bytes(r.len());
                                 let view = TensorView { dims: vec![r.len(), d], offset: at, size, ..down.clone() };
                                 at += size;
-                                let rows = r.start - held.start..r.end - held.start;
-                                pieces.push(FfnPiece { gate: gate.rows(rows.clone()), up: up.rows(rows), down: checked(Linear::new(view))? });
+                                pieces.push(checked(Linear::new(view))?);
                             }
-                            Some(Ffn { pieces, even: h.even.clone() })
+                            Some(Ffn { gate, up, down: pieces, held: h.clone() })
                         }
                     };
                     layers.push(LayerPart { mixer, ffn });
@@ -744,7 +731,7 @@ impl Model {
                             _ if c.tied_output => lin("token_embd.weight", d, n)?,
                             _ => lin("output.weight", d, n)?,
                         };
-                        Some(Head::new(all, h.clone()))
+                        Some(Head { all, held: h.clone() })
                     }
                 };
                 Some(Part { plan, layers, output })
@@ -771,9 +758,8 @@ impl Model {
                 None => {}
             }
             if let Some(f) = &mut layer.ffn {
-                for q in &mut f.pieces {
-                    mats.extend([&mut q.gate, &mut q.up, &mut q.down]);
-                }
+                mats.extend([&mut f.gate, &mut f.up]);
+                mats.extend(f.down.iter_mut());
             }
             for w in mats {
                 if which(w.t.ty) && ops::interleave(&mut self.store, w, &mut scratch) {
@@ -785,7 +771,6 @@ impl Model {
         // rows a decision reads are un-interleaved where they are read (`clef::lm_rows`).
         if let Some(h) = part.output.as_mut().filter(|_| !self.config.tied_output) {
             if which(h.all.t.ty) && ops::interleave(&mut self.store, &mut h.all, &mut scratch) {
-                *h = Head::new(h.all.clone(), h.held.clone()); // the views, now of interleaved rows
                 done += 1;
             }
         }
@@ -1045,15 +1030,14 @@ impl Model {
         match stage {
             Stage::Head => {
                 if let Some(h) = &part.output {
-                    match share.pieces.clone().filter(|p| *p != h.held.even) {
-                        None => matmul(&self.store, &h.even_rows, x, out, prec, s),
-                        Some(p) => self.head_pieces(h, p, x, out, &mut state.work, prec, s),
-                    }
+                    // Rows × the pieces' rows, row-major: one product over their rows.
+                    let p = share.pieces.clone().unwrap_or(h.held.even.clone());
+                    matmul(&self.store, &h.all.rows(local_rows(&h.held, p)), x, out, prec, s);
                 }
             }
             Stage::Ffn(il) => match &part.layers[il].ffn {
                 Some(w) => {
-                    let p = share.pieces.clone().unwrap_or(w.even.clone());
+                    let p = share.pieces.clone().unwrap_or(w.held.even.clone());
                     self.ffn(w, p, share.separate, x, out, &mut state.work, prec, s)
                 }
                 None => out.fill(0.0),
@@ -1079,62 +1063,36 @@ impl Model {
     fn ffn(&self, l: &Ffn, p: Range<usize>, separate: bool, x: &[f32], out: &mut [f32], work: &mut Work, prec: Precision, s: &mut MatmulScratch) {
         let d = self.config.n_embd;
         let t_n = x.len() / d;
-        let pieces = &l.pieces[p];
-        let f: usize = pieces.iter().map(|q| q.gate.n_out).sum();
-        let [g, u, tmp, ..] = &mut work.slots;
-        let g = sized(g, t_n * f); // piece after piece, each T × F_p
+        let rows = local_rows(&l.held, p.clone());
+        let f = rows.len();
+        let [g, u, tmp, piece, ..] = &mut work.slots;
+        let g = sized(g, t_n * f); // T × F_p…: the pieces' rows are one run of the held matrices
         let u = sized(u, t_n * f);
-        // Every piece's gate and up from one quantization of x.
-        let (mut g_rest, mut u_rest) = (&mut g[..], &mut u[..]);
-        let mut up_next = None;
-        let mut left = pieces.iter();
-        let products = std::iter::from_fn(|| {
-            if let Some(next) = up_next.take() {
-                return Some(next);
-            }
-            let q = left.next()?;
-            let n = t_n * q.gate.n_out;
-            let (gq, gr) = std::mem::take(&mut g_rest).split_at_mut(n);
-            let (uq, ur) = std::mem::take(&mut u_rest).split_at_mut(n);
-            (g_rest, u_rest) = (gr, ur);
-            up_next = Some((&q.up, uq));
-            Some((&q.gate, gq))
-        });
-        ops::matmuls(&self.store, x, products, prec, s);
+        ops::matmuls(&self.store, x, [(&l.gate.rows(rows.clone()), &mut g[..]), (&l.up.rows(rows), &mut u[..])], prec, s);
         ops::silu_mul(g, u);
-        let mut at = 0;
-        for (k, q) in pieces.iter().enumerate() {
-            let gq = &g[at..at + t_n * q.gate.n_out];
-            at += gq.len();
+        let mut col = 0;
+        for (k, down) in l.down[p].iter().enumerate() {
+            let w = down.n_in;
+            // The piece's T × F_k input: its columns of g (one token, or one piece: g itself).
+            let gk: &[f32] = if t_n == 1 || w == f {
+                &g[col * t_n..(col + w) * t_n]
+            } else {
+                let piece = sized(piece, t_n * w);
+                for (dst, src) in piece.chunks_exact_mut(w).zip(g.chunks_exact(f)) {
+                    dst.copy_from_slice(&src[col..col + w]);
+                }
+                piece
+            };
+            col += w;
             if separate {
-                matmul(&self.store, &q.down, gq, &mut out[k * t_n * d..(k + 1) * t_n * d], prec, s);
+                matmul(&self.store, down, gk, &mut out[k * t_n * d..(k + 1) * t_n * d], prec, s);
             } else if k == 0 {
-                matmul(&self.store, &q.down, gq, out, prec, s);
+                matmul(&self.store, down, gk, out, prec, s);
             } else {
                 let tmp = sized(tmp, t_n * d);
-                matmul(&self.store, &q.down, gq, tmp, prec, s);
+                matmul(&self.store, down, gk, tmp, prec, s);
                 out.iter_mut().zip(tmp.iter()).for_each(|(o, t)| *o += t);
             }
-        }
-    }
-
-    /// The LM head over pieces `p` of this shard's rows: out = rows × (their rows), row-major.
-    #[allow(clippy::too_many_arguments)]
-    fn head_pieces(&self, h: &Head, p: Range<usize>, x: &[f32], out: &mut [f32], work: &mut Work, prec: Precision, s: &mut MatmulScratch) {
-        let rows = x.len() / self.config.n_embd;
-        let width: usize = h.pieces[p.clone()].iter().map(|w| w.n_out).sum();
-        let mut at = 0;
-        for w in &h.pieces[p] {
-            if rows == 1 {
-                matmul(&self.store, w, x, &mut out[at..at + w.n_out], prec, s);
-            } else {
-                let tmp = sized(&mut work.slots[0], rows * w.n_out);
-                matmul(&self.store, w, x, tmp, prec, s);
-                for (r, row) in tmp.chunks_exact(w.n_out).enumerate() {
-                    out[r * width + at..r * width + at + w.n_out].copy_from_slice(row);
-                }
-            }
-            at += w.n_out;
         }
     }
 

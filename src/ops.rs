@@ -47,13 +47,21 @@ impl Linear {
         Linear { t, n_in, n_out, row_bytes, r4: false }
     }
 
-    /// Rows `r` of this matrix as a matrix of their own (a view of the same bytes; interleaved
-    /// rows in whole groups of four).
+    /// Rows `r` of this matrix as a matrix of their own, for a product: a view of the same bytes
+    /// (interleaved rows in whole groups of four) without a name or dims, so that making one
+    /// allocates nothing.
     pub fn rows(&self, r: std::ops::Range<usize>) -> Linear {
         assert!(r.end <= self.n_out, "{}: rows {r:?} of {}", self.t.name, self.n_out);
         assert!(!self.r4 || (r.start % R4 == 0 && r.end % R4 == 0), "{}: rows {r:?} split an interleaved group", self.t.name);
-        let t = TensorView { dims: vec![self.n_in, r.len()], offset: self.t.offset + r.start * self.row_bytes, size: r.len() * self.row_bytes, ..self.t.clone() };
-        Linear { t, n_out: r.len(), ..self.clone() }
+        let t = TensorView {
+            name: String::new(),
+            ty: self.t.ty,
+            dims: Vec::new(),
+            shard: self.t.shard,
+            offset: self.t.offset + r.start * self.row_bytes,
+            size: r.len() * self.row_bytes,
+        };
+        Linear { t, n_in: self.n_in, n_out: r.len(), row_bytes: self.row_bytes, r4: self.r4 }
     }
 }
 
@@ -185,9 +193,10 @@ pub fn matmul(store: &WeightStore, w: &Linear, x: &[f32], y: &mut [f32], prec: P
 /// products whose types take the same activation format, and packed for the prompt GEMM once for
 /// all that pack it alike (a 128-token prompt: 0.5 M activations each time, ~3 % of a worker's
 /// prompt time when every product did both).
-pub fn matmuls<'a>(store: &WeightStore, x: &[f32], products: impl IntoIterator<Item = (&'a Linear, &'a mut [f32])>, prec: Precision, s: &mut MatmulScratch) {
+pub fn matmuls<'a, W: std::borrow::Borrow<Linear>>(store: &WeightStore, x: &[f32], products: impl IntoIterator<Item = (W, &'a mut [f32])>, prec: Precision, s: &mut MatmulScratch) {
     let mut held = None; // the activation format `s.act` holds `x` in
     for (w, y) in products {
+        let w = w.borrow();
         let ty = w.t.ty;
         if !ty.is_float() && prec != Precision::Exact && held != Some((ty.act_kind(), w.n_in)) {
             assert_eq!(x.len() % w.n_in, 0, "{}: input is not a multiple of {}", w.t.name, w.n_in);

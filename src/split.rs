@@ -55,15 +55,18 @@ impl ShardId {
     pub const WHOLE: ShardId = ShardId { index: 0, count: 1, band_pct: 0 };
 }
 
-/// The band width a split load uses unless told otherwise ([`ShardId::band_pct`]): with two
-/// shards 20 % of the FFN rows and of the vocabulary are held by both, each shard holding 20 %
-/// more than its half. Replayed on a traced decode (session 43) a band of 10 / 20 / 30 % saved
-/// 2.5 / 4.5 / 5.8 % of the time.
-pub const BAND_PCT: usize = 40;
+/// The band width a split load uses where it fits ([`ShardId::band_pct`]): with two shards 25 %
+/// of the FFN rows and of the vocabulary are held by both, each shard holding 25 % more FFN and
+/// LM-head rows than its half. Replayed on session 43's traced 2-worker decodes (BENCHMARKS.md),
+/// these bands cut as `balance.rs` cuts them would have saved 5.0 % (Q2_K) and 4.4 % (IQ2_M) of
+/// the time; 17 % bands 3.9 % and 3.4 %.
+pub const BAND_PCT: usize = 50;
 
-/// Pieces per band: the FFN's are summed one by one (each a T × D partial, and a narrow down
-/// projection runs slower per byte), the LM head's are only rows.
-const FFN_PIECES: usize = 4;
+/// Pieces per band. An FFN piece is a partial sum and a product of its own, which costs time
+/// per product: in two the even split is the core and one piece (the replay saved as much as
+/// with four or eight — a late shard is late by far, and the cut goes to the band's end). An LM
+/// head's pieces are only rows: finer costs nothing.
+const FFN_PIECES: usize = 2;
 const HEAD_PIECES: usize = 16;
 
 /// How a tensor is cut for one shard (element indices; column ranges are block-aligned).
@@ -585,9 +588,9 @@ mod tests {
                 }
             }
             if n == 2 {
-                // FFN: 4 pieces of two 256-blocks (2048 of 12288 rows); head: 16 of 12 × 256 rows.
-                assert_eq!((bal.ffn[0].per_band, bal.ffn[0].pieces[1].len()), (4, 512));
-                assert_eq!((bal.head.per_band, bal.head.pieces[1].len()), (16, 3072));
+                // FFN: 2 pieces of six 256-blocks (3072 of 12288 rows); head: 16 of 15 × 256 rows.
+                assert_eq!((bal.ffn[0].per_band, bal.ffn[0].pieces[1].len()), (2, 1536));
+                assert_eq!((bal.head.per_band, bal.head.pieces[1].len()), (16, 3840));
             }
         }
     }

@@ -243,12 +243,6 @@ fn parse_role(role: &str, index: usize, count: usize, band: Option<usize>) -> Re
 /// the coordinator, then each shard; `count` = 1: the whole model in one worker.
 /// `expandedWeightBytes`: the weights with the tensors that have a faster stored form held in it
 /// (`weights.rs` `Relocation`; `expand` to `forRole`), from the same parse of the header.
-/// The band a split load uses where it fits ([`crate::split::BAND_PCT`]).
-#[wasm_bindgen(js_name = bandPct)]
-pub fn band_pct() -> usize {
-    crate::split::BAND_PCT
-}
-
 /// `band`: the shards' [`ShardId::band_pct`] (absent: no bands).
 #[wasm_bindgen(js_name = splitInfo)]
 pub fn split_info(prefix: &[u8], file_size: f64, count: usize, band: Option<usize>) -> Result<Array, JsValue> {
@@ -767,7 +761,7 @@ impl WasmEngine {
         let p = self.engine.pass().ok_or_else(|| err("bad_request", "no pass in flight"))?;
         let stage = p.stage().ok_or_else(|| err("bad_request", "the pass is complete"))?;
         let (rows, d) = (p.rows(), p.input().len() / p.rows().max(1));
-        b.plan(stage, rows);
+        b.plan(stage);
         let mut out = Vec::with_capacity(7 * b.order().len());
         for &s in b.order() {
             let share = &b.shares()[s];

@@ -259,16 +259,16 @@ fn split_models_match_the_whole_model_exact() {
 }
 
 /// Bands (src/balance.rs): wherever the balancer cuts them, the same bits. Each fixture through
-/// 2 and 3 shards, a prompt then 8 greedy tokens, once with the shards at one speed and once with
-/// their speeds swinging from token to token (one shard up to 8× slower, in turn, as on a busy
-/// host): every logit of every pass identical, and where the file has bands the cuts moved.
+/// 2 and 3 shards, a prompt, 8 greedy tokens, then a pass of 3 tokens, once with the shards at one speed and once with their speeds swinging from pass
+/// to pass (one shard up to 8× slower, in turn, as on a busy host): every logit of every pass
+/// identical, and where the file has bands the cuts moved.
 #[test]
 fn band_cuts_do_not_change_results() {
     for (name, path) in models() {
         let file = std::fs::read(&path).unwrap();
         let tdq = json(&fixture_dir().join(format!("{name}.transformers-dequant.json")));
         let prompt = ids(&tdq["cases"][0]["prompt_ids"]);
-        let n_ctx = prompt.len() + 10;
+        let n_ctx = prompt.len() + 12;
         for n in [2, 3] {
             let run = |swing: bool| -> (Vec<Vec<f32>>, bool, usize) {
                 let (m, mut c) = Cluster::from_bytes(&file, n, n_ctx).unwrap();
@@ -281,6 +281,8 @@ fn band_cuts_do_not_change_results() {
                     let t = argmax(out.last().unwrap());
                     out.push(c.forward(&m, &mut n_past, n_ctx, &[t], Logits::Last).unwrap());
                 }
+                let t = argmax(out.last().unwrap());
+                out.push(c.forward(&m, &mut n_past, n_ctx, &[t, 17, t], Logits::All).unwrap());
                 (out, c.balancer().has_bands(), c.balancer().moved())
             };
             let (even, bands, moved_even) = run(false);
@@ -290,7 +292,7 @@ fn band_cuts_do_not_change_results() {
             for (k, (a, b)) in even.iter().zip(&swung).enumerate() {
                 assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()), "{name} / {n} shards: pass {k} differs with moved cuts");
             }
-            println!("{name} / {n} shards: bands {bands}, {moved} stages cut unevenly, 9 passes bit-identical");
+            println!("{name} / {n} shards: bands {bands}, {moved} stages cut unevenly, 10 passes bit-identical");
         }
     }
 }

@@ -26,11 +26,13 @@ const greedyIds = async (engine, ids, n = 16) =>
 
 test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one worker; follow-ups reuse the prefix', { skip: skipNode, timeout: 240000 }, async () => {
   const { ClefEngine } = await import(dist);
-  // engineShard false: every shard in a worker of its own, the engine worker only coordinating.
-  for (const [workers, exchange, engineShard] of [[1, 'auto'], [2, 'auto'], [3, 'auto'], [2, 'message'], [2, 'auto', false], [3, 'message', false]]) {
-    const engine = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers, exchange, engineShard });
+  // engineShard false: every shard in a worker of its own, the engine worker only coordinating;
+  // band: FFN and LM-head rows shared by neighbouring shards, cut stage by stage (src/balance.rs).
+  for (const [workers, exchange, engineShard, band] of [[1, 'auto'], [2, 'auto'], [3, 'auto'], [2, 'message'], [2, 'auto', false], [3, 'message', false], [2, 'auto', true, 50], [3, 'message', false, 50]]) {
+    const engine = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers, exchange, engineShard, band });
     try {
       assert.equal(engine.info.workers, workers);
+      assert.equal(engine.info.stats.band, band ?? 0, 'bands where asked (the fixture fits them)');
       assert.equal(engine.info.engineShard, workers > 1 && engineShard !== false, 'the engine worker computes shard 0 unless told not to');
       assert.equal(engine.info.workersReason, 'requested');
       assert.equal(engine.info.exchange, workers === 1 ? '' : exchange === 'auto' ? 'shared' : 'message', 'Node has SharedArrayBuffer');
@@ -182,7 +184,9 @@ test('Chromium without COOP/COEP: 2 and 3 workers over HTTP, then from OPFS, giv
     const f = hub.files.get('test-org/clef-flash-GGUF').get('clef-flash-F32.gguf');
     assert.equal(hub.bytesServed(), f.size, 'every byte once: the engine worker downloads, the shards get their parts');
     assert.equal(net.info.stats.pulledByWorkers, false);
-    const cached = await run({ workers: 3 });
+    const cached = await run({ workers: 3, band: 50 });
+    assert.equal(cached.info.stats.band, 50);
+    assert.ok(cached.usage.split.completion.moved_stages >= 0);
     assert.equal(cached.info.source, 'cache');
     assert.equal(cached.info.workers, 3);
     assert.equal(cached.info.stats.pulledByWorkers, true, 'every worker read its own part of the cache');

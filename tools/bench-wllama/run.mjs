@@ -4,6 +4,7 @@
 //   cd tools/bench-wllama && npm ci && node run.mjs [FILE.gguf …] [--no-fixtures] [--prompt-tokens 64]
 //       [--gen-tokens 32] [--repeats 2] [--ctx 512] [--engines ours,ours2,wl1,wl2] [--json OUT.json] [--verbose]
 //       [--not-isolated]   (the page without COOP/COEP, as on a plain static host)
+//       [--band PCT]       (ours split: bands of PCT % between workers, the `band` load option)
 //       [--warmup full|short|none] (the warm-up request: the measured prompt and 2 tokens — one decode
 //                          step — as llama-bench warms up before its runs, the default; or 40
 //                          characters and 4 tokens; or none: the first measured request cold)
@@ -197,7 +198,7 @@ for (const [i, file] of files.entries()) {
   const url = `/model/${i}/${basename(file)}`;
   // Tiny files take milliseconds per run and are noisy: give them at least 5 runs.
   const repeats = statSync(file).size < 64 << 20 ? Math.max(opt.repeats, 5) : opt.repeats;
-  const o = { verbose: opt.verbose, prompt, promptTokens: opt.promptTokens, genTokens: opt.genTokens, nCtx: opt.ctx, repeats, logitBias, warmup: opt.warmup };
+  const o = { verbose: opt.verbose, prompt, promptTokens: opt.promptTokens, genTokens: opt.genTokens, nCtx: opt.ctx, repeats, logitBias, warmup: opt.warmup, band: opt.band ?? 0 };
   const row = { file: basename(file), bytes: statSync(file).size, nVocab, banned: Object.keys(logitBias).length };
   for (const [key, fn, threads, engineShard] of runs) {
     const t0 = Date.now();

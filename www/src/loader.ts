@@ -20,7 +20,7 @@
 // Every byte is written straight to its final place; no whole-file copy exists in JS. This file
 // runs the steps in order with one explicit state (`Run`); the steps live in load/.
 
-import { ModelLoader, bandPct, splitInfo, wasmMemory } from '../pkg/clef_web.js';
+import { ModelLoader, splitInfo, wasmMemory } from '../pkg/clef_web.js';
 import type { CopyOp, ErrorCode, LoadParams, LoadProgress, LoadStats } from './protocol.js';
 import { type Manifest, type ModelCache, CacheError, PIECE_BYTES } from './cache.js';
 import { type ResolvedLoadParams, resolveLoadParams } from './validate.js';
@@ -212,8 +212,8 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   // and then the faster stored forms, each only where it costs no context: the same context, every
   // part fitting. The worker count is chosen without either.
   const evenCtx = contextOf(shapes(workers));
-  const banded = workers > 1 && bandPct() > 0 ? shapes(workers, bandPct()) : null;
-  const band = banded && contextOf(banded) >= evenCtx && fitsAt(banded, evenCtx) ? bandPct() : 0;
+  const banded = workers > 1 && params.band > 0 ? shapes(workers, params.band) : null;
+  const band = banded && contextOf(banded) >= evenCtx && fitsAt(banded, evenCtx) ? params.band : 0;
   stats.band = band;
   const plain = shapes(workers, band);
   const fast = fastShapes(workers, band);

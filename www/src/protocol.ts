@@ -100,6 +100,12 @@ export interface LoadParams {
    */
   workers?: number;
   /**
+   * Split: the FFN and LM-head rows at each boundary between two shards held by both, this many
+   * percent of a shard's share (src/split.rs), so that the engine moves work to the faster shard
+   * stage by stage (src/balance.rs); used where it costs no context. Default 0 (none).
+   */
+  band?: number;
+  /**
    * How a split model's stages reach the shard workers: 'shared' (SharedArrayBuffer + Atomics;
    * Node, or a cross-origin isolated page), 'message' (postMessage: any page), 'auto' (default:
    * shared where available).

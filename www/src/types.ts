@@ -284,6 +284,13 @@ export interface LoadOptions {
    */
   workers?: number;
   /**
+   * With several workers: the FFN and LM-head rows at each boundary between two of them held by
+   * both, this many percent of a worker's share (more memory), so that the engine moves work to
+   * the faster one stage by stage — it pays on a busy machine, where one worker at a time runs
+   * slow (BENCHMARKS.md). Used where it costs no context; default 0 (none); `engine.info.stats.band`.
+   */
+  band?: number;
+  /**
    * How a split model's stages reach its workers: 'shared' (SharedArrayBuffer + Atomics: Node, or a
    * cross-origin isolated page — COOP + COEP), 'message' (postMessage: any page), 'auto' (default:
    * shared where available). The choice is in `engine.info.exchange`.

@@ -53,7 +53,7 @@ export const SAMPLING = {
   top_logprobs: { integer: true, min: 0, max: 20 },
 } satisfies Record<string, Range>;
 
-type LoadKey = 'contextLength' | 'chunkSize' | 'concurrency' | 'maxRetries' | 'retryDelayMs' | 'memoryLimit' | 'workers' |
+type LoadKey = 'contextLength' | 'chunkSize' | 'concurrency' | 'maxRetries' | 'retryDelayMs' | 'memoryLimit' | 'workers' | 'band' |
   'timeoutMs' | 'idleTimeoutMs' | 'retryBudgetMs' | 'maxRetryAfterMs';
 
 /** Numeric load options: range and default (contextLength's default depends on the model: see load/fit.ts). */
@@ -68,6 +68,8 @@ export const LOAD: Record<LoadKey, Range & { default?: number }> = {
   memoryLimit: { bytes: true, min: MiB, default: WASM_MAX_MEMORY },
   /** Shard workers (default: load/workers.ts picks from the cores and the model's size). */
   workers: { integer: true, min: 1, max: 64 },
+  /** Bands between shards, % of a shard's share (src/split.rs); off until measured to pay (BENCHMARKS.md session 44). */
+  band: { integer: true, min: 0, max: 100, default: 0 },
   /** Waiting for a response's headers (connect + server think time). */
   timeoutMs: { min: 1, max: 3_600_000, default: 30_000 },
   /** A response body that sends nothing for this long is aborted and resumed. */
