@@ -55,7 +55,8 @@ impl ShardId {
     pub const WHOLE: ShardId = ShardId { index: 0, count: 1, band_pct: 0 };
 }
 
-/// The band width a split load uses where it fits ([`ShardId::band_pct`]): with two shards 25 %
+/// The band width [`crate::cluster::Cluster`] uses, and what the browser's `band` load option
+/// (off by default) is measured with ([`ShardId::band_pct`]): with two shards 25 %
 /// of the FFN rows and of the vocabulary are held by both, each shard holding 25 % more FFN and
 /// LM-head rows than its half. Replayed on session 43's traced 2-worker decodes (BENCHMARKS.md),
 /// these bands cut as `balance.rs` cuts them would have saved 5.0 % (Q2_K) and 4.4 % (IQ2_M) of
