@@ -329,7 +329,8 @@ pub struct State {
 
 /// The intermediates of a stage (llama2.c's `RunState`): buffers that grow to the largest pass
 /// they have served and are reused by every stage after it, so a decoded token allocates nothing.
-/// The stages take the slots in turn, largest intermediate first (FFN: x·gate, x·up; DeltaNet:
+/// The stages take the slots in turn, largest intermediate first (FFN: x·gate, x·up, then with
+/// several pieces a piece's partial sum and its gathered input; DeltaNet:
 /// x·qkv, the conv's window and output, x·z, the heads, x·β, x·α; attention: x·q with its gate,
 /// the heads, x·k, x·v — see each stage's shapes), so together they hold about the largest
 /// stage's memory, not the sum over the three kinds.
