@@ -3,11 +3,11 @@
 //! follows its speed in the stage just run, and after the stage it learns from the shards' times.
 //!
 //! ```text
-//!   stage k:    shard times ms_s for work w_s   →  cost_s = (ms_s / w_s) / mean
-//!               and, per kind of stage K, bias_K,s ← average of cost_s on K / cost_s the stage before
-//!   stage k+1:  of kind K: cost_s × bias_K,s (normalised); shard s wants its even share e_s × 1/cost_s; boundary between positions v, v+1
-//!               where the wants before it end (scaled to the rows), rounded to a piece of the
-//!               band there (clamped to the band)
+//!   stage k:    shard times ms_s for work w_s  →  cost_s = (ms_s / w_s) / mean, and for the
+//!               stage's kind K: bias_K,s ← average of cost_s on K / cost_s the stage before
+//!   stage k+1:  of kind K: shard s wants its even share e_s / (cost_s × bias_K,s); the boundary
+//!               between positions v, v+1 where the wants before it end (scaled to the rows),
+//!               rounded to a piece of the band there (clamped to the band)
 //! ```
 //! The cut moves work, never results: the FFN's partial sums come back one per piece (the shard
 //! at the front sums its own — they begin the sequence) and are added in the order of the
@@ -119,6 +119,17 @@ impl Balancer {
     /// The units of work shard `s` has in the current stage (rows; a mixer stage: 1).
     pub fn work(&self, s: usize) -> f64 {
         self.work[s]
+    }
+
+    /// How many floats shard `s`'s result of the current stage over `rows` input rows of `d` has
+    /// (the coordinator's side of `Model::result_len`).
+    pub fn result_len(&self, s: usize, rows: usize, d: usize) -> usize {
+        let share = &self.shares[s];
+        match self.kind {
+            2 => rows * self.head_rows[s].len(),
+            1 if share.separate => rows * d * share.pieces.as_ref().map_or(1, |p| p.len()),
+            _ => rows * d,
+        }
     }
 
     /// The vocabulary rows of shard `s`'s logits in the current (head) stage.

@@ -182,10 +182,7 @@ impl Banded {
 
     /// The elements of pieces `p` (indices).
     pub fn rows(&self, p: Range<usize>) -> Range<usize> {
-        if p.is_empty() {
-            return 0..0;
-        }
-        self.pieces[p.start].start..self.pieces[p.end - 1].end
+        span(&self.pieces, p)
     }
 
     /// The elements of the band between positions `v` and `v + 1`.
@@ -226,11 +223,16 @@ impl Held {
     }
     /// The elements of pieces `p`.
     pub fn rows(&self, p: Range<usize>) -> Range<usize> {
-        if p.is_empty() {
-            return 0..0;
-        }
-        self.pieces[p.start].start..self.pieces[p.end - 1].end
+        span(&self.pieces, p)
     }
+}
+
+/// The elements of `pieces[p]` (touching ranges in order).
+fn span(pieces: &[Range<usize>], p: Range<usize>) -> Range<usize> {
+    if p.is_empty() {
+        return 0..0;
+    }
+    pieces[p.start].start..pieces[p.end - 1].end
 }
 
 /// What a shard computes of a balanced stage (FFN, LM head): pieces `[start, end)` of those it

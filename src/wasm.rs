@@ -766,11 +766,7 @@ impl WasmEngine {
         for &s in b.order() {
             let share = &b.shares()[s];
             let pieces = share.pieces.clone().unwrap_or(0..0);
-            let len = match stage {
-                Stage::Head => rows * b.head_rows(s).len(),
-                Stage::Ffn(_) if share.separate => rows * d * pieces.len(),
-                _ => rows * d,
-            };
+            let len = b.result_len(s, rows, d);
             let head = if stage == Stage::Head { b.head_rows(s).start } else { 0 };
             out.extend([s, share.pieces.is_some() as usize, pieces.start, pieces.end, share.separate as usize, len, head].map(|v| v as u32));
         }
