@@ -31,8 +31,8 @@ pub struct Balancer {
     /// bursts slow every kind of stage alike (bias 1); a shard that is slower at one kind of
     /// product is so stage after stage (Chromium's prompt FFN, BENCHMARKS.md).
     bias: [Vec<f64>; 3],
-    /// The kind of the stage planned last.
-    kind: usize,
+    /// The stage planned last.
+    stage: Stage,
     /// The current stage: each shard's share, the order results are added in (shard indices),
     /// the units of work each was given (rows; a mixer stage: 1 each), and the vocabulary
     /// rows of each shard's logits (head).
@@ -52,7 +52,7 @@ impl Balancer {
             n,
             cost: vec![1.0; n],
             bias: std::array::from_fn(|_| vec![1.0; n]),
-            kind: 0,
+            stage: Stage::Mixer(0),
             shares: vec![Share::default(); n],
             order: (0..n).collect(),
             work: vec![1.0; n],
@@ -63,11 +63,7 @@ impl Balancer {
 
     /// The shards' shares of `stage` ([`Balancer::shares`], [`Balancer::order`]).
     pub fn plan(&mut self, stage: Stage) {
-        self.kind = match stage {
-            Stage::Mixer(_) => 0,
-            Stage::Ffn(_) => 1,
-            Stage::Head => 2,
-        };
+        self.stage = stage;
         let b = match stage {
             Stage::Mixer(_) => {
                 self.shares.fill(Share::default());
@@ -79,7 +75,7 @@ impl Balancer {
             Stage::Head => &self.split.head,
         };
         let adaptive = b.per_band > 0;
-        let cost: Vec<f64> = self.cost.iter().zip(&self.bias[self.kind]).map(|(c, b)| c * b).collect();
+        let cost: Vec<f64> = self.cost.iter().zip(&self.bias[kind(stage)]).map(|(c, b)| c * b).collect();
         let cuts = if adaptive { cuts(b, &cost) } else { b.even_cuts() };
         self.moved += usize::from(cuts != b.even_cuts());
         let ffn = matches!(stage, Stage::Ffn(_));
@@ -122,14 +118,9 @@ impl Balancer {
     }
 
     /// How many floats shard `s`'s result of the current stage over `rows` input rows of `d` has
-    /// (the coordinator's side of `Model::result_len`).
+    /// ([`Share::result_len`], as the shard sizes it).
     pub fn result_len(&self, s: usize, rows: usize, d: usize) -> usize {
-        let share = &self.shares[s];
-        match self.kind {
-            2 => rows * self.head_rows[s].len(),
-            1 if share.separate => rows * d * share.pieces.as_ref().map_or(1, |p| p.len()),
-            _ => rows * d,
-        }
+        self.shares[s].result_len(self.stage, rows, d, self.head_rows[s].len())
     }
 
     /// The vocabulary rows of shard `s`'s logits in the current (head) stage.
@@ -148,13 +139,22 @@ impl Balancer {
             return;
         }
         let mean = known.iter().sum::<f64>() / known.len() as f64;
-        let bias = &mut self.bias[self.kind];
+        let bias = &mut self.bias[kind(self.stage)];
         for ((c, b), p) in self.cost.iter_mut().zip(bias.iter_mut()).zip(per) {
             if let Some(p) = p {
                 *b += BIAS_RATE * (p / mean / *c - *b);
                 *c = p / mean;
             }
         }
+    }
+}
+
+/// The index of `stage`'s kind in [`Balancer`]'s biases.
+fn kind(stage: Stage) -> usize {
+    match stage {
+        Stage::Mixer(_) => 0,
+        Stage::Ffn(_) => 1,
+        Stage::Head => 2,
     }
 }
 

@@ -815,17 +815,8 @@ impl Model {
 
     /// How many values a shard's result of `stage` over `rows` input rows has with `share`.
     pub fn result_len(&self, stage: Stage, rows: usize, share: &Share) -> usize {
-        let part = self.part.as_ref().expect("a shard runs stages");
-        let d = self.config.n_embd;
-        match stage {
-            Stage::Mixer(_) => rows * d,
-            Stage::Ffn(il) => match (&part.plan.layers[il].ffn, share.separate) {
-                (Some(h), true) => rows * d * share.pieces.clone().unwrap_or(h.even.clone()).len(),
-                (None, true) => 0,
-                (_, false) => rows * d,
-            },
-            Stage::Head => rows * self.head_rows(share).map_or(0, |r| r.len()),
-        }
+        let head_rows = self.head_rows(share).map_or(0, |r| r.len());
+        share.result_len(stage, rows, self.config.n_embd, head_rows)
     }
 
     /// How many pieces of layer `il`'s FFN rows this shard holds.

@@ -35,7 +35,7 @@
 //! `balance.rs`). A piece is also a unit of summation: the FFN's partial sums are added piece by
 //! piece in a fixed order, so the result does not depend on where the cut fell.
 
-use crate::model::Config;
+use crate::model::{Config, Stage};
 use crate::quant::GgmlType;
 use std::ops::Range;
 
@@ -242,6 +242,20 @@ fn span(pieces: &[Range<usize>], p: Range<usize>) -> Range<usize> {
 pub struct Share {
     pub pieces: Option<Range<usize>>,
     pub separate: bool,
+}
+
+impl Share {
+    /// How many floats a shard's result of `stage` over `rows` input rows of width `d` has with
+    /// this share: a mixer's, or an FFN's summed partial, rows × d; an FFN's separate partials
+    /// rows × d each; the head's logits rows × `head_rows` (its vocabulary rows). One definition
+    /// for the shard that writes the result and the coordinator that sizes it.
+    pub fn result_len(&self, stage: Stage, rows: usize, d: usize, head_rows: usize) -> usize {
+        match stage {
+            Stage::Head => rows * head_rows,
+            Stage::Ffn(_) if self.separate => rows * d * self.pieces.as_ref().map_or(0, |p| p.len()),
+            _ => rows * d,
+        }
+    }
 }
 
 /// How the balanced stages of every layer and the LM head are cut (one definition for the

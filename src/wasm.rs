@@ -779,6 +779,13 @@ impl WasmEngine {
         self.balance.as_ref().map_or(0.0, |b| b.moved() as f64)
     }
 
+    /// The units of work each shard has in the stage just planned (by shard index: FFN or
+    /// vocabulary rows; a mixer stage: 1 each) — for a stage trace.
+    #[wasm_bindgen(js_name = passWork)]
+    pub fn pass_work(&self) -> Vec<f64> {
+        self.balance.as_ref().map_or_else(Vec::new, |b| (0..b.order().len()).map(|s| b.work(s)).collect())
+    }
+
     /// The shards' compute times of the stage just run (ms, by shard index): the balancer learns
     /// their speeds from them.
     #[wasm_bindgen(js_name = passObserve)]

@@ -29,7 +29,8 @@ test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one wo
   // engineShard false: every shard in a worker of its own, the engine worker only coordinating;
   // band: FFN and LM-head rows shared by neighbouring shards, cut stage by stage (src/balance.rs).
   for (const [workers, exchange, engineShard, band] of [[1, 'auto'], [2, 'auto'], [3, 'auto'], [2, 'message'], [2, 'auto', false], [3, 'message', false], [2, 'auto', true, 50], [3, 'message', false, 50]]) {
-    const engine = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers, exchange, engineShard, band });
+    // The banded runs also trace their stages (traceStages: usage.split.*.trace).
+    const engine = await ClefEngine.load(join(fixturesDir, 'A-F32.gguf'), { workers, exchange, engineShard, band, traceStages: !!band });
     try {
       assert.equal(engine.info.workers, workers);
       assert.equal(engine.info.stats.band, band ?? 0, 'bands where asked (the fixture fits them)');
@@ -40,6 +41,25 @@ test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one wo
       const r = await greedyChat(engine);
       assert.deepEqual(r.prompt_token_ids, A.cases[0].prompt_ids);
       assert.deepEqual(r.choices[0].token_ids, A.cases[0].greedy_ids, `${workers} workers`);
+      for (const part of workers > 1 ? [r.usage.split.prompt, r.usage.split.completion] : []) {
+        if (!band) {
+          assert.equal(part.trace, undefined, 'stages traced only when asked');
+          continue;
+        }
+        // One record per stage, adding up to the totals; every stage's rows all computed once.
+        assert.equal(part.trace.length, part.stages);
+        const slowest = part.trace.reduce((a, t) => a + Math.max(...t.shard_ms), 0);
+        assert.ok(Math.abs(slowest - part.shard_ms) <= 0.1, `${slowest} vs ${part.shard_ms}`);
+        const ffnRows = new Set();
+        for (const t of part.trace) {
+          assert.equal(t.shard_ms.length, workers);
+          const rows = t.work.reduce((a, b) => a + b, 0);
+          if (t.stage === 'ffn') ffnRows.add(rows);
+          else assert.equal(rows, t.stage === 'mixer' ? workers : engine.info.nVocab, JSON.stringify(t));
+        }
+        assert.equal(ffnRows.size, 1, 'every FFN stage shares out all its rows');
+        assert.deepEqual([...new Set(part.trace.map((t) => t.stage))].sort(), ['ffn', 'head', 'mixer']);
+      }
       for (const c of A.cases.slice(1)) assert.deepEqual(await greedyIds(engine, c.prompt_ids), c.greedy_ids, `${workers} workers`);
       // A follow-up turn: the prefix comes from the shards' snapshots, the tokens are unchanged.
       const follow = [...A.cases[0].prompt_ids, ...A.cases[0].greedy_ids.slice(0, 4), 8002, 198, 8001, 846];

@@ -5,6 +5,9 @@
 //       [--gen-tokens 32] [--repeats 2] [--ctx 512] [--engines ours,ours2,wl1,wl2] [--json OUT.json] [--verbose]
 //       [--not-isolated]   (the page without COOP/COEP, as on a plain static host)
 //       [--band PCT]       (ours split: bands of PCT % between workers, the `band` load option)
+//       [--trace]          (ours split: every stage traced — the `traceStages` load option; the report
+//                          adds each run's imbalance, lag-1 and a replay with bands: trace.mjs;
+//                          --json keeps the traces)
 //       [--warmup full|short|none] (the warm-up request: the measured prompt and 2 tokens — one decode
 //                          step — as llama-bench warms up before its runs, the default; or 40
 //                          characters and 4 tokens; or none: the first measured request cold)
@@ -34,6 +37,7 @@ import { basename, dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { ARGS, CHROMIUM, ENV_ARGS } from '../../tests/browser/helpers.mjs';
+import { describe, summarize } from './trace.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, '../..');
@@ -51,6 +55,7 @@ for (let a = process.argv.slice(2); a.length; ) {
   else if (k === '--verbose') opt.verbose = true;
   else if (k === '--json') opt.json = a.shift();
   else if (k === '--warmup') opt.warmup = a.shift();
+  else if (k === '--trace') opt.trace = true;
   else if (k.startsWith('--')) opt[k.slice(2).replace(/-(.)/g, (_, c) => c.toUpperCase())] = Number(a.shift());
   else files.push(resolve(k));
 }
@@ -198,7 +203,7 @@ for (const [i, file] of files.entries()) {
   const url = `/model/${i}/${basename(file)}`;
   // Tiny files take milliseconds per run and are noisy: give them at least 5 runs.
   const repeats = statSync(file).size < 64 << 20 ? Math.max(opt.repeats, 5) : opt.repeats;
-  const o = { verbose: opt.verbose, prompt, promptTokens: opt.promptTokens, genTokens: opt.genTokens, nCtx: opt.ctx, repeats, logitBias, warmup: opt.warmup, band: opt.band ?? 0 };
+  const o = { verbose: opt.verbose, prompt, promptTokens: opt.promptTokens, genTokens: opt.genTokens, nCtx: opt.ctx, repeats, logitBias, warmup: opt.warmup, band: opt.band ?? 0, traceStages: !!opt.trace };
   const row = { file: basename(file), bytes: statSync(file).size, nVocab, banned: Object.keys(logitBias).length };
   for (const [key, fn, threads, engineShard] of runs) {
     const t0 = Date.now();
@@ -243,6 +248,17 @@ for (const r of results) {
   const o = r.ours ?? r.ours1;
   console.log(`| ${r.file} | ${size(r.bytes)} | ${f(o?.pp)} | ${f(r.wl1?.pp)} | ${ratio(o?.pp, r.wl1?.pp)} | ${f(o?.tg)} | ${f(r.wl1?.tg)} | ` +
     `${ratio(o?.tg, r.wl1?.tg)} | ${f(r.wl2?.pp)} / ${f(r.wl2?.tg)} | ` + split.map((k) => `${f(r[k]?.pp)} / ${f(r[k]?.tg)} | `).join('') + `${same(o?.text, r.wl1?.text)} |`);
+}
+if (opt.trace) {
+  console.log('\nStage traces (the median run; trace.mjs):');
+  for (const r of results) {
+    for (const k of split) {
+      for (const part of ['prompt', 'completion']) {
+        const t = r[k]?.split?.[part]?.trace;
+        if (t) console.log(`- ${r.file}, ${k}${r[k].band ? ` (bands ${r[k].band} %)` : ''}, ${part}: ${describe(summarize(t))}`);
+      }
+    }
+  }
 }
 for (const r of results) for (const [k] of runs) if (r[k]?.error) console.log(`\n- ${r.file}, ${k}: ${r[k].error}`);
 if (opt.json) writeFileSync(opt.json, JSON.stringify({ wllamaVersion, libllama: env.libllama, opt, results }, null, 1));

@@ -15,7 +15,7 @@ import type {
 import type {
   ChatChoiceLogprobs, ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParams, ChatCompletionTokenLogprob, ChatCompletionTool,
   ChatFinishReason, ChatStream, Completion, CompletionCreateParams, CompletionLogprobs, CompletionUsage, DecideOptions, HeadRef,
-  LoadHeadOptions, LoadOptions, SamplingParams, SystemOneRequest, SystemOneResponse,
+  LoadHeadOptions, LoadOptions, SamplingParams, SplitTimes, SystemOneRequest, SystemOneResponse,
 } from './types.js';
 import type { HeadInfo, HeadSpec } from './protocol.js';
 import { resolveModel, type ModelRef } from './resolve.js';
@@ -410,7 +410,12 @@ function makeUsage(r: GenerateResult, reasoningTokens?: number): CompletionUsage
   if (reasoningTokens !== undefined) u.completion_tokens_details = { reasoning_tokens: reasoningTokens };
   if (r.split) {
     const ms = (x: number) => Math.round(x * 10) / 10;
-    const part = (p: SplitStats) => ({ stages: p.stages, wait_ms: ms(p.waitMs), shard_ms: ms(p.shardMs), mean_shard_ms: ms(p.meanShardMs), moved_stages: p.movedStages, coordinator_ms: ms(p.coordinatorMs) });
+    const us = (x: number) => Math.round(x * 1000) / 1000;
+    const stage = ['mixer', 'ffn', 'head'] as const;
+    const part = (p: SplitStats): SplitTimes => ({
+      stages: p.stages, wait_ms: ms(p.waitMs), shard_ms: ms(p.shardMs), mean_shard_ms: ms(p.meanShardMs), moved_stages: p.movedStages, coordinator_ms: ms(p.coordinatorMs),
+      ...(p.trace ? { trace: p.trace.map((t) => ({ stage: stage[t.kind], layer: t.layer, rows: t.rows, wait_ms: us(t.waitMs), shard_ms: t.shardMs.map(us), work: t.work })) } : {}),
+    });
     u.split = { workers: r.split.decode.workers, prompt: part(r.split.prompt), completion: part(r.split.decode) };
   }
   return u;

@@ -117,6 +117,8 @@ export interface LoadParams {
    * workers and an engine worker that only coordinates (for comparisons).
    */
   engineShard?: boolean;
+  /** Split: record every stage's times in the usage (`SplitStats.trace`; a diagnostic). Default false. */
+  traceStages?: boolean;
   /** KV cache values: 'f32' (default, exact) or 'f16' (half the memory per token: longer contexts). */
   kvCache?: 'f32' | 'f16';
   /** Expected sha256 of the whole file (else: the Hub's LFS oid when it gives one). */
@@ -442,6 +444,23 @@ export interface SplitStats {
   movedStages: number;
   /** The coordinator's own work between stages (norms, residuals, sampling, copies), ms. */
   coordinatorMs: number;
+  /** Every stage, in order (load option `traceStages`). */
+  trace?: StageTrace[];
+}
+
+/** One stage of a split pass, traced (load option `traceStages`). */
+export interface StageTrace {
+  /** 0: a mixer, 1: an FFN, 2: the LM head. */
+  kind: number;
+  layer: number;
+  /** Input rows (tokens). */
+  rows: number;
+  /** Waiting for the shards (their compute + the exchange), ms. */
+  waitMs: number;
+  /** Each shard's compute (ms, by shard index). */
+  shardMs: number[];
+  /** Each shard's units of work (FFN or vocabulary rows; a mixer: 1 each), by shard index. */
+  work: number[];
 }
 
 export interface WorkerStats {

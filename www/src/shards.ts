@@ -309,6 +309,8 @@ export class SplitDriver {
     private pool: ShardPool,
     /** Hidden size D: a stage input is rows × D. */
     private nEmbd: number,
+    /** Record every stage in `stats.trace` (load option `traceStages`). */
+    private trace = false,
   ) {
     this.stats = this.resetStats();
   }
@@ -318,6 +320,7 @@ export class SplitDriver {
 
   resetStats(): SplitStats {
     this.stats = { workers: this.pool.size, stages: 0, waitMs: 0, shardMs: 0, meanShardMs: 0, movedStages: 0, coordinatorMs: 0 };
+    if (this.trace) this.stats.trace = [];
     this.movedBase = this.eng.balanceMoved();
     return this.stats;
   }
@@ -423,6 +426,7 @@ export class SplitDriver {
         const t2 = performance.now();
         s.waitMs += t2 - t;
         s.stages++;
+        s.trace?.push({ kind, layer, rows, waitMs: t2 - t, shardMs: outs.map((o) => o.ms), work: Array.from(eng.passWork()) });
         s.shardMs += Math.max(...outs.map((o) => o.ms));
         s.meanShardMs += outs.reduce((sum, o) => sum + o.ms, 0) / outs.length;
         eng.passObserve(Float64Array.from(outs, (o) => o.ms));

@@ -150,6 +150,22 @@ export interface SplitTimes {
   moved_stages: number;
   /** The coordinator's own work (norms, residuals, sampling, copies). */
   coordinator_ms: number;
+  /** Every stage, in order (load option `traceStages`). */
+  trace?: StageTraceRecord[];
+}
+
+/** One stage of a split pass (load option `traceStages`). */
+export interface StageTraceRecord {
+  stage: 'mixer' | 'ffn' | 'head';
+  layer: number;
+  /** Input rows (tokens). */
+  rows: number;
+  /** Waiting for the workers (their compute + the exchange). */
+  wait_ms: number;
+  /** Each worker's compute, ms (by shard index). */
+  shard_ms: number[];
+  /** Each worker's units of work: FFN or vocabulary rows (a mixer: 1 each). */
+  work: number[];
 }
 
 /** OpenAI usage + timings. */
@@ -302,6 +318,11 @@ export interface LoadOptions {
    * an engine worker that only coordinates. In `engine.info.engineShard`.
    */
   engineShard?: boolean;
+  /**
+   * With several workers: record every stage of every pass in the usage (`usage.split.*.trace`:
+   * which stage, each worker's compute and work) — a diagnostic for the benchmarks; default false.
+   */
+  traceStages?: boolean;
   /** KV cache values: 'f32' (default, exact) or 'f16' (llama.cpp's default: half the memory per token, longer contexts). */
   kvCache?: 'f32' | 'f16';
   /**

@@ -205,8 +205,8 @@ export function checkMessages(messages: unknown): ChatMessageInput[] {
 const LOAD_KEYS = Object.keys(LOAD) as LoadKey[];
 
 /** The load options the worker needs (numbers checked against LOAD, sha256 against its shape). */
-export function loadParams(o: LoadOptions): Partial<Pick<LoadParams, LoadKey | 'sha256' | 'kvCache' | 'exchange' | 'engineShard'>> {
-  const out: Partial<Pick<LoadParams, LoadKey | 'sha256' | 'kvCache' | 'exchange' | 'engineShard'>> = {};
+export function loadParams(o: LoadOptions): Partial<Pick<LoadParams, LoadKey | 'sha256' | 'kvCache' | 'exchange' | 'engineShard' | 'traceStages'>> {
+  const out: Partial<Pick<LoadParams, LoadKey | 'sha256' | 'kvCache' | 'exchange' | 'engineShard' | 'traceStages'>> = {};
   for (const k of LOAD_KEYS) {
     const v = (o as Record<string, unknown>)[k];
     if (given(v)) out[k] = checkNumber(k, v, LOAD[k]);
@@ -222,6 +222,10 @@ export function loadParams(o: LoadOptions): Partial<Pick<LoadParams, LoadKey | '
   if (given(o.engineShard)) {
     if (typeof o.engineShard !== 'boolean') throw new BadRequest(`engineShard must be true or false (got ${shown(o.engineShard)})`);
     out.engineShard = o.engineShard;
+  }
+  if (given(o.traceStages)) {
+    if (typeof o.traceStages !== 'boolean') throw new BadRequest(`traceStages must be true or false (got ${shown(o.traceStages)})`);
+    out.traceStages = o.traceStages;
   }
   if (given(o.sha256)) {
     if (typeof o.sha256 !== 'string' || !/^[0-9a-f]{64}$/i.test(o.sha256)) throw new BadRequest(`sha256 must be 64 hexadecimal digits (got ${shown(o.sha256)})`);

@@ -242,7 +242,7 @@ export function createCore(post: Post, env: CoreEnv) {
               throw e;
             }
             pool = out.pool;
-            driver = new SplitDriver(eng, out.pool, out.info.nEmbd);
+            driver = new SplitDriver(eng, out.pool, out.info.nEmbd, !!params.traceStages);
           }
           out.stats.phaseMs.build = performance.now() - built;
           const h = out.info;

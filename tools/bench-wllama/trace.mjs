@@ -1,0 +1,110 @@
+// What a split run's stage trace says (load option `traceStages`: `usage.split.{prompt,completion}.trace`,
+// one record per stage — which stage, each worker's compute and units of work). Used by run.mjs --trace.
+//
+//   imbalance   per kind of stage: Σ slowest − Σ mean of the workers' compute, as a share of the
+//               pass's stage time (Σ wait): what the stages lost waiting for a late worker.
+//   lag1        how much one stage's speeds tell of the next: the lag-1 correlation, over the
+//               pass's consecutive stages, of worker 0's cost per unit of work relative to the
+//               workers' mean. Near 0: the late worker changes at random from stage to stage and no
+//               balancer can predict it; near 1: it stays late for a while (bursts) and bands pay.
+//   replay      what bands of B % (of a worker's share) would have saved in this pass, had the FFN
+//               and LM-head stages been cut by the previous stage's speeds: each worker's work
+//               scaled by its last measured speed, each boundary clamped to its band (± B/2 % of a
+//               share) and rounded to one of `pieces` steps, the stage then taking as long as its
+//               slowest worker at this stage's measured cost per unit (src/balance.rs, without
+//               its per-kind bias). Valid for a trace run without bands (even cuts); workers taken
+//               in index order along the chain of boundaries (exact for 2).
+
+const KINDS = ['mixer', 'ffn', 'head'];
+
+const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+const mean = (xs) => (xs.length ? sum(xs) / xs.length : 0);
+
+/** Pearson correlation of consecutive values (0 when undefined). */
+function lag1(xs) {
+  if (xs.length < 3) return 0;
+  const a = xs.slice(0, -1);
+  const b = xs.slice(1);
+  const ma = mean(a);
+  const mb = mean(b);
+  let num = 0;
+  let da = 0;
+  let db = 0;
+  for (let i = 0; i < a.length; i++) {
+    num += (a[i] - ma) * (b[i] - mb);
+    da += (a[i] - ma) ** 2;
+    db += (b[i] - mb) ** 2;
+  }
+  return da > 0 && db > 0 ? num / Math.sqrt(da * db) : 0;
+}
+
+/** Each worker's cost per unit of work relative to the workers' mean (null: a worker had none). */
+function relCost(t) {
+  const per = t.shard_ms.map((ms, s) => (t.work[s] > 0 && ms > 0 ? ms / t.work[s] : null));
+  if (per.some((p) => p === null)) return null;
+  const m = mean(per);
+  return per.map((p) => p / m);
+}
+
+/**
+ * The slowest worker's time for a stage cut by `cost` (each worker's expected relative cost) with
+ * bands of `pct` % in `pieces` steps, at the stage's own measured cost per unit.
+ */
+function replayStage(t, cost, pct, pieces) {
+  const n = t.work.length;
+  const total = sum(t.work);
+  const even = total / n;
+  const band = (even * pct) / 100;
+  const want = t.work.map((w, s) => w / cost[s]);
+  const scale = total / sum(want);
+  const unit = t.work.map((w, s) => t.shard_ms[s] / w);
+  let before = 0;
+  let prev = 0;
+  let slowest = 0;
+  for (let s = 0; s < n; s++) {
+    let cut = total;
+    if (s < n - 1) {
+      before += want[s] * scale;
+      const at = even * (s + 1);
+      const step = band / pieces;
+      const off = Math.max(-band / 2, Math.min(band / 2, before - at));
+      cut = at + Math.round(off / step) * step;
+    }
+    slowest = Math.max(slowest, (cut - prev) * unit[s]);
+    prev = cut;
+  }
+  return slowest;
+}
+
+/** The summary of one pass's trace (see the top of this file). */
+export function summarize(trace, { bands = [25, 50], pieces = [2, 16] } = {}) {
+  const out = { stages: trace.length, waitMs: sum(trace.map((t) => t.wait_ms)), imbalance: {}, lag1: 0, replay: {} };
+  if (!trace.length || trace[0].shard_ms.length < 2) return out;
+  const slow = (t) => Math.max(...t.shard_ms);
+  for (const [k, name] of KINDS.entries()) {
+    const ts = trace.filter((t) => t.stage === name);
+    out.imbalance[name] = sum(ts.map((t) => slow(t) - mean(t.shard_ms))) / out.waitMs;
+  }
+  out.imbalance.all = sum(trace.map((t) => slow(t) - mean(t.shard_ms))) / out.waitMs;
+  const costs = trace.map(relCost);
+  out.lag1 = lag1(costs.filter(Boolean).map((c) => Math.log(c[0])));
+  for (const pct of bands) {
+    let saved = 0;
+    let last = null;
+    for (const [i, t] of trace.entries()) {
+      const k = KINDS.indexOf(t.stage);
+      if (k > 0 && last && t.work.every((w) => w > 0)) saved += slow(t) - replayStage(t, last, pct, pieces[k - 1]);
+      last = costs[i] ?? last;
+    }
+    out.replay[pct] = saved / out.waitMs;
+  }
+  return out;
+}
+
+/** One line of the summary, for the harness's report. */
+export function describe(s) {
+  const pc = (x) => `${(100 * x).toFixed(1)} %`;
+  const im = KINDS.map((k) => `${k} ${pc(s.imbalance[k] ?? 0)}`).join(', ');
+  const rp = Object.entries(s.replay).map(([b, x]) => `${b} %: ${pc(x)}`).join(', ');
+  return `${s.stages} stages, ${s.waitMs.toFixed(0)} ms; imbalance ${pc(s.imbalance.all ?? 0)} (${im}); lag-1 ${s.lag1.toFixed(2)}; bands would save ${rp}`;
+}
