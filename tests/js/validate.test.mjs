@@ -78,6 +78,9 @@ test('load options: ranges, powers of two, sha256 shape; defaults from the same 
   rejects(() => V.loadParams({ timeoutMs: 0 }), /timeoutMs/);
   rejects(() => V.loadParams({ idleTimeoutMs: 'soon' }), /idleTimeoutMs/);
   rejects(() => V.loadParams({ sha256: 'abc' }), /sha256 must be 64 hexadecimal digits/);
+  rejects(() => V.loadParams({ traceStages: 1 }), /traceStages must be true or false \(got 1\)/);
+  rejects(() => V.loadParams({ engineShard: 'no' }), /engineShard must be true or false/);
+  assert.deepEqual(V.loadParams({ traceStages: true, engineShard: false, band: 25 }), { traceStages: true, engineShard: false, band: 25 });
   assert.deepEqual(V.loadParams({ contextLength: 256, chunkSize: 1 << 20, sha256: 'A'.repeat(64), cache: true }), { contextLength: 256, chunkSize: 1 << 20, sha256: 'a'.repeat(64) });
   const r = V.resolveLoadParams({ cache: false, concurrency: 5 });
   assert.equal(r.concurrency, 5);
