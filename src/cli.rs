@@ -615,7 +615,7 @@ fn generate(a: &Args, host: &mut dyn Host) -> Result<(), String> {
             ("timings", timings),
             ("streams", streams_report_json()),
             ("gemm_dot", gemm_dot_report_json()),
-            ("r4_form", trial_report_json(crate::ops::r4_form_report(), ["second", "gbps_first", "gbps_second"])),
+            ("r4_form", r4_form_report_json()),
         ]));
     } else {
         host.out(&tail);
@@ -771,6 +771,21 @@ fn bench(a: &Args, host: &mut dyn Host) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// What this process's (instance's) kernel trials chose and measured: `{"streams": …,
+/// "gemm_dot": …, "r4_form": …}`.
+pub fn kernel_trials_json() -> String {
+    json::object([
+        ("streams", streams_report_json()),
+        ("gemm_dot", gemm_dot_report_json()),
+        ("r4_form", r4_form_report_json()),
+    ])
+}
+
+/// What the decode kernels' form trial measured per interleaved type ([`crate::ops::r4_form_report`]).
+fn r4_form_report_json() -> String {
+    trial_report_json(crate::ops::r4_form_report(), ["second", "gbps_first", "gbps_second"])
 }
 
 /// What the int8 prompt GEMM's dot trial measured per type ([`crate::ops::gemm_dot_report`]):

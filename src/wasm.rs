@@ -196,6 +196,13 @@ pub fn simd_level() -> String {
     crate::quant::SIMD_LEVEL.to_string()
 }
 
+/// What this instance's kernel trials chose so far, as JSON (`clef generate --json`'s `streams`,
+/// `gemm_dot`, `r4_form`: per type the decision and the rates measured for either form).
+#[wasm_bindgen(js_name = kernelTrials)]
+pub fn kernel_trials() -> String {
+    crate::cli::kernel_trials_json()
+}
+
 /// How this instance runs the int8 prompt GEMM (`quant::gemm8::Profile`): wide tiles (Chromium's
 /// V8) or narrow ones (Node 20's). Results are identical; only the speed differs.
 #[wasm_bindgen(js_name = setGemmProfile)]

@@ -3,19 +3,23 @@
 //
 //   imbalance   per kind of stage: Σ slowest − Σ mean of the workers' compute, as a share of the
 //               pass's stage time (Σ wait): what the stages lost waiting for a late worker.
+//   bias        per kind: worker 0's cost per unit of work relative to the workers' mean, as a
+//               geometric mean over the pass's stages of that kind (1: no systematic difference).
 //   lag1        how much one stage's speeds tell of the next: the lag-1 correlation, over the
-//               pass's consecutive stages, of worker 0's cost per unit of work relative to the
-//               workers' mean. Near 0: the late worker changes at random from stage to stage and no
-//               balancer can predict it; near 1: it stays late for a while (bursts) and bands pay.
+//               pass's consecutive stages, of the log of worker 0's relative cost (`ffn`: from one
+//               FFN stage to the next). Near 0: the late worker changes at random and no balancer
+//               can predict it; near 1: it stays late for a while (bursts) and bands pay.
 //   replay      what bands of B % (of a worker's share) would have saved in this pass, had the FFN
-//               and LM-head stages been cut by the previous stage's speeds: each worker's work
-//               scaled by its last measured speed, each boundary clamped to its band (± B/2 % of a
-//               share) and rounded to one of `pieces` steps, the stage then taking as long as its
-//               slowest worker at this stage's measured cost per unit (src/balance.rs, without
-//               its per-kind bias). Valid for a trace run without bands (even cuts); workers taken
-//               in index order along the chain of boundaries (exact for 2).
+//               and LM-head stages been cut as src/balance.rs cuts them: each worker's work scaled
+//               by its relative cost in the stage before times its learned per-kind bias, each
+//               boundary clamped to its band (± B/2 % of a share) and rounded to one of `pieces`
+//               steps, the stage then taking as long as its slowest worker at this stage's
+//               measured cost per unit. Valid for a trace run without bands (even cuts); workers
+//               taken in index order along the chain of boundaries (exact for 2).
 
 const KINDS = ['mixer', 'ffn', 'head'];
+/** src/balance.rs BIAS_RATE. */
+const BIAS_RATE = 0.25;
 
 const sum = (xs) => xs.reduce((a, b) => a + b, 0);
 const mean = (xs) => (xs.length ? sum(xs) / xs.length : 0);
@@ -78,7 +82,7 @@ function replayStage(t, cost, pct, pieces) {
 
 /** The summary of one pass's trace (see the top of this file). */
 export function summarize(trace, { bands = [25, 50], pieces = [2, 16] } = {}) {
-  const out = { stages: trace.length, waitMs: sum(trace.map((t) => t.wait_ms)), imbalance: {}, lag1: 0, replay: {} };
+  const out = { stages: trace.length, waitMs: sum(trace.map((t) => t.wait_ms)), imbalance: {}, bias: {}, lag1: {}, replay: {} };
   if (!trace.length || trace[0].shard_ms.length < 2) return out;
   const slow = (t) => Math.max(...t.shard_ms);
   for (const [k, name] of KINDS.entries()) {
@@ -87,14 +91,28 @@ export function summarize(trace, { bands = [25, 50], pieces = [2, 16] } = {}) {
   }
   out.imbalance.all = sum(trace.map((t) => slow(t) - mean(t.shard_ms))) / out.waitMs;
   const costs = trace.map(relCost);
-  out.lag1 = lag1(costs.filter(Boolean).map((c) => Math.log(c[0])));
+  const log0 = (pick) => costs.filter((c, i) => c && pick(trace[i])).map((c) => Math.log(c[0]));
+  out.lag1.all = lag1(log0(() => true));
+  for (const name of KINDS) {
+    const xs = log0((t) => t.stage === name);
+    out.bias[name] = Math.exp(mean(xs));
+    out.lag1[name] = lag1(xs);
+  }
+  const n = trace[0].work.length;
   for (const pct of bands) {
     let saved = 0;
-    let last = null;
+    let cost = Array(n).fill(1);
+    const bias = KINDS.map(() => Array(n).fill(1));
     for (const [i, t] of trace.entries()) {
       const k = KINDS.indexOf(t.stage);
-      if (k > 0 && last && t.work.every((w) => w > 0)) saved += slow(t) - replayStage(t, last, pct, pieces[k - 1]);
-      last = costs[i] ?? last;
+      const want = cost.map((c, s) => c * bias[k][s]);
+      if (k > 0 && t.work.every((w) => w > 0)) saved += slow(t) - replayStage(t, want, pct, pieces[k - 1]);
+      if (costs[i]) {
+        for (let s = 0; s < n; s++) {
+          bias[k][s] += BIAS_RATE * (costs[i][s] / cost[s] - bias[k][s]);
+          cost[s] = costs[i][s];
+        }
+      }
     }
     out.replay[pct] = saved / out.waitMs;
   }
@@ -104,7 +122,11 @@ export function summarize(trace, { bands = [25, 50], pieces = [2, 16] } = {}) {
 /** One line of the summary, for the harness's report. */
 export function describe(s) {
   const pc = (x) => `${(100 * x).toFixed(1)} %`;
-  const im = KINDS.map((k) => `${k} ${pc(s.imbalance[k] ?? 0)}`).join(', ');
+  const kinds = KINDS.filter((k) => s.bias[k] > 0);
+  const im = kinds.map((k) => `${k} ${pc(s.imbalance[k])}`).join(', ');
+  const bias = kinds.map((k) => `${k} ${s.bias[k].toFixed(3)}`).join(', ');
+  const l1 = kinds.map((k) => `${k} ${s.lag1[k].toFixed(2)}`).join(', ');
   const rp = Object.entries(s.replay).map(([b, x]) => `${b} %: ${pc(x)}`).join(', ');
-  return `${s.stages} stages, ${s.waitMs.toFixed(0)} ms; imbalance ${pc(s.imbalance.all ?? 0)} (${im}); lag-1 ${s.lag1.toFixed(2)}; bands would save ${rp}`;
+  return `${s.stages} stages, ${s.waitMs.toFixed(0)} ms; imbalance ${pc(s.imbalance.all ?? 0)} (${im}); worker 0's relative cost ${bias}; ` +
+    `lag-1 ${(s.lag1.all ?? 0).toFixed(2)} (${l1}); bands would save ${rp}`;
 }
