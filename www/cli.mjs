@@ -5,7 +5,9 @@
 // www/cli.mjs …`), else the SIMD128 build; CLEF_WASM=simd128 or CLEF_WASM=relaxed-simd forces one
 // (see www/src/simd.ts; `bench-kernels` prints which one ran).
 //   node www/cli.mjs serve --model F [--head H] [--port P] [--workers N]   OpenAI's and SystemOne's APIs over HTTP (www/serve.mjs; needs www/dist)
-//   node www/cli.mjs generate … --workers N [--exchange shared|message] [--engine-shard on|off]   the model split across N threads (the engine's own and N − 1 worker_threads; --engine-shard off: N worker_threads besides it)
+//   node www/cli.mjs generate … --workers N [--exchange shared|message] [--engine-shard on|off] [--band PCT] [--trace-stages]
+//       the model split across N threads (the engine's own and N − 1 worker_threads; --engine-shard off: N worker_threads
+//       besides it); --band, --trace-stages: the `band` and `traceStages` load options (--json shows usage.split)
 import { closeSync, fstatSync, openSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { initSync, runCli } from './pkg/clef_web.js';
@@ -73,13 +75,13 @@ async function generateSplit(args) {
     return i >= 0 ? args[i + 1] : undefined;
   };
   const flag = (k) => args.includes(`--${k}`);
-  const known = new Set(['model', 'workers', 'exchange', 'engine-shard', 'tokens', 'prompt', 'chat', 'no-think', 'max-tokens', 'temperature', 'seed', 'ctx', 'ignore-eos', 'json']);
+  const known = new Set(['model', 'workers', 'exchange', 'engine-shard', 'band', 'trace-stages', 'tokens', 'prompt', 'chat', 'no-think', 'max-tokens', 'temperature', 'seed', 'ctx', 'ignore-eos', 'json']);
   for (const a of args.slice(1)) if (a.startsWith('--') && !known.has(a.slice(2))) throw new Error(`generate --workers: unknown option ${a}`);
   const workers = Number(opt('workers'));
   if (!Number.isInteger(workers) || workers < 1) throw new Error('--workers must be a positive integer');
   const { ClefEngine } = await import(new URL('./dist/clef.js', import.meta.url).href);
   const ctx = opt('ctx');
-  const engine = await ClefEngine.load(opt('model'), { workers, ...(opt('exchange') ? { exchange: opt('exchange') } : {}), ...(opt('engine-shard') ? { engineShard: opt('engine-shard') !== 'off' } : {}), ...(ctx ? { contextLength: Number(ctx) } : {}) });
+  const engine = await ClefEngine.load(opt('model'), { workers, ...(opt('exchange') ? { exchange: opt('exchange') } : {}), ...(opt('engine-shard') ? { engineShard: opt('engine-shard') !== 'off' } : {}), ...(opt('band') ? { band: Number(opt('band')) } : {}), traceStages: flag('trace-stages'), ...(ctx ? { contextLength: Number(ctx) } : {}) });
   try {
     const params = {
       max_tokens: Number(opt('max-tokens') ?? 64), temperature: Number(opt('temperature') ?? 0), seed: opt('seed') ? Number(opt('seed')) : undefined,
@@ -98,7 +100,7 @@ async function generateSplit(args) {
     const u = r.usage;
     if (flag('json')) {
       host.write(JSON.stringify({
-        tokens: c.token_ids, text, finish_reason: c.finish_reason, workers: engine.info.workers, exchange: engine.info.exchange, engineShard: engine.info.engineShard, expanded: engine.info.stats.expanded, split: u.split,
+        tokens: c.token_ids, text, finish_reason: c.finish_reason, workers: engine.info.workers, exchange: engine.info.exchange, engineShard: engine.info.engineShard, band: engine.info.stats.band, expanded: engine.info.stats.expanded, split: u.split,
         timings: {
           prompt_tokens: u.prompt_tokens, prompt_ms: u.prompt_ms, prompt_tokens_per_s: u.prompt_tokens_per_second,
           decode_ms: u.completion_ms, decode_tokens_per_s: u.completion_tokens_per_second,
