@@ -119,6 +119,25 @@ export function summarize(trace, { bands = [25, 50], pieces = [2, 16] } = {}) {
   return out;
 }
 
+/**
+ * One instance's kernel trials (`usage.split.kernels`) in a line: per trial and type, the form
+ * chosen (the first or second, `?` while undecided) and the two forms' measured rates.
+ */
+export function describeKernels(k) {
+  const forms = { streams: ['rows', 'streams'], gemm_dot: ['pairs', 'quads'], r4_form: ['first', 'second'] };
+  return Object.entries(forms)
+    .map(([trial, [a, b]]) => {
+      const types = Object.entries(k[trial] ?? {}).map(([ty, r]) => {
+        const [pick, ra, rb] = Object.values(r);
+        const f = (x) => (x === null ? '–' : x.toFixed(1));
+        return `${ty} ${pick === null ? '?' : pick ? b : a} (${f(ra)} / ${f(rb)})`;
+      });
+      return types.length ? `${trial}: ${types.join(', ')}` : '';
+    })
+    .filter(Boolean)
+    .join('; ');
+}
+
 /** One line of the summary, for the harness's report. */
 export function describe(s) {
   const pc = (x) => `${(100 * x).toFixed(1)} %`;

@@ -416,7 +416,11 @@ function makeUsage(r: GenerateResult, reasoningTokens?: number): CompletionUsage
       stages: p.stages, wait_ms: ms(p.waitMs), shard_ms: ms(p.shardMs), mean_shard_ms: ms(p.meanShardMs), moved_stages: p.movedStages, coordinator_ms: ms(p.coordinatorMs),
       ...(p.trace ? { trace: p.trace.map((t) => ({ stage: stage[t.kind], layer: t.layer, rows: t.rows, wait_ms: us(t.waitMs), shard_ms: t.shardMs.map(us), work: t.work })) } : {}),
     });
-    u.split = { workers: r.split.decode.workers, prompt: part(r.split.prompt), completion: part(r.split.decode) };
+    const k = r.split.kernels;
+    u.split = {
+      workers: r.split.decode.workers, prompt: part(r.split.prompt), completion: part(r.split.decode),
+      ...(k ? { kernels: { coordinator: JSON.parse(k.coordinator), shards: k.shards.map((s) => JSON.parse(s)) } } : {}),
+    };
   }
   return u;
 }

@@ -420,7 +420,16 @@ export interface GenerateResult {
   /** The prompt's token ids (for `return_token_ids`). */
   promptIds: number[];
   /** A model split across shard workers: where the time of the prompt and of the generation went. */
-  split?: { prompt: SplitStats; decode: SplitStats };
+  split?: { prompt: SplitStats; decode: SplitStats; kernels?: KernelTrials };
+}
+
+/**
+ * What each wasm instance's kernel trials chose (src/wasm.rs `kernelTrials`, JSON text): the
+ * coordinator's and each shard's, by shard index (with `traceStages`).
+ */
+export interface KernelTrials {
+  coordinator: string;
+  shards: string[];
 }
 
 /**
@@ -598,7 +607,7 @@ export interface ShardResults {
   ops: null;
   /** The shard's result and the time it computed (ms). */
   run: { out: Float32Array; ms: number };
-  sync: { wasmMemoryBytes: number };
+  sync: { wasmMemoryBytes: number; kernels: string };
   /** ggml type id, the ids this shard has (ascending), their rows' bytes. */
   lmRows: LmRowsPart | null;
   /**

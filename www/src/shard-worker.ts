@@ -8,7 +8,7 @@
 // its own copy of the wasm-bindgen glue, so a second instance with its own memory — and drives
 // the same host by direct calls instead of messages.
 
-import { initSync, ModelLoader, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
+import { initSync, kernelTrials, ModelLoader, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
 import { openReadOnly } from './cache.js';
 import { serve } from './exchange.js';
 import { pullChunks } from './load/pull.js';
@@ -123,7 +123,7 @@ export function createShardHost(post: Post): ShardHost {
           return;
         }
         case 'sync':
-          ok(req.id, 'sync', { wasmMemoryBytes: memory() });
+          ok(req.id, 'sync', { wasmMemoryBytes: memory(), kernels: kernelTrials() });
           return;
         case 'lmRows': {
           if (!shard) throw Object.assign(new Error('no model in this shard'), { code: 'internal' });

@@ -21,7 +21,7 @@
 import type { WasmEngine } from '../pkg/clef_web.js';
 import { SPIN_MS, SharedExchange, exchangeBuffer, type LocalStage, type StageOutput } from './exchange.js';
 import type { ShardHost } from './shard-worker.js';
-import type { CopyOp, ErrorInfo, GemmProfile, LmRowsPart, ShardRequest, ShardResponse, ShardResults, SplitStats } from './protocol.js';
+import type { CopyOp, ErrorInfo, GemmProfile, KernelTrials, LmRowsPart, ShardRequest, ShardResponse, ShardResults, SplitStats } from './protocol.js';
 import type { Destination } from './load/placement.js';
 
 /** A Node built-in, imported at run time (not bundled; never reached in browsers). */
@@ -202,10 +202,12 @@ export class ShardPool {
     this.spare = [];
   }
 
-  /** Waits until every shard has handled every earlier message; returns their wasm memory sizes. */
-  async sync(): Promise<number[]> {
-    const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'sync', {})));
-    return r.map((x) => x.wasmMemoryBytes);
+  /**
+   * Waits until every shard has handled every earlier message; returns their wasm memory sizes and
+   * kernel trials (by shard index).
+   */
+  async sync(): Promise<Array<ShardResults['sync']>> {
+    return Promise.all(this.ports.map((_, i) => this.request(i, 'sync', {})));
   }
 
   /** Builds every shard's engine (state for `nCtx` tokens); returns their wasm memory sizes. */
@@ -309,8 +311,8 @@ export class SplitDriver {
     private pool: ShardPool,
     /** Hidden size D: a stage input is rows × D. */
     private nEmbd: number,
-    /** Record every stage in `stats.trace` (load option `traceStages`). */
-    private trace = false,
+    /** Record every stage in `stats.trace` (load option `traceStages`), and `kernels`. */
+    readonly trace = false,
   ) {
     this.stats = this.resetStats();
   }
@@ -335,6 +337,11 @@ export class SplitDriver {
     const left = this.eng.prefillStart(max); // embeds the chunk, the first norm
     this.stats.coordinatorMs += performance.now() - t;
     return (await this.drive(stop)) ? left : null;
+  }
+
+  /** What every instance's kernel trials chose so far (shards: after their pending work). */
+  async kernels(coordinator: string): Promise<KernelTrials> {
+    return { coordinator, shards: (await this.pool.sync()).map((r) => r.kernels) };
   }
 
   /** `eng.step()`, with the shards. */

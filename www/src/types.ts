@@ -187,7 +187,15 @@ export interface CompletionUsage {
    * A model split across shard workers: the request's stages (exchanges), the time waiting for the
    * shards, the slowest shard's compute per stage summed, and the coordinator's own work (ms).
    */
-  split?: { workers: number; prompt: SplitTimes; completion: SplitTimes };
+  split?: {
+    workers: number; prompt: SplitTimes; completion: SplitTimes;
+    /**
+     * With `traceStages`: what each wasm instance's kernel trials chose so far (the coordinator's
+     * and each shard's, by index): per weight type the form picked and the rates measured
+     * (`clef generate --json`'s `streams`, `gemm_dot`, `r4_form`).
+     */
+    kernels?: { coordinator: Record<string, unknown>; shards: Array<Record<string, unknown>> };
+  };
 }
 
 export type ChatFinishReason = 'stop' | 'length' | 'tool_calls';

@@ -13,7 +13,7 @@
 // decideFinish), with a progress event and a look at `abort` between slices. A head-less model
 // gets its head with `loadHead` (load/head.ts: the model's streaming, cache and sha256).
 
-import init, { initSync, setGemmProfile, simdLevel, WasmEngine, wasmMemory } from '../pkg/clef_web.js';
+import init, { initSync, kernelTrials, setGemmProfile, simdLevel, WasmEngine, wasmMemory } from '../pkg/clef_web.js';
 import { detectSimd, wasmFile } from './simd.js';
 import type {
   ChatMessageInput, DecideParams, GemmProfile, DecideResult, DecisionInfo, ErrorCode, ErrorInfo, GenerateParams, GenerateResult, HeadInfo, HeadSpec,
@@ -364,7 +364,9 @@ export function createCore(post: Post, env: CoreEnv) {
       const usage = eng.usage() as GenerateResult['usage'];
       eng.endRequest();
       began = false;
-      return { finishReason, usage, promptMs, generationMs, promptIds: Array.from(ids), ...(d && promptSplit ? { split: { prompt: promptSplit, decode: { ...d.stats } } } : {}) };
+      const decode = d ? { ...d.stats } : null;
+      const kernels = d?.trace ? await d.kernels(kernelTrials()).catch(() => undefined) : undefined; // (a failed pool fails the next request)
+      return { finishReason, usage, promptMs, generationMs, promptIds: Array.from(ids), ...(d && promptSplit && decode ? { split: { prompt: promptSplit, decode, kernels } } : {}) };
     } finally {
       if (began && engine === eng) {
         try {
