@@ -16,6 +16,8 @@
 //               steps, the stage then taking as long as its slowest worker at this stage's
 //               measured cost per unit. Valid for a trace run without bands (even cuts); workers
 //               taken in index order along the chain of boundaries (exact for 2).
+//   oracle      the same with each stage cut by its own measured speeds: the most bands of B %
+//               could save (what work stealing within a stage would approach).
 
 const KINDS = ['mixer', 'ffn', 'head'];
 /** src/balance.rs BIAS_RATE. */
@@ -82,7 +84,7 @@ function replayStage(t, cost, pct, pieces) {
 
 /** The summary of one pass's trace (see the top of this file). */
 export function summarize(trace, { bands = [25, 50], pieces = [2, 16] } = {}) {
-  const out = { stages: trace.length, waitMs: sum(trace.map((t) => t.wait_ms)), imbalance: {}, bias: {}, lag1: {}, replay: {} };
+  const out = { stages: trace.length, waitMs: sum(trace.map((t) => t.wait_ms)), imbalance: {}, bias: {}, lag1: {}, replay: {}, oracle: {} };
   if (!trace.length || trace[0].shard_ms.length < 2) return out;
   const slow = (t) => Math.max(...t.shard_ms);
   for (const [k, name] of KINDS.entries()) {
@@ -101,12 +103,16 @@ export function summarize(trace, { bands = [25, 50], pieces = [2, 16] } = {}) {
   const n = trace[0].work.length;
   for (const pct of bands) {
     let saved = 0;
+    let best = 0;
     let cost = Array(n).fill(1);
     const bias = KINDS.map(() => Array(n).fill(1));
     for (const [i, t] of trace.entries()) {
       const k = KINDS.indexOf(t.stage);
       const want = cost.map((c, s) => c * bias[k][s]);
-      if (k > 0 && t.work.every((w) => w > 0)) saved += slow(t) - replayStage(t, want, pct, pieces[k - 1]);
+      if (k > 0 && t.work.every((w) => w > 0)) {
+        saved += slow(t) - replayStage(t, want, pct, pieces[k - 1]);
+        if (costs[i]) best += slow(t) - replayStage(t, costs[i], pct, pieces[k - 1]);
+      }
       if (costs[i]) {
         for (let s = 0; s < n; s++) {
           bias[k][s] += BIAS_RATE * (costs[i][s] / cost[s] - bias[k][s]);
@@ -115,6 +121,7 @@ export function summarize(trace, { bands = [25, 50], pieces = [2, 16] } = {}) {
       }
     }
     out.replay[pct] = saved / out.waitMs;
+    out.oracle[pct] = best / out.waitMs;
   }
   return out;
 }
@@ -145,7 +152,7 @@ export function describe(s) {
   const im = kinds.map((k) => `${k} ${pc(s.imbalance[k])}`).join(', ');
   const bias = kinds.map((k) => `${k} ${s.bias[k].toFixed(3)}`).join(', ');
   const l1 = kinds.map((k) => `${k} ${s.lag1[k].toFixed(2)}`).join(', ');
-  const rp = Object.entries(s.replay).map(([b, x]) => `${b} %: ${pc(x)}`).join(', ');
+  const rp = Object.entries(s.replay).map(([b, x]) => `${b} %: ${pc(x)} (each stage's own speeds: ${pc(s.oracle[b])})`).join(', ');
   return `${s.stages} stages, ${s.waitMs.toFixed(0)} ms; imbalance ${pc(s.imbalance.all ?? 0)} (${im}); worker 0's relative cost ${bias}; ` +
     `lag-1 ${(s.lag1.all ?? 0).toFixed(2)} (${l1}); bands would save ${rp}`;
 }
