@@ -37,7 +37,7 @@ import { basename, dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { ARGS, CHROMIUM, ENV_ARGS } from '../../tests/browser/helpers.mjs';
-import { describe, describeKernels, summarize } from './trace.mjs';
+import { describe, describeKernels, describeLayers, summarize } from './trace.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, '../..');
@@ -255,7 +255,9 @@ if (opt.trace) {
     for (const k of split) {
       for (const part of ['prompt', 'completion']) {
         const t = r[k]?.split?.[part]?.trace;
-        if (t) console.log(`- ${r.file}, ${k}${r[k].band ? ` (bands ${r[k].band} %)` : ''}, ${part}: ${describe(summarize(t))}`);
+        if (!t) continue;
+        console.log(`- ${r.file}, ${k}${r[k].band ? ` (bands ${r[k].band} %)` : ''}, ${part}: ${describe(summarize(t))}`);
+        if (part === 'prompt') console.log(`  - each worker's ms by layer: ${describeLayers(t)}`);
       }
       const kn = r[k]?.split?.kernels;
       if (kn) [kn.coordinator, ...kn.shards].forEach((x, i) => console.log(`  - kernels, ${i ? `shard ${i - 1}` : 'coordinator'}: ${describeKernels(x)}`));

@@ -145,6 +145,24 @@ export function describeKernels(k) {
     .join('; ');
 }
 
+/**
+ * Per layer, each worker's compute in the pass's FFN and mixer stages (ms, summed over the pass's
+ * stages of that layer): `FFN 0: 204/199 1: 201/201 …` — where a systematic difference starts.
+ */
+export function describeLayers(trace) {
+  const line = (stage) => {
+    const by = new Map();
+    for (const t of trace) {
+      if (t.stage !== stage) continue;
+      const acc = by.get(t.layer) ?? t.shard_ms.map(() => 0);
+      t.shard_ms.forEach((ms, s) => (acc[s] += ms));
+      by.set(t.layer, acc);
+    }
+    return [...by].map(([l, ms]) => `${l}: ${ms.map((x) => x.toFixed(0)).join('/')}`).join(' ');
+  };
+  return `FFN ${line('ffn')}\n    mixer ${line('mixer')}`;
+}
+
 /** One line of the summary, for the harness's report. */
 export function describe(s) {
   const pc = (x) => `${(100 * x).toFixed(1)} %`;
