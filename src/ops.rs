@@ -203,8 +203,22 @@ pub fn matmuls<'a, W: std::borrow::Borrow<Linear>>(store: &WeightStore, x: &[f32
             quantize_q8(ty.act_kind(), x, w.n_in, &mut s.act);
             held = Some((ty.act_kind(), w.n_in));
         }
+        host_call();
         product(store, w, x, y, prec, s);
     }
+}
+
+/// A call out to the host (`performance.now()`) before each product, its result unused. Measured,
+/// not understood: without it Chromium 156's V8 runs the int8 prompt GEMMs of the FFN and
+/// attention layers 13–16 % slower from a fixed layer of a prompt pass on (where depends on how
+/// many products came before: the layer moves with the memory layout), in shard workers mostly —
+/// its speculative inlining's doing (`--js-flags=--no-wasm-inlining` removes the step too, and the
+/// DeltaNet layers and the decode never had it). With the call every layer runs at the first
+/// layers' speed: the 2-worker Q2_K prompt +6 % (BENCHMARKS.md, session 45). ~0.1 µs a product.
+#[inline(always)]
+fn host_call() {
+    #[cfg(target_arch = "wasm32")]
+    std::hint::black_box(crate::bench::now_ms());
 }
 
 /// One product of [`matmuls`]; `s.act` holds `x` quantized for `w`'s type (unless it is a float
