@@ -215,6 +215,8 @@ pub fn matmuls<'a, W: std::borrow::Borrow<Linear>>(store: &WeightStore, x: &[f32
 /// its speculative inlining's doing (`--js-flags=--no-wasm-inlining` removes the step too, and the
 /// DeltaNet layers and the decode never had it). With the call every layer runs at the first
 /// layers' speed: the 2-worker Q2_K prompt +6 % (BENCHMARKS.md, session 45). ~0.1 µs a product.
+/// The decode's products need it too: with the call before a prompt's products only, the step
+/// came back.
 #[inline(always)]
 fn host_call() {
     #[cfg(target_arch = "wasm32")]
