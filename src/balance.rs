@@ -12,9 +12,9 @@
 //! The cut moves work, never results: the FFN's partial sums come back one per piece (the shard
 //! at the front sums its own — they begin the sequence) and are added in the order of the
 //! pieces, so a pass gives the same bits wherever the cuts fell. Prompts are balanced too: there
-//! one shard can be slower for a whole pass (a Chromium shard worker's prompt FFN ran 10 % slower
-//! than the engine worker's own shard, BENCHMARKS.md), and a piece's partial sum, T × D floats,
-//! is little next to its stage's products.
+//! one shard can be slower for much of a pass (a Chromium shard worker's prompt FFN ran 15 %
+//! slower from one layer on until `ops::host_call`, BENCHMARKS.md session 45), and a piece's
+//! partial sum, T × D floats, is little next to its stage's products.
 
 use crate::model::Stage;
 use crate::split::{Balanced, Banded, Share};
@@ -29,7 +29,8 @@ pub struct Balancer {
     /// Per kind of stage (mixer, FFN, head), each shard's cost there relative to its cost in the
     /// stage before, averaged: what the last stage does not tell of the next one. The host's
     /// bursts slow every kind of stage alike (bias 1); a shard that is slower at one kind of
-    /// product is so stage after stage (Chromium's prompt FFN, BENCHMARKS.md).
+    /// product is so stage after stage (as a Chromium shard worker's prompt FFN was, BENCHMARKS.md
+    /// session 45).
     bias: [Vec<f64>; 3],
     /// The stage planned last.
     stage: Stage,
