@@ -49,7 +49,8 @@ test('Node: F32 through 1, 2 and 3 workers = llama.cpp; quantized files = one wo
         // One record per stage, adding up to the totals; every stage's rows all computed once.
         assert.equal(part.trace.length, part.stages);
         const slowest = part.trace.reduce((a, t) => a + Math.max(...t.shard_ms), 0);
-        assert.ok(Math.abs(slowest - part.shard_ms) <= 0.1, `${slowest} vs ${part.shard_ms}`);
+        // (shard_ms is rounded to 0.1 ms, each record's times to 1 µs)
+        assert.ok(Math.abs(slowest - part.shard_ms) <= 0.05 + 0.0005 * part.stages, `${slowest} vs ${part.shard_ms}`);
         const ffnRows = new Set();
         for (const t of part.trace) {
           assert.equal(t.shard_ms.length, workers);
