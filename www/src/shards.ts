@@ -433,10 +433,11 @@ export class SplitDriver {
         const t2 = performance.now();
         s.waitMs += t2 - t;
         s.stages++;
-        s.trace?.push({ kind, layer, rows, waitMs: t2 - t, shardMs: outs.map((o) => o.ms), work: Array.from(eng.passWork()) });
-        s.shardMs += Math.max(...outs.map((o) => o.ms));
-        s.meanShardMs += outs.reduce((sum, o) => sum + o.ms, 0) / outs.length;
-        eng.passObserve(Float64Array.from(outs, (o) => o.ms));
+        const ms = outs.map((o) => o.ms); // each shard's compute, by index
+        s.trace?.push({ kind, layer, rows, waitMs: t2 - t, shardMs: ms, work: Array.from(eng.passWork()) });
+        s.shardMs += Math.max(...ms);
+        s.meanShardMs += ms.reduce((sum, v) => sum + v, 0) / ms.length;
+        eng.passObserve(Float64Array.from(ms));
         for (let k = 0; k < plan.length; k += PLAN_INTS) {
           const o = outs[plan[k]];
           if (kind === 2) eng.passPutLogits(plan[k + 6], plan[k + 6] + o.out.length / rows, o.out);
