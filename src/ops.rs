@@ -216,7 +216,8 @@ pub fn matmuls<'a, W: std::borrow::Borrow<Linear>>(store: &WeightStore, x: &[f32
 /// DeltaNet layers and the decode never had it). With the call every layer runs at the first
 /// layers' speed: the 2-worker Q2_K prompt +6 % (BENCHMARKS.md, session 45). ~0.1 µs a product.
 /// The decode's products need it too: with the call before a prompt's products only, the step
-/// came back.
+/// came back; and so did it with the call behind a flag set in shard instances only (to spare the
+/// one-worker engine's decode the 2–4 % the call costs it there, session 46).
 #[inline(always)]
 fn host_call() {
     #[cfg(target_arch = "wasm32")]
