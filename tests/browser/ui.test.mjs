@@ -323,6 +323,48 @@ test('offline: after one visit with a cached model, the page and the chat work w
   }
 });
 
+test('chat page: isolated by its service worker from the second visit (COOP + COEP), a download from another origin still works; the embed example not isolated', { skip, timeout: 60000 }, async () => {
+  const hub = await startHubServer();
+  const other = await startHubServer(); // the Hub on another origin (another port): CORS requests
+  const b = await launch(null);
+  const { page } = b;
+  try {
+    await page.setViewportSize(DESKTOP);
+    const response = await page.goto(pageUrl(hub));
+    assert.equal(response.headers()['cross-origin-embedder-policy'], undefined, 'the server sends no COOP/COEP');
+    await page.waitForFunction(async () => !!navigator.serviceWorker.controller && (await navigator.serviceWorker.ready).active?.state === 'activated', null, { timeout: 15000 });
+    assert.equal(await page.evaluate(() => crossOriginIsolated), false, 'the first visit is not isolated');
+
+    // A later visit, the Hub elsewhere. (Chromium sends the first navigation after the worker's
+    // activation past it, hence a few tries.)
+    const isolated = () => page.evaluate(() => crossOriginIsolated);
+    for (let i = 0; i < 5 && (i === 0 || !(await isolated())); i++) await page.goto(`${hub.url}/dist/?hub=${encodeURIComponent(other.url)}&repo=${REPO}`);
+    assert.equal(await isolated(), true, 'the service worker served the page with COOP + COEP');
+    assert.equal(await page.evaluate(() => typeof SharedArrayBuffer), 'function');
+    await page.locator('[data-quant="IQ1_S"]').click();
+    await page.locator('.quant-item.is-selected').getByRole('button', { name: /Download/ }).click();
+    await page.locator('#status-card').getByText('is ready').waitFor({ timeout: 30000 });
+    assert.ok(other.bytesServed() > 0, 'the model came from the other origin');
+    assert.equal(hub.log.filter((e) => e.path.includes('/resolve/')).length, 0);
+    const input = page.getByRole('textbox', { name: 'Message' });
+    await input.fill('Hello, isolated');
+    await input.press('Enter');
+    const a = page.locator('.clef-assistant').last();
+    await a.locator('.clef-meta:not([hidden])').waitFor({ timeout: 30000 });
+    assert.match(await a.locator('.clef-meta').innerText(), /tok\/s/);
+
+    // The example of <clef-chat> on a plain static page stays one.
+    await page.goto(`${hub.url}/dist/embed-example.html`);
+    await page.locator('clef-chat').getByRole('button', { name: /Download and start/ }).waitFor();
+    assert.equal(await page.evaluate(() => crossOriginIsolated), false);
+    assert.deepEqual(b.logs.filter((l) => l.startsWith('pageerror')), []);
+  } finally {
+    await b.close();
+    await hub.close();
+    await other.close();
+  }
+});
+
 test('<clef-chat> on a plain static page (no COOP/COEP): lazy download on click, events, an answer', { skip, timeout: 60000 }, async () => {
   const hub = await startHubServer();
   const b = await launch(null);

@@ -3,6 +3,14 @@
 // in OPFS, see cache.ts). A new build has a new version: it installs beside the old one, waits
 // until the page asks for it ("A new version is ready — Reload"), then deletes the old cache.
 // Model downloads (the Hub, other origins, anything not in the list) are never touched.
+//
+// What it serves carries COOP + COEP (`isolated`), so from the visit after the one that installed
+// it the page is cross-origin isolated wherever it is hosted: SharedArrayBuffer exists and a split
+// model's stages go through shared memory (exchange.ts) instead of postMessage — the 2-worker
+// decode 4–10 % faster (BENCHMARKS.md, session 46). COEP `require-corp` asks every cross-origin
+// resource to opt in: the page loads none but the model's bytes, and those are CORS requests,
+// which the Hub answers (Access-Control-Allow-Origin: *). Workers need the headers too (a worker
+// of an isolated page whose script lacks them is refused): their scripts are in the list.
 
 import { detectSimd, wasmFile } from '../simd.js';
 
@@ -70,15 +78,27 @@ sw.addEventListener('fetch', (e) => {
   else if (urls.has(url.href)) key = url.href;
   if (!key) return;
   const k = key;
+  // The chat page and every script and wasm it loads; not embed-example.html, which shows
+  // <clef-chat> on a plain static page.
+  const headers = (r: Response) => (req.mode === 'navigate' && k !== INDEX ? r : isolated(r));
   e.respondWith(
     (async () => {
       const c = await caches.open(CACHE);
       const hit = await c.match(k);
-      if (hit) return hit;
+      if (hit) return headers(hit);
       // Not cached yet (first visit while installing): the network, stored for next time.
       const r = await fetch(req);
       if (r.ok && r.type === 'basic') await c.put(k, r.clone()).catch(() => {});
-      return r;
+      return headers(r);
     })(),
   );
 });
+
+/** `r` with the two headers that make the page (and its workers) cross-origin isolated. */
+function isolated(r: Response): Response {
+  if (r.type !== 'basic' && r.type !== 'default') return r; // (an error or opaque response: as it is)
+  const headers = new Headers(r.headers);
+  headers.set('Cross-Origin-Opener-Policy', 'same-origin');
+  headers.set('Cross-Origin-Embedder-Policy', 'require-corp');
+  return new Response(r.body, { status: r.status, statusText: r.statusText, headers });
+}
