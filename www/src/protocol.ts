@@ -211,11 +211,6 @@ export interface LoadStats {
    * (src/split.rs, src/balance.rs): chosen where it costs no context (loader.ts).
    */
   band: number;
-  /**
-   * Split, stages by postMessage: the engine worker and the shard workers keep their event loops
-   * turning for a moment after each stage instead of sleeping (hot.ts), where every shard has a core.
-   */
-  keepAwake: boolean;
 }
 
 /** A load's time by step (ms): see loader.ts for the steps. */
@@ -584,17 +579,7 @@ export type ShardRequest =
    * Run a stage (kind 0 mixer, 1 FFN, 2 LM head; see src/wasm.rs WasmShard.run); `share`: the
    * pieces of a balanced stage it computes, [start, end, separate] (src/balance.rs; absent: its even share).
    */
-  | {
-      type: 'run';
-      id: number;
-      kind: number;
-      layer: number;
-      pos: number;
-      x: Float32Array;
-      share?: Uint32Array;
-      /** Keep this worker's event loop turning for so many ms after answering (hot.ts; absent: 0). */
-      hotMs?: number;
-    }
+  | { type: 'run'; id: number; kind: number; layer: number; pos: number; x: Float32Array; share?: Uint32Array }
   /** Answers once every earlier message has been handled. */
   | { type: 'sync'; id: number }
   /**

@@ -11,7 +11,6 @@
 import { initSync, kernelTrials, ModelLoader, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
 import { openReadOnly } from './cache.js';
 import { serve } from './exchange.js';
-import { HotLoop } from './hot.js';
 import { pullChunks } from './load/pull.js';
 import { readFully } from './load/sources.js';
 import type { CopyOp, ErrorInfo, LmRowsPart, PullFrom, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
@@ -51,8 +50,6 @@ export function createShardHost(post: Post): ShardHost {
   let index = 0;
   let ptrs: number[] = [];
   let heap = new Uint8Array(0);
-  /** Keeps this worker awake between stages of the postMessage exchange (when asked: `run.hotMs`). */
-  let hot: HotLoop | null = null;
   const memory = () => (wasmMemory() as WebAssembly.Memory).buffer.byteLength;
   const view = () => {
     const buf = (wasmMemory() as WebAssembly.Memory).buffer;
@@ -123,7 +120,6 @@ export function createShardHost(post: Post): ShardHost {
         case 'run': {
           const r = stage(req.kind, req.layer, req.pos, req.x, false, req.share);
           ok(req.id, 'run', r, [r.out.buffer]);
-          if (req.hotMs) (hot ??= new HotLoop()).keep(req.hotMs);
           return;
         }
         case 'sync':

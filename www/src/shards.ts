@@ -19,7 +19,6 @@
 // reports it as fatal, and loading the model again starts a new pool.
 
 import type { WasmEngine } from '../pkg/clef_web.js';
-import { HOT_MS, HotLoop } from './hot.js';
 import { SPIN_MS, SharedExchange, exchangeBuffer, type LocalStage, type StageOutput } from './exchange.js';
 import type { ShardHost } from './shard-worker.js';
 import type { CopyOp, ErrorInfo, GemmProfile, KernelTrials, LmRowsPart, ShardRequest, ShardResponse, ShardResults, SplitStats } from './protocol.js';
@@ -68,11 +67,6 @@ export class ShardPool {
   /** The shared exchange (null: stages go by postMessage), and whether the shards are serving on it. */
   private exchange: SharedExchange | null = null;
   private serving = false;
-  /**
-   * postMessage exchange: keeps this thread and the shard workers awake between stages (hot.ts),
-   * where every shard has a core (a local shard 0, no more shards than cores) in a browser.
-   */
-  private hot: HotLoop | null = null;
 
   private constructor(
     private ports: ShardPort[],
@@ -81,8 +75,6 @@ export class ShardPool {
     /** The machine's cores: waiting threads spin only when every shard has one (exchange.ts SPIN_MS). */
     private cores: number,
   ) {
-    const node = !!(globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node;
-    if (!shared && !node && ports[0]?.runStage && ports.length <= cores) this.hot = new HotLoop();
     ports.forEach((p, i) => {
       p.onmessage = (msg) => this.receive(msg);
       p.onfail = (message) => this.fail({ code: 'worker_crashed', fatal: true, message: `shard worker ${i + 1} of ${ports.length} stopped: ${message}` });
@@ -110,11 +102,6 @@ export class ShardPool {
 
   get size(): number {
     return this.ports.length;
-  }
-
-  /** Whether stages by postMessage keep the threads awake between them (hot.ts). */
-  get keepsAwake(): boolean {
-    return !!this.hot;
   }
 
   /** Whether shard 0 is computed in the engine worker (localShard). */
@@ -285,16 +272,13 @@ export class ShardPool {
   run(kind: number, layer: number, pos: number, x: Float32Array, shares: Array<Uint32Array | undefined>): Promise<StageOutput[]> {
     this.check();
     if (this.serving) return this.exchange!.run(kind, layer, pos, x, shares, () => this.failure);
-    const hotMs = this.hot ? HOT_MS : 0;
-    const outs = Promise.all(
+    return Promise.all(
       this.ports.map((_, i) => {
         const xi = i + 1 < this.size ? x.slice() : x; // each worker gets its own (transferred) copy
         const share = shares[i];
-        return this.request(i, 'run', { kind, layer, pos, x: xi, ...(share && { share }), ...(hotMs && { hotMs }) }, [xi.buffer as ArrayBuffer]);
+        return this.request(i, 'run', { kind, layer, pos, x: xi, ...(share && { share }) }, [xi.buffer as ArrayBuffer]);
       }),
     );
-    this.hot?.keep(HOT_MS); // (turns once the local shard's stage, a microtask, is done)
-    return outs;
   }
 
   /** Every shard's LM-head rows of `ids` in its vocabulary range (null: it has no LM head). */

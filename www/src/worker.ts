@@ -255,7 +255,7 @@ export function createCore(post: Post, env: CoreEnv) {
             decisions: eng.decisionInfo() as DecisionInfo,
             workers: out.workers, workersReason: out.workersReason, exchange: out.pool ? (out.pool.shared ? 'shared' : 'message') : '',
             engineShard: !!out.pool?.local,
-            stats: { ...out.stats, wasmMemoryBytes: memory, simd: simdLevel(), keepAwake: !!out.pool?.keepsAwake },
+            stats: { ...out.stats, wasmMemoryBytes: memory, simd: simdLevel() },
           };
           return info;
         } catch (e) {

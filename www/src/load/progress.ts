@@ -18,7 +18,6 @@ export function emptyStats(): LoadStats {
     retries: 0, refetchedChunks: 0, peakJsHeapBytes: jsHeap(), wasmMemoryBytes: 0, simd: '',
     phaseMs: { header: 0, allocate: 0, data: 0, cacheRead: 0, deliver: 0, settle: 0, build: 0 },
     pulledByWorkers: false,
-    keepAwake: false,
     pulledBytes: 0,
     expanded: false,
     band: 0,
