@@ -6,11 +6,13 @@
 //
 // What it serves carries COOP + COEP (`isolated`), so from the visit after the one that installed
 // it the page is cross-origin isolated wherever it is hosted: SharedArrayBuffer exists and a split
-// model's stages go through shared memory (exchange.ts) instead of postMessage — the 2-worker
-// decode 4–10 % faster (BENCHMARKS.md, session 46). COEP `require-corp` asks every cross-origin
-// resource to opt in: the page loads none but the model's bytes, and those are CORS requests,
-// which the Hub answers (Access-Control-Allow-Origin: *). Workers need the headers too (a worker
-// of an isolated page whose script lacks them is refused): their scripts are in the list.
+// model's stages go through shared memory (exchange.ts) instead of postMessage — ~35 against
+// ~200 µs per stage, the 2-worker decode of a 9B ~10 % faster (BENCHMARKS.md, session 46). The
+// first visit, before the worker controls the page, runs with postMessage. COEP `require-corp`
+// asks every cross-origin resource to opt in: the page loads none but the model's bytes, and
+// those are CORS requests, which the Hub answers (Access-Control-Allow-Origin: *). Workers need
+// the headers too (a worker of an isolated page whose script lacks them is refused): their
+// scripts are in the list.
 
 import { detectSimd, wasmFile } from '../simd.js';
 
