@@ -45,6 +45,14 @@ async function lastAnswer(page) {
   return { body: (await a.locator('.clef-body').innerText()).trim(), meta: await a.locator('.clef-meta').innerText() };
 }
 
+/** Sends `text` from the message box; the answer as `lastAnswer` gives it. */
+async function ask(page, text) {
+  const input = page.getByRole('textbox', { name: 'Message' });
+  await input.fill(text);
+  await input.press('Enter');
+  return lastAnswer(page);
+}
+
 test('chat page: pick a model, see progress, pause/resume, chat, stop, regenerate, edit; screenshots', { skip, timeout: 90000 }, async () => {
   const hub = await startHubServer();
   const b = await launch(null);
@@ -308,13 +316,9 @@ test('offline: after one visit with a cached model, the page and the chat work w
     // The last model is on this device: it loads by itself, from OPFS.
     await page.locator('#status-card').getByText('is ready').waitFor({ timeout: 30000 });
     assert.match(await page.locator('#status-card').innerText(), /from this device/);
-    const input = page.getByRole('textbox', { name: 'Message' });
-    await input.fill('Hello from offline');
-    await input.press('Enter');
-    const a = page.locator('.clef-assistant').last();
-    await a.locator('.clef-meta:not([hidden])').waitFor({ timeout: 30000 });
-    assert.match(await a.locator('.clef-meta').innerText(), /tok\/s/);
-    assert.ok((await a.locator('.clef-body').innerText()).trim().length > 0);
+    const offline = await ask(page, 'Hello from offline');
+    assert.match(offline.meta, /tok\/s/);
+    assert.ok(offline.body.length > 0);
     await shot(page, 'ui-offline-1280');
     await ctx.setOffline(false);
   } finally {
@@ -346,12 +350,9 @@ test('chat page: isolated by its service worker from the second visit (COOP + CO
     await page.locator('#status-card').getByText('is ready').waitFor({ timeout: 30000 });
     assert.ok(other.bytesServed() > 0, 'the model came from the other origin');
     assert.equal(hub.log.filter((e) => e.path.includes('/resolve/')).length, 0);
-    const input = page.getByRole('textbox', { name: 'Message' });
-    await input.fill('Hello, isolated');
-    await input.press('Enter');
-    const a = page.locator('.clef-assistant').last();
-    await a.locator('.clef-meta:not([hidden])').waitFor({ timeout: 30000 });
-    assert.match(await a.locator('.clef-meta').innerText(), /tok\/s/);
+    const answer = await ask(page, 'Hello, isolated');
+    assert.match(answer.meta, /tok\/s/);
+    assert.ok(answer.body.length > 0);
 
     // The example of <clef-chat> on a plain static page stays one.
     await page.goto(`${hub.url}/dist/embed-example.html`);
