@@ -349,6 +349,9 @@ test('chat page: isolated by its service worker from the second visit (COOP + CO
     await page.locator('.quant-item.is-selected').getByRole('button', { name: /Download/ }).click();
     await page.locator('#status-card').getByText('is ready').waitFor({ timeout: 30000 });
     assert.ok(other.bytesServed() > 0, 'the model came from the other origin');
+    const workers = page.workers();
+    assert.ok(workers.some((w) => w.url().endsWith('/clef-worker.js')), 'the engine worker runs');
+    for (const w of workers) assert.equal(await w.evaluate(() => self.crossOriginIsolated), true, `${w.url()} isolated too (SharedArrayBuffer: the shared exchange)`);
     assert.equal(hub.log.filter((e) => e.path.includes('/resolve/')).length, 0);
     const answer = await ask(page, 'Hello, isolated');
     assert.match(answer.meta, /tok\/s/);
