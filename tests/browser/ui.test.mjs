@@ -349,8 +349,12 @@ test('chat page: isolated by its service worker from the second visit (COOP + CO
     await page.locator('.quant-item.is-selected').getByRole('button', { name: /Download/ }).click();
     await page.locator('#status-card').getByText('is ready').waitFor({ timeout: 30000 });
     assert.ok(other.bytesServed() > 0, 'the model came from the other origin');
+    // (The tiny model runs on one worker; a shard worker's script is started here to see it isolated too.)
+    await page.evaluate(() => void new Worker(new URL('clef-shard.js', location.href), { type: 'module' }));
+    for (let i = 0; i < 50 && !page.workers().some((w) => w.url().endsWith('/clef-shard.js')); i++) await page.waitForTimeout(100);
     const workers = page.workers();
     assert.ok(workers.some((w) => w.url().endsWith('/clef-worker.js')), 'the engine worker runs');
+    assert.ok(workers.some((w) => w.url().endsWith('/clef-shard.js')), 'a shard worker runs');
     for (const w of workers) assert.equal(await w.evaluate(() => self.crossOriginIsolated), true, `${w.url()} isolated too (SharedArrayBuffer: the shared exchange)`);
     assert.equal(hub.log.filter((e) => e.path.includes('/resolve/')).length, 0);
     const answer = await ask(page, 'Hello, isolated');
