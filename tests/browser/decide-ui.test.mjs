@@ -80,6 +80,9 @@ test('decide view: the builder makes the README request; approximate badge witho
   try {
     await page.setViewportSize({ width: 1280, height: 800 });
     await page.goto(`${hub.url}/dist/?hub=${encodeURIComponent(hub.url)}&repo=${REPO}`);
+    // (A first visit reloads itself once its service worker has taken control, to be cross-origin
+    // isolated: waited for, so that no click is lost to it.)
+    await page.waitForFunction(() => crossOriginIsolated, null, { timeout: 15000 });
     // The head-less F32 backbone, by name.
     await page.locator('#other-h').click();
     await page.locator('#other-model').fill(`${REPO}:F32`);

@@ -24,6 +24,7 @@
 //   lengthDelta: [n, …]       the next data responses declare Content-Length = real + n and send
 //                             min(real, real + n) bytes (n > 0: then the connection is dropped)
 //   redirectLoop: true        /resolve/ redirects to itself, forever
+//   staticDelayMs: {name: n}  wait n ms before answering a page file of that name (e.g. 'sw.js')
 // server.log: one entry per model response {path, file, start, end, status, sent, complete, killed, stalled, t (ms)}.
 //
 //   node tests/browser/hub-server.mjs [port]     serves ../shared/fixtures/qwen35-tiny as test-org/clef-flash-GGUF
@@ -132,6 +133,7 @@ export async function startHubServer(options = {}) {
   const faults = {
     killAt: [], flipAt: [], offline: false, delayMs: 0, bytesPerSecond: 0,
     stallAt: [], stallHeaders: 0, statuses: [], ignoreRange: 0, lengthDelta: [], redirectLoop: false,
+    staticDelayMs: {},
   };
   /** The next injected status for `where` ('cdn' | 'resolve'), consumed. */
   const takeStatus = (where) => {
@@ -334,6 +336,8 @@ export async function startHubServer(options = {}) {
         res.writeHead(200, { 'Content-Type': 'application/json', 'Access-Control-Allow-Origin': '*' }).end(JSON.stringify(list));
         return;
       }
+      const delay = faults.staticDelayMs[p.split('/').pop()];
+      if (delay) await new Promise((r) => setTimeout(r, delay));
       if ((req.method === 'GET' || req.method === 'HEAD') && serveStatic(req, res, p)) return;
       res.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found');
     } catch (e) {

@@ -682,12 +682,33 @@ window.addEventListener('online', renderOnline);
 window.addEventListener('offline', renderOnline);
 renderOnline();
 
+// The first visit: the page came from the server, without the COOP + COEP the service worker adds
+// (sw.ts), so it is not cross-origin isolated and a split model would exchange by postMessage. When
+// the worker first takes control, the page reloads once to come through it — only while it is as it
+// opened (no click or key yet, nothing loading), and only once per tab (sessionStorage), so a browser
+// or a frame that does not isolate the page cannot loop.
+let touched = false;
+for (const type of ['pointerdown', 'keydown']) addEventListener(type, () => (touched = true), { capture: true, once: true });
+const ISOLATION_RELOAD = 'clef.isolation-reload';
+
+function reloadToIsolate() {
+  if (globalThis.crossOriginIsolated !== false || touched || state.kind !== 'idle' || window.top !== window) return;
+  try {
+    if (sessionStorage.getItem(ISOLATION_RELOAD)) return;
+    sessionStorage.setItem(ISOLATION_RELOAD, '1');
+  } catch {
+    return; // (no sessionStorage: nothing to guard against a loop with, so no reload)
+  }
+  location.reload();
+}
+
 function registerServiceWorker() {
   if (!('serviceWorker' in navigator) || !isSecureContext || params.has('nosw')) return;
   const hadController = !!navigator.serviceWorker.controller;
   let updating = false;
   navigator.serviceWorker.addEventListener('controllerchange', () => {
     if (hadController && updating) location.reload();
+    else if (!hadController) reloadToIsolate();
   });
   const offer = (w: ServiceWorker) =>
     toast('A new version of Clef is ready.', {

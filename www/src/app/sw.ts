@@ -4,11 +4,12 @@
 // until the page asks for it ("A new version is ready — Reload"), then deletes the old cache.
 // Model downloads (the Hub, other origins, anything not in the list) are never touched.
 //
-// What it serves carries COOP + COEP (`isolated`), so from the visit after the one that installed
-// it the page is cross-origin isolated wherever it is hosted: SharedArrayBuffer exists and a split
-// model's stages go through shared memory (exchange.ts) instead of postMessage — ~35 against
-// ~200 µs per stage, the 2-worker decode of a 9B ~10 % faster (BENCHMARKS.md, session 46). The
-// first visit, before the worker controls the page, runs with postMessage. COEP `require-corp`
+// What it serves carries COOP + COEP (`isolated`), so a page it serves is cross-origin isolated
+// wherever it is hosted: SharedArrayBuffer exists and a split model's stages go through shared
+// memory (exchange.ts) instead of postMessage — ~35 against ~200 µs per stage, the 2-worker decode
+// of a 9B ~10 % faster (BENCHMARKS.md, session 46). The first visit's page came from the server
+// without them: main.ts reloads it once when this worker takes control, if nothing has been
+// touched yet (`reloadToIsolate`); otherwise that visit runs with postMessage. COEP `require-corp`
 // asks every cross-origin resource to opt in: the page loads none but the model's bytes, and
 // those are CORS requests, which the Hub answers (Access-Control-Allow-Origin: *). Workers need
 // the headers too (a worker of an isolated page whose script lacks them is refused): their
