@@ -5,7 +5,8 @@
 #      tests again with relaxed SIMD (the second wasm build)
 #   3. the release wasm build (./build.sh) and the JS tests: the wasm command line against the fixtures
 #   4. the browser runtime (www/dist) in headless Chromium against a local Hub-like server, and under Node;
-#      the chat page, offline use (service worker + OPFS) and <clef-chat> end to end (screenshots: tests/artifacts/)
+#      the chat page, offline use (service worker + OPFS) and <clef-chat> end to end (screenshots: tests/artifacts/);
+#      the runtime again in headless Firefox (split across workers, both exchanges, OPFS, faults)
 # Fixtures come from ../shared (next to the repository).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,5 +43,5 @@ echo "== release wasm build + JS tests"
 node --test tests/js/
 CLEF_WASM=relaxed-simd node --experimental-wasm-relaxed-simd --test tests/js/cli.test.mjs tests/js/decide.test.mjs
 
-echo "== browser runtime and chat page tests (headless Chromium + Node)"
+echo "== browser runtime and chat page tests (headless Chromium, Firefox + Node)"
 node --test tests/browser/

@@ -2,7 +2,8 @@
 # Installs what building and testing need on a fresh Debian 12 machine with rustup, Node 20 and
 # Python 3 (each step is skipped when already satisfied):
 #   the wasm32 Rust target, wasm-bindgen-cli at the exact version of the crate, the npm packages,
-#   and Debian's chromium for the browser tests (driven by npm playwright-core; no browser download).
+#   and Debian's chromium and firefox-esr for the browser tests (Chromium driven by npm playwright-core;
+#   no browser download).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -27,9 +28,14 @@ fi
 # head exported to safetensors (tools/export_head.py): tests/clef.rs runs tools/make_clef_fixtures.sh.
 python3 -c 'import gguf, numpy, safetensors' 2>/dev/null || python3 -m pip install --quiet gguf==0.19.0 numpy safetensors
 
-if [ ! -x /usr/bin/chromium ]; then
+# The browsers the tests run in: Chromium (driven by playwright-core) and Firefox ESR
+# (tests/browser/firefox.test.mjs: the runtime in SpiderMonkey, a page that runs its own steps).
+missing=""
+[ -x /usr/bin/chromium ] || missing="$missing chromium"
+[ -x /usr/bin/firefox-esr ] || missing="$missing firefox-esr"
+if [ -n "$missing" ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update
-  $sudo apt-get install -y chromium
+  $sudo apt-get install -y $missing
 fi

@@ -25,6 +25,8 @@
 //                             min(real, real + n) bytes (n > 0: then the connection is dropped)
 //   redirectLoop: true        /resolve/ redirects to itself, forever
 //   staticDelayMs: {name: n}  wait n ms before answering a page file of that name (e.g. 'sw.js')
+// POST /test/report: the body goes to `options.onReport(text)` (a page that runs on its own — the
+// Firefox test, firefox.test.mjs — hands its results back this way).
 // server.log: one entry per model response {path, file, start, end, status, sent, complete, killed, stalled, t (ms)}.
 //
 //   node tests/browser/hub-server.mjs [port]     serves ../shared/fixtures/qwen35-tiny as test-org/clef-flash-GGUF
@@ -334,6 +336,16 @@ export async function startHubServer(options = {}) {
           ...(f.sha256 ? { lfs: { oid: f.sha256, size: f.size, pointerSize: 134 } } : {}),
         }));
         res.writeHead(200, { 'Content-Type': 'application/json', 'Access-Control-Allow-Origin': '*' }).end(JSON.stringify(list));
+        return;
+      }
+      if (req.method === 'POST' && p === '/test/report' && options.onReport) {
+        let body = '';
+        req.setEncoding('utf8');
+        req.on('data', (d) => (body += d));
+        req.on('end', () => {
+          res.writeHead(204, { 'Access-Control-Allow-Origin': '*' }).end();
+          options.onReport(body);
+        });
         return;
       }
       const delay = faults.staticDelayMs[p.split('/').pop()];
