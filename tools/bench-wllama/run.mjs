@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// clef-web vs wllama (llama.cpp → wasm) on the same GGUF files, in one headless Chromium.
+// clef-web vs wllama (llama.cpp → wasm) on the same GGUF files, in one headless Chromium (or Firefox).
 //
 //   cd tools/bench-wllama && npm ci && node run.mjs [FILE.gguf …] [--no-fixtures] [--prompt-tokens 64]
 //       [--gen-tokens 32] [--repeats 2] [--ctx 512] [--engines ours,ours2,wl1,wl2] [--json OUT.json] [--verbose]
@@ -8,6 +8,9 @@
 //       [--trace]          (ours split: every stage traced — the `traceStages` load option; the report
 //                          adds each run's imbalance, lag-1 and a replay with bands: trace.mjs;
 //                          --json keeps the traces)
+//       [--browser firefox] (Debian's headless firefox-esr instead of Chromium: no driver there, so a
+//                          driver page holds page.html in a frame and takes its calls from this
+//                          script's server, one at a time: GET /job, POST /result)
 //       [--warmup full|short|none] (the warm-up request: the measured prompt and 2 tokens — one decode
 //                          step — as llama-bench warms up before its runs, the default; or 40
 //                          characters and 4 tokens; or none: the first measured request cold)
@@ -16,7 +19,7 @@
 // --perf-prof-path=/tmp/jd` to profile the engine's wasm with Linux perf, BENCHMARKS.md).
 //
 // Files: the tiny fixtures (A-Q2_K, A-IQ2_M, A-Q1_0, A-IQ1_S from ../shared) unless --no-fixtures,
-// then every FILE given. Needs ./build.sh (www/dist) and /usr/bin/chromium.
+// then every FILE given. Needs ./build.sh (www/dist) and /usr/bin/chromium (--browser firefox: firefox-esr).
 // For each file: ours (1 thread: the engine is one worker), wllama with 1 thread, and wllama with 2
 // threads (--engines picks among ours, oursN = ours split across N workers, apartN, wl1, wl2); each loads the file, does a warm-up request (--warmup), then --repeats
 // measured requests: the same prompt of ~--prompt-tokens tokens (prefill tokens/s), then --gen-tokens
@@ -30,6 +33,7 @@
 // of the file's own vocabulary, joined (wllama takes only text prompts); both engines tokenize it,
 // and the run checks that they count the same prompt tokens.
 
+import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { createReadStream, existsSync, mkdtempSync, openSync, readSync, readFileSync, closeSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -45,7 +49,7 @@ const fixtures = resolve(repo, '../shared/fixtures/qwen35-tiny');
 const wllamaDir = join(here, 'node_modules/@wllama/wllama/esm');
 
 // ---- arguments ---------------------------------------------------------------------------------
-const opt = { verbose: false, promptTokens: 64, genTokens: 32, repeats: 2, ctx: 512, engines: 'ours,wl1,wl2', fixtures: true, json: null, isolated: true, warmup: 'full' };
+const opt = { verbose: false, promptTokens: 64, genTokens: 32, repeats: 2, ctx: 512, engines: 'ours,wl1,wl2', fixtures: true, json: null, isolated: true, warmup: 'full', browser: 'chromium' };
 const files = [];
 for (let a = process.argv.slice(2); a.length; ) {
   const k = a.shift();
@@ -55,11 +59,13 @@ for (let a = process.argv.slice(2); a.length; ) {
   else if (k === '--verbose') opt.verbose = true;
   else if (k === '--json') opt.json = a.shift();
   else if (k === '--warmup') opt.warmup = a.shift();
+  else if (k === '--browser') opt.browser = a.shift();
   else if (k === '--trace') opt.trace = true;
   else if (k.startsWith('--')) opt[k.slice(2).replace(/-(.)/g, (_, c) => c.toUpperCase())] = Number(a.shift());
   else files.push(resolve(k));
 }
 if (!['full', 'short', 'none'].includes(opt.warmup)) throw new Error(`--warmup: full, short or none, not '${opt.warmup}'`);
+if (!['chromium', 'firefox'].includes(opt.browser)) throw new Error(`--browser: chromium or firefox, not '${opt.browser}'`);
 if (opt.fixtures) files.unshift(...['Q2_K', 'IQ2_M', 'Q1_0', 'IQ1_S'].map((q) => join(fixtures, `A-${q}.gguf`)));
 // `ours` = ours1 (the whole model in the engine worker); `oursN` splits it across N workers (the
 // engine worker computing one shard: engineShard), `apartN` across N shard workers besides it.
@@ -149,8 +155,59 @@ function route(url) {
   if (m) return files[Number(m[1])];
   return null;
 }
+// Firefox's driver (--browser firefox): page.html in a frame, and the calls this script makes
+// handed out one at a time (GET /job: the next call, held until there is one; POST /result).
+const DRIVER = `<!doctype html><meta charset="utf-8"><title>driver</title>
+<iframe id="f" src="/" style="width:800px;height:200px"></iframe>
+<script type="module">
+const frame = document.getElementById('f');
+while (frame.contentDocument?.title !== 'ready') await new Promise((r) => setTimeout(r, 50));
+const bench = frame.contentWindow.bench;
+for (;;) {
+  const job = await (await fetch('/job', { cache: 'no-store' })).json();
+  if (job.stop) break;
+  let out;
+  try {
+    out = { ok: job.fn === 'env' ? { coi: bench.crossOriginIsolated, libllama: bench.libllama, ua: navigator.userAgent } : await bench[job.fn](job.url, job.o) };
+  } catch (e) {
+    out = { error: String(e?.message ?? e) };
+  }
+  await fetch('/result', { method: 'POST', body: JSON.stringify(out) });
+}
+</script>`;
+const jobs = [];
+let jobWaiter = null;
+let resultWaiter = null;
+/** Runs window.bench[fn](url, o) in the browser's page (Firefox: through the driver). */
+function call(fn, url, o) {
+  return new Promise((resolve, reject) => {
+    resultWaiter = (r) => (r.error ? reject(new Error(r.error)) : resolve(r.ok));
+    jobs.push({ fn, url, o });
+    jobWaiter?.();
+  });
+}
+function driverRoute(req, res, url) {
+  if (url === '/driver.html') return res.writeHead(200, { 'Content-Type': 'text/html', ...isolation() }).end(DRIVER), true;
+  if (url === '/job') {
+    const send = () => res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...isolation() }).end(JSON.stringify(jobs.shift()));
+    if (jobs.length) send();
+    else jobWaiter = () => ((jobWaiter = null), send());
+    return true;
+  }
+  if (url === '/result' && req.method === 'POST') {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => (res.writeHead(204, isolation()).end(), resultWaiter?.(JSON.parse(body))));
+    return true;
+  }
+  return false;
+}
+const isolation = () => (opt.isolated ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } : {});
+
 const server = createServer((req, res) => {
-  const path = route(decodeURIComponent(new URL(req.url, 'http://x').pathname));
+  const url = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+  if (opt.browser === 'firefox' && driverRoute(req, res, url)) return;
+  const path = route(url);
   const headers = {
     // --not-isolated: a plain static host (no SharedArrayBuffer: wllama runs one thread, ours exchanges by postMessage).
     ...(opt.isolated ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } : {}),
@@ -178,21 +235,35 @@ const server = createServer((req, res) => {
 await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
 const base = `http://127.0.0.1:${server.address().port}`;
 
-// ---- Chromium ----------------------------------------------------------------------------------
+// ---- the browser --------------------------------------------------------------------------------
 const profile = mkdtempSync(join(tmpdir(), 'bench-wllama-'));
-const ctx = await chromium.launchPersistentContext(profile, {
-  executablePath: CHROMIUM,
-  headless: true,
-  args: [...ARGS, ...ENV_ARGS],
-});
-const page = ctx.pages()[0] ?? (await ctx.newPage());
-page.on('pageerror', (e) => console.error(`  page error: ${e.message}`));
-page.on('console', (m) => (opt.verbose || m.type() === 'error') && console.error(`  console: ${m.text()}`));
-await page.goto(base + '/');
-await page.waitForFunction(() => document.title === 'ready', null, { timeout: 30000 });
-const env = await page.evaluate(() => ({ coi: window.bench.crossOriginIsolated, libllama: window.bench.libllama, ua: navigator.userAgent }));
+let ctx = null;
+let firefox = null;
+let bench;
+if (opt.browser === 'firefox') {
+  firefox = spawn(process.env.FIREFOX ?? 'firefox-esr', ['--headless', '--no-remote', '--profile', profile, base + '/driver.html'], { stdio: 'ignore' });
+  firefox.on('error', (e) => console.error(`cannot start Firefox (apt install firefox-esr, or set $FIREFOX): ${e.message}`));
+  bench = call;
+} else {
+  ctx = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [...ARGS, ...ENV_ARGS],
+  });
+  const page = ctx.pages()[0] ?? (await ctx.newPage());
+  page.on('pageerror', (e) => console.error(`  page error: ${e.message}`));
+  page.on('console', (m) => (opt.verbose || m.type() === 'error') && console.error(`  console: ${m.text()}`));
+  await page.goto(base + '/');
+  await page.waitForFunction(() => document.title === 'ready', null, { timeout: 30000 });
+  bench = (fn, url, o) =>
+    fn === 'env'
+      ? page.evaluate(() => ({ coi: window.bench.crossOriginIsolated, libllama: window.bench.libllama, ua: navigator.userAgent }))
+      : page.evaluate(([fn, url, o]) => window.bench[fn](url, o), [fn, url, o]);
+}
+const env = await bench('env');
+const browserName = env.ua.match(/(Chrome|Firefox)\/\S+/)?.[0];
 const wllamaVersion = JSON.parse(readFileSync(join(here, 'node_modules/@wllama/wllama/package.json'), 'utf8')).version;
-console.error(`wllama ${wllamaVersion} (llama.cpp ${env.libllama}); crossOriginIsolated=${env.coi}; ${env.ua.match(/Chrome\/\S+/)?.[0]}`);
+console.error(`wllama ${wllamaVersion} (llama.cpp ${env.libllama}); crossOriginIsolated=${env.coi}; ${browserName}`);
 
 // ---- measure -----------------------------------------------------------------------------------
 const load0 = loadavg()[0];
@@ -208,7 +279,7 @@ for (const [i, file] of files.entries()) {
   for (const [key, fn, threads, engineShard] of runs) {
     const t0 = Date.now();
     try {
-      const r = await page.evaluate(([fn, url, o]) => window.bench[fn](url, o), [fn, url, { ...o, threads, engineShard }]);
+      const r = await bench(fn, url, { ...o, threads, engineShard });
       const mid = [...r.runs].sort((a, b) => a.tg - b.tg)[Math.floor((r.runs.length - 1) / 2)];
       row[key] = { n: r.runs[0].n, pp: median(r.runs.map((x) => x.pp)), tg: median(r.runs.map((x) => x.tg)), loadS: r.loadS, threads: r.threads, simd: r.simd, exchange: r.exchange, expanded: r.expanded, band: r.band, text: r.runs[0].text, split: mid.split, ppRuns: r.runs.map((x) => x.pp), tgRuns: r.runs.map((x) => x.tg) };
       console.error(`${row.file} ${key}: pp ${row[key].pp.toFixed(2)} t/s, tg ${row[key].tg.toFixed(2)} t/s, load ${r.loadS.toFixed(1)} s (threads ${r.threads}${r.simd ? `, ${r.simd}` : ''}${r.exchange ? `, ${r.exchange} exchange` : ''}${r.expanded ? ', IQ2_S expanded' : ''}${r.band ? `, bands ${r.band} %` : ''}) [${((Date.now() - t0) / 1000).toFixed(0)} s]`);
@@ -223,7 +294,13 @@ for (const [i, file] of files.entries()) {
   }
   results.push(row);
 }
-await ctx.close();
+await ctx?.close();
+if (firefox) {
+  jobs.push({ stop: true });
+  jobWaiter?.();
+  await new Promise((r) => setTimeout(r, 200));
+  firefox.kill('SIGKILL');
+}
 rmSync(profile, { recursive: true, force: true });
 server.close();
 
@@ -237,7 +314,7 @@ const same = (a, b) => {
   return a === b ? 'yes' : `first ${i} of ${a.length} chars`;
 };
 const size = (b) => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`);
-console.log(`\nclef-web vs wllama ${wllamaVersion} (llama.cpp ${env.libllama}), ${env.ua.match(/Chrome\/\S+/)?.[0]}, ` +
+console.log(`\nclef-web vs wllama ${wllamaVersion} (llama.cpp ${env.libllama}), ${browserName}, ` +
   `prompt ${opt.promptTokens} tokens, decode ${opt.genTokens} tokens greedy (EOS ignored), median of ${opt.repeats} runs (≥ 5 for files < 64 MiB) after a ${opt.warmup} warm-up; tokens/s; ` +
   `load average ${load0.toFixed(1)} at start, ${loadavg()[0].toFixed(1)} at end\n`);
 const split = runs.filter(([k]) => /^(ours|apart)\d+$/.test(k) && k !== 'ours1').map(([k]) => k);
