@@ -76,6 +76,15 @@ function ok(results, step) {
   return r.ok;
 }
 
+/** The `faults` step: an abort, then the same answer; a killed shard fatal; loaded again, the same answer. */
+function checkFaults(f, exchange) {
+  assert.equal(f.info.exchange, exchange);
+  assert.equal(f.abortCode, 'aborted');
+  assert.deepEqual(f.afterAbort, A.cases[0].greedy_ids);
+  assert.deepEqual(f.crash, { code: 'worker_crashed', fatal: true });
+  assert.deepEqual(f.again, A.cases[0].greedy_ids);
+}
+
 test('Firefox, plain page (no COOP/COEP): 2 workers over HTTP, 3 from OPFS, the IQ2_M forms give llama.cpp\'s tokens; abort, a killed shard worker and a reload are handled', { skip, timeout: 200000 }, async () => {
   const iq2m = JSON.parse(readFileSync(join(fixturesDir, 'A-IQ2_M.llama.json'), 'utf8')).cases[0];
   const { results, userAgent } = await runSteps(['network2', 'cached3', 'iq2m', 'faults'], { extra: { ids: JSON.stringify(iq2m.prompt_ids) } });
@@ -100,12 +109,7 @@ test('Firefox, plain page (no COOP/COEP): 2 workers over HTTP, 3 from OPFS, the 
     assert.deepEqual(iq[workers].ids, iq2m.greedy_ids, `IQ2_M, ${workers} workers`);
   }
 
-  const f = ok(results, 'faults');
-  assert.equal(f.info.exchange, 'message');
-  assert.equal(f.abortCode, 'aborted');
-  assert.deepEqual(f.afterAbort, A.cases[0].greedy_ids);
-  assert.deepEqual(f.crash, { code: 'worker_crashed', fatal: true });
-  assert.deepEqual(f.again, A.cases[0].greedy_ids);
+  checkFaults(ok(results, 'faults'), 'message');
   report(`${userAgent}: network ${results.network2.ms} ms, from OPFS with 3 workers ${results.cached3.ms} ms`);
 });
 
@@ -115,10 +119,5 @@ test('Firefox, cross-origin isolated (COOP + COEP): the stages through shared me
   assert.equal(results.network2.isolated, true);
   assert.equal(net.info.exchange, 'shared');
   assert.deepEqual(net.ids, A.cases[0].greedy_ids);
-  const f = ok(results, 'faults');
-  assert.equal(f.info.exchange, 'shared');
-  assert.equal(f.abortCode, 'aborted');
-  assert.deepEqual(f.afterAbort, A.cases[0].greedy_ids);
-  assert.deepEqual(f.crash, { code: 'worker_crashed', fatal: true });
-  assert.deepEqual(f.again, A.cases[0].greedy_ids);
+  checkFaults(ok(results, 'faults'), 'shared');
 });
