@@ -1,7 +1,8 @@
 // The runtime in Firefox (SpiderMonkey, Debian's headless `firefox-esr`): the same package the
 // Chromium tests drive, end to end — a model split across Web Workers over HTTP, then from the
 // OPFS cache, through postMessage on a plain page and through shared memory on a cross-origin
-// isolated one; the relaxed build's own forms; abort, a killed shard worker, a reload. No driver
+// isolated one; the relaxed build's own forms; abort, a killed shard worker, a reload; the chat
+// page in a frame, driven through its DOM. No driver
 // (playwright-core drives only Chromium here): firefox.html runs the steps itself and POSTs each
 // result back to the test server.
 
@@ -111,6 +112,16 @@ test('Firefox, plain page (no COOP/COEP): 2 workers over HTTP, 3 from OPFS, the 
 
   checkFaults(ok(results, 'faults'), 'message');
   report(`${userAgent}: network ${results.network2.ms} ms, from OPFS with 3 workers ${results.cached3.ms} ms`);
+});
+
+test('Firefox: the chat page (in a frame, driven through its DOM) downloads IQ1_S and answers', { skip, timeout: 120000 }, async () => {
+  const { results } = await runSteps(['chatPage']);
+  const r = ok(results, 'chatPage');
+  assert.equal(r.question, PROMPT_TEXT);
+  assert.ok(r.body.length > 0, 'an answer');
+  assert.match(r.meta, /[\d.]+ tok\/s/);
+  assert.match(r.chip, /IQ1_S · ready/);
+  report(`chat page in Firefox: ${r.meta}`);
 });
 
 test('Firefox, cross-origin isolated (COOP + COEP): the stages through shared memory give llama.cpp\'s tokens; abort and a killed shard worker are handled', { skip, timeout: 200000 }, async () => {
