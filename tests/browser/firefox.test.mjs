@@ -124,6 +124,31 @@ test('Firefox: the chat page (in a frame, driven through its DOM) downloads IQ1_
   report(`chat page in Firefox: ${r.meta}`);
 });
 
+test('Firefox: the chat page isolates itself on its first visit (its service worker\'s COOP + COEP, one reload)', { skip, timeout: 90000 }, async () => {
+  // Top level, as a visitor opens it: driven over WebDriver BiDi (firefox-bidi.mjs), no page of ours around it.
+  const hub = await startHubServer();
+  try {
+    const url = `${hub.url}/dist/?hub=${encodeURIComponent(hub.url)}&repo=test-org/clef-flash-GGUF`;
+    const child = spawn(process.execPath, ['--experimental-websocket', join(repoRoot, 'tests', 'browser', 'firefox-bidi.mjs'), url,
+      "navigator.serviceWorker.controller?.state === 'activated'",
+      'crossOriginIsolated',
+      "({ sab: typeof SharedArrayBuffer, mark: sessionStorage.getItem('clef.isolation-reload'), navigation: performance.getEntriesByType('navigation')[0]?.type })"],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const code = await new Promise((r) => child.on('exit', r));
+    assert.equal(code, 0, err);
+    const [controlled, isolated, after] = JSON.parse(out).map((x) => x.value);
+    assert.equal(controlled, true, 'the service worker controls the page');
+    assert.equal(isolated, true, 'cross-origin isolated');
+    assert.deepEqual(after, { sab: 'function', mark: '1', navigation: 'reload' }, 'through the one reload');
+  } finally {
+    await hub.close();
+  }
+});
+
 test('Firefox, cross-origin isolated (COOP + COEP): the stages through shared memory give llama.cpp\'s tokens; abort and a killed shard worker are handled', { skip, timeout: 200000 }, async () => {
   const { results } = await runSteps(['network2', 'faults'], { isolated: true });
   const net = ok(results, 'network2');
