@@ -401,7 +401,7 @@ test('chat page: no isolating reload once the first visit has been touched; isol
   const { page } = b;
   try {
     await page.setViewportSize(DESKTOP);
-    hub.faults.staticDelayMs['sw.js'] = 1500; // the worker takes control late: the user is first
+    hub.faults.staticDelayMs['sw.js'] = 4000; // the worker takes control late: the user is first
     let navigations = 0;
     page.on('framenavigated', (f) => f === page.mainFrame() && navigations++);
     await page.goto(pageUrl(hub));
