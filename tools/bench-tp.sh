@@ -3,6 +3,7 @@
 # (32 and 8 layers, IQ2_M and Q2_K; tools/make_synthetic.py), prompt and decode tokens/s of
 #   ours, Node     node --experimental-wasm-relaxed-simd www/cli.mjs generate … --workers N   (worker_threads)
 #   ours, Chromium ClefEngine.load(url, {workers: N}) in headless Chromium  (tools/bench-wllama/run.mjs)
+#   ours, Firefox  the same in headless firefox-esr (run.mjs --browser firefox; not in the default engines)
 #   wllama 3.13    1 and 2 threads, same page, same file                    (tools/bench-wllama/run.mjs)
 #   native         llama.cpp's llama-bench, N threads                       (tools/build-llama.sh)
 #   native128      the same with AVX2 off: its integer kernels at 128 bits, wasm's width (--isa avx)
@@ -13,7 +14,7 @@
 #
 #   bash tools/bench-tp.sh [--quick] [--synth DIR] [--files "F …"] [--prompt 512] [--gen 128]
 #                          [--workers 1,2,…] [--wllama-threads 1,2] [--wllama-files 8L|all|none]
-#                          [--engines node,chromium,wllama,native,native128] [--rounds R] [--out DIR]
+#                          [--engines node,chromium,firefox,wllama,native,native128] [--rounds R] [--out DIR]
 #
 # Defaults: prompt 512 tokens, 128 decoded tokens (greedy, EOS ignored), workers / native threads
 # 1, 2 and then 4, 8, 16 up to the machine's cores, wllama only on the 8-layer files (its heap is
@@ -71,7 +72,7 @@ fi
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "bench-tp: --rounds is a positive integer" >&2; exit 2; }
 [[ $wl_files =~ ^(8L|all|none)$ ]] || { echo "bench-tp: --wllama-files is 8L, all or none" >&2; exit 2; }
 for e in ${engines//,/ }; do
-  [[ $e =~ ^(node|chromium|wllama|native|native128)$ ]] || { echo "bench-tp: unknown engine $e" >&2; exit 2; }
+  [[ $e =~ ^(node|chromium|firefox|wllama|native|native128)$ ]] || { echo "bench-tp: unknown engine $e" >&2; exit 2; }
 done
 has() { [[ ",$engines," == *",$1,"* ]]; }
 out=${out:-/tmp/bench-tp-$(date +%Y%m%d-%H%M%S)}
@@ -93,10 +94,10 @@ for f in $files; do
     python3 tools/make_synthetic.py "$q" "$f" --layers "$layers"
   fi
 done
-if has node || has chromium; then
+if has node || has chromium || has firefox; then
   [[ -f www/dist/clef.js && -f www/pkg/clef_web.js ]] || { log "building (./build.sh)"; ./build.sh >&2; }
 fi
-if has chromium || has wllama; then
+if has chromium || has firefox || has wllama; then
   [[ -d tools/bench-wllama/node_modules/@wllama ]] || (cd tools/bench-wllama && npm ci --no-audit --no-fund >&2)
 fi
 llama_bench="" llama_bench128=""
@@ -106,6 +107,7 @@ if has native128; then llama_bench128=$(bash tools/build-llama.sh --isa avx); fi
 ctx=$((prompt + gen + 64))
 ids=$(python3 -c "print(','.join(str(1000 + 37 * i % 150000) for i in range($prompt)))")
 chromium_version=$( (${CHROMIUM:-/usr/bin/chromium} --version 2>/dev/null || true) | head -1)
+if has firefox; then chromium_version+="; $( (${FIREFOX:-firefox-esr} --version 2>/dev/null || true) | head -1)"; fi
 record "$(python3 -c 'import json,os,sys,platform
 cpu=next((l.split(":",1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 print(json.dumps({"engine":"machine","cores":os.cpu_count(),"cpu":cpu,"node":sys.argv[1],"chromium":sys.argv[2],"load_start":os.getloadavg()[0],
@@ -175,21 +177,23 @@ PY
       fi
     done
   fi
+  # Each browser: ours at every worker count (Chromium also runs wllama, on the same page).
+  for browser in chromium firefox; do
   eng=""
-  if has chromium; then for n in ${workers//,/ }; do eng+="ours$n,"; done; fi
-  if has wllama && { [[ $wl_files == all ]] || { [[ $wl_files == 8L ]] && [[ $name == *-8L.gguf ]]; }; }; then
+  if has $browser; then for n in ${workers//,/ }; do eng+="ours$n,"; done; fi
+  if [[ $browser == chromium ]] && has wllama && { [[ $wl_files == all ]] || { [[ $wl_files == 8L ]] && [[ $name == *-8L.gguf ]]; }; }; then
     for n in ${wl_threads//,/ }; do eng+="wl$n,"; done
   fi
   if [[ -n $eng ]]; then
-    log "$name: Chromium: ${eng%,}"
+    log "$name: $browser: ${eng%,}"
     if (cd tools/bench-wllama && node run.mjs --no-fixtures --repeats 1 --prompt-tokens "$prompt" --gen-tokens "$gen" \
-          --ctx "$ctx" --engines "${eng%,}" --json "$out/chromium-$name$tag.json" "$f") > "$out/chromium-$name$tag.md" 2> "$out/chromium-$name$tag.log"; then
-      python3 - "$out/chromium-$name$tag.json" "$name" "$gen" >> "$results" <<'PY'
+          --ctx "$ctx" --engines "${eng%,}" --browser "$browser" --json "$out/$browser-$name$tag.json" "$f") > "$out/$browser-$name$tag.md" 2> "$out/$browser-$name$tag.log"; then
+      python3 - "$out/$browser-$name$tag.json" "$name" "$gen" "$browser" >> "$results" <<'PY'
 import json, re, sys
 try:
     j = json.load(open(sys.argv[1]))
 except Exception as e:  # noqa: BLE001 — recorded, the run goes on
-    print(json.dumps({"engine": "chromium", "file": sys.argv[2], "n": 0, "error": f"unreadable run.mjs output: {e!r}"}))
+    print(json.dumps({"engine": sys.argv[4], "file": sys.argv[2], "n": 0, "error": f"unreadable run.mjs output: {e!r}"}))
     sys.exit(0)
 gen = int(sys.argv[3])
 for row in j["results"]:
@@ -197,7 +201,7 @@ for row in j["results"]:
         m = re.fullmatch(r"(ours|wl)(\d+)", key)
         if not m:
             continue
-        d = {"engine": "chromium" if m.group(1) == "ours" else "wllama", "file": sys.argv[2], "n": int(m.group(2))}
+        d = {"engine": sys.argv[4] if m.group(1) == "ours" else "wllama", "file": sys.argv[2], "n": int(m.group(2))}
         if "error" in v:
             d["error"] = v["error"]
         else:
@@ -208,9 +212,10 @@ for row in j["results"]:
         print(json.dumps(d))
 PY
     else
-      record "$(err chromium "$name" 0 "$(tail -3 "$out/chromium-$name$tag.log")")"
+      record "$(err $browser "$name" 0 "$(tail -3 "$out/$browser-$name$tag.log")")"
     fi
   fi
+  done
 done
 # This round's records carry its number.
 python3 - "$results" "$first" "$round" <<'PY'

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Markdown report of tools/bench-tp.sh, from its results.jsonl (one JSON record per measurement:
-engine node|chromium|wllama|native|native128, file, n = workers or threads, pp/tg tokens/s, and for split runs
+engine node|chromium|firefox|wllama|native|native128, file, n = workers or threads, pp/tg tokens/s, and for split runs
 `split` = {prompt, decode}: the engine's usage.split counters {stages, wait_ms, shard_ms, mean_shard_ms, coordinator_ms}).
 
     python3 tools/bench_tp_report.py OUT/results.jsonl
@@ -33,8 +33,8 @@ Definitions:
 import json, math, statistics, sys
 from collections import defaultdict
 
-ENGINES = ("node", "chromium", "native", "native128", "wllama")
-LABEL = {"node": "ours, Node", "chromium": "ours, Chromium", "native": "native llama.cpp", "native128": "native, 128-bit (AVX2 off)",
+ENGINES = ("node", "chromium", "firefox", "native", "native128", "wllama")
+LABEL = {"node": "ours, Node", "chromium": "ours, Chromium", "firefox": "ours, Firefox", "native": "native llama.cpp", "native128": "native, 128-bit (AVX2 off)",
          "wllama": "wllama 3.13"}
 PROJECT = (8, 16)
 
@@ -176,9 +176,10 @@ def main():
     # ---- ratios
     p("### Ratios (prompt / decode)")
     p("")
+    firefox = any(k[0] == "firefox" for runs in rows.values() for k in runs)
     p("| file | N | Node / native N threads | Chromium / native | Node / native 128-bit | Chromium / native 128-bit | "
-      "Chromium / wllama N threads | Node N / Node 1 | Chromium N / Chromium 1 |")
-    p("|---|---|---|---|---|---|---|---|---|")
+      "Chromium / wllama N threads | Node N / Node 1 | Chromium N / Chromium 1 |" + (" Firefox / native | Firefox N / Firefox 1 |" if firefox else ""))
+    p("|---|---|---|---|---|---|---|---|---|" + ("---|---|" if firefox else ""))
     for f, by_round in rounds.items():
         for n in counts:
             def rr(a, b):  # prompt / decode ratios of (engine, count) a over b, per round
@@ -192,7 +193,7 @@ def main():
                 rr(("chromium", n), ("wllama", n)),
                 rr(("node", n), ("node", 1)) if n > 1 else "—",
                 rr(("chromium", n), ("chromium", 1)) if n > 1 else "—",
-            ]
+            ] + ([rr(("firefox", n), ("native", n)), rr(("firefox", n), ("firefox", 1)) if n > 1 else "—"] if firefox else [])
             if any(c not in ("— / —", "—") for c in cells):
                 p(f"| {f} | {n} | " + " | ".join(cells) + " |")
     p("")
@@ -208,7 +209,7 @@ def main():
       "stages / token | prompt: S, I share |")
     p("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for f, runs in rows.items():
-        for e in ("node", "chromium"):
+        for e in ("node", "chromium", "firefox"):
             for n in counts:
                 r = runs.get((e, n))
                 pt = per_token(r)
@@ -236,7 +237,7 @@ def main():
     p("|---|---|---|---|---|---|---|---|---|" + "---|" * len(PROJECT))
     stale = forms = False  # footnotes owed
     for f, runs in rows.items():
-        for e in ("node", "chromium"):
+        for e in ("node", "chromium", "firefox"):
             pr = project({n: r for (eng, n), r in runs.items() if eng == e}, e)
             if not pr:
                 continue
