@@ -106,13 +106,13 @@ if has native128; then llama_bench128=$(bash tools/build-llama.sh --isa avx); fi
 
 ctx=$((prompt + gen + 64))
 ids=$(python3 -c "print(','.join(str(1000 + 37 * i % 150000) for i in range($prompt)))")
-chromium_version=$( (${CHROMIUM:-/usr/bin/chromium} --version 2>/dev/null || true) | head -1)
-if has firefox; then chromium_version+="; $( (${FIREFOX:-firefox-esr} --version 2>/dev/null || true) | head -1)"; fi
+browser_versions=$( (${CHROMIUM:-/usr/bin/chromium} --version 2>/dev/null || true) | head -1)
+if has firefox; then browser_versions+="; $( (${FIREFOX:-firefox-esr} --version 2>/dev/null || true) | head -1)"; fi
 record "$(python3 -c 'import json,os,sys,platform
 cpu=next((l.split(":",1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 print(json.dumps({"engine":"machine","cores":os.cpu_count(),"cpu":cpu,"node":sys.argv[1],"chromium":sys.argv[2],"load_start":os.getloadavg()[0],
   "prompt":int(sys.argv[3]),"gen":int(sys.argv[4]),"quick":sys.argv[5]=="1","rounds":int(sys.argv[7]),"llama_bench":sys.argv[6]}))' \
-  "$(node --version)" "$chromium_version" "$prompt" "$gen" "$quick" "llama-cpp-python 0.3.36 vendor/llama.cpp${llama_bench:+, AVX2}${llama_bench128:+, 128-bit: AVX2 off (AVX, FMA, F16C)}" "$rounds")"
+  "$(node --version)" "$browser_versions" "$prompt" "$gen" "$quick" "llama-cpp-python 0.3.36 vendor/llama.cpp${llama_bench:+, AVX2}${llama_bench128:+, 128-bit: AVX2 off (AVX, FMA, F16C)}" "$rounds")"
 log "$(uptime)"
 log "files: $files; prompt $prompt, decode $gen; workers/threads $workers; wllama threads $wl_threads on ${wl_files} files; results in $out"
 
@@ -179,16 +179,16 @@ PY
   fi
   # Each browser: ours at every worker count (Chromium also runs wllama, on the same page).
   for browser in chromium firefox; do
-  eng=""
-  if has $browser; then for n in ${workers//,/ }; do eng+="ours$n,"; done; fi
-  if [[ $browser == chromium ]] && has wllama && { [[ $wl_files == all ]] || { [[ $wl_files == 8L ]] && [[ $name == *-8L.gguf ]]; }; }; then
-    for n in ${wl_threads//,/ }; do eng+="wl$n,"; done
-  fi
-  if [[ -n $eng ]]; then
-    log "$name: $browser: ${eng%,}"
-    if (cd tools/bench-wllama && node run.mjs --no-fixtures --repeats 1 --prompt-tokens "$prompt" --gen-tokens "$gen" \
-          --ctx "$ctx" --engines "${eng%,}" --browser "$browser" --json "$out/$browser-$name$tag.json" "$f") > "$out/$browser-$name$tag.md" 2> "$out/$browser-$name$tag.log"; then
-      python3 - "$out/$browser-$name$tag.json" "$name" "$gen" "$browser" >> "$results" <<'PY'
+    eng=""
+    if has $browser; then for n in ${workers//,/ }; do eng+="ours$n,"; done; fi
+    if [[ $browser == chromium ]] && has wllama && { [[ $wl_files == all ]] || { [[ $wl_files == 8L ]] && [[ $name == *-8L.gguf ]]; }; }; then
+      for n in ${wl_threads//,/ }; do eng+="wl$n,"; done
+    fi
+    if [[ -n $eng ]]; then
+      log "$name: $browser: ${eng%,}"
+      if (cd tools/bench-wllama && node run.mjs --no-fixtures --repeats 1 --prompt-tokens "$prompt" --gen-tokens "$gen" \
+            --ctx "$ctx" --engines "${eng%,}" --browser "$browser" --json "$out/$browser-$name$tag.json" "$f") > "$out/$browser-$name$tag.md" 2> "$out/$browser-$name$tag.log"; then
+        python3 - "$out/$browser-$name$tag.json" "$name" "$gen" "$browser" >> "$results" <<'PY'
 import json, re, sys
 try:
     j = json.load(open(sys.argv[1]))
@@ -211,10 +211,10 @@ for row in j["results"]:
                 d["split"] = {"prompt": s["prompt"], "decode": s["completion"]}
         print(json.dumps(d))
 PY
-    else
-      record "$(err $browser "$name" 0 "$(tail -3 "$out/$browser-$name$tag.log")")"
+      else
+        record "$(err $browser "$name" 0 "$(tail -3 "$out/$browser-$name$tag.log")")"
+      fi
     fi
-  fi
   done
 done
 # This round's records carry its number.

@@ -9,21 +9,12 @@
 // it is truthy (15 s at most) and prints [{expr, value, ms}, …] — values are JSON-serialized in
 // the page, so a later navigation or reload in between is fine.
 
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { launchFirefox } from './helpers.mjs';
 
-const FIREFOX = process.env.FIREFOX ?? '/usr/bin/firefox-esr';
 const [url, ...exprs] = process.argv.slice(2);
 
-const profile = mkdtempSync(join(tmpdir(), 'clef-ff-bidi-'));
-writeFileSync(join(profile, 'user.js'), 'user_pref("browser.shell.checkDefaultBrowser", false);\nuser_pref("datareporting.policy.dataSubmissionEnabled", false);\n');
-const ff = spawn(FIREFOX, ['--headless', '--no-remote', '--remote-debugging-port=0', '--profile', profile, 'about:blank'], { stdio: ['ignore', 'ignore', 'pipe'] });
-const done = () => {
-  ff.kill('SIGKILL');
-  rmSync(profile, { recursive: true, force: true });
-};
+const firefox = launchFirefox(['--remote-debugging-port=0', 'about:blank'], { stdio: ['ignore', 'ignore', 'pipe'] });
+const ff = firefox.process;
 
 try {
   const endpoint = await new Promise((resolve, reject) => {
@@ -78,5 +69,5 @@ try {
   console.log(JSON.stringify(out));
   ws.close();
 } finally {
-  done();
+  firefox.close();
 }

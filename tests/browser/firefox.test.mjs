@@ -9,13 +9,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startHubServer } from './hub-server.mjs';
-import { A, PROMPT_TEXT, fixturesDir, repoRoot } from './helpers.mjs';
+import { A, FIREFOX, PROMPT_TEXT, fixturesDir, launchFirefox, repoRoot } from './helpers.mjs';
 
-const FIREFOX = process.env.FIREFOX ?? '/usr/bin/firefox-esr';
 const skip = !existsSync(FIREFOX)
   ? `no ${FIREFOX} (apt-get install firefox-esr)`
   : !existsSync(join(repoRoot, 'www', 'dist', 'clef.js'))
@@ -39,20 +37,11 @@ async function runSteps(steps, { isolated = false, extra = {}, timeoutMs = 15000
       else results[r.step] = r;
     },
   });
-  const profile = mkdtempSync(join(tmpdir(), 'clef-ff-'));
-  // No first-run pages, no updates or telemetry: the profile runs only this page.
-  writeFileSync(join(profile, 'user.js'), [
-    'user_pref("browser.shell.checkDefaultBrowser", false);',
-    'user_pref("browser.startup.homepage_override.mstone", "ignore");',
-    'user_pref("datareporting.policy.dataSubmissionEnabled", false);',
-    'user_pref("toolkit.telemetry.reportingpolicy.firstRun", false);',
-    'user_pref("app.update.disabledForTesting", true);',
-    '',
-  ].join('\n'));
   const q = new URLSearchParams({ steps: steps.join(','), text: PROMPT_TEXT, ...extra });
   const url = `${hub.url}/test/firefox.html?${q}`;
   const log = [];
-  const ff = spawn(FIREFOX, ['--headless', '--no-remote', '--profile', profile, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const firefox = launchFirefox([url], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const ff = firefox.process;
   ff.stdout.on('data', (d) => log.push(String(d)));
   ff.stderr.on('data', (d) => log.push(String(d)));
   let timer;
@@ -63,9 +52,8 @@ async function runSteps(steps, { isolated = false, extra = {}, timeoutMs = 15000
     return { results, userAgent: end.userAgent };
   } finally {
     clearTimeout(timer);
-    ff.kill('SIGKILL');
+    firefox.close();
     await hub.close();
-    rmSync(profile, { recursive: true, force: true });
   }
 }
 

@@ -1,7 +1,8 @@
 // Shared helpers of the browser tests: Chromium through playwright-core, a JS-heap sampler for the
 // engine worker (Chrome DevTools Protocol), fixtures, and a synthetic "too large" GGUF.
 
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -15,6 +16,34 @@ export const ARGS = [
 ];
 /** The benchmark tools' extra Chromium flags: `CLEF_CHROMIUM_ARGS`, space-separated. */
 export const ENV_ARGS = (process.env.CLEF_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean);
+
+/** Debian's Firefox ESR (firefox.test.mjs, tools/bench-wllama/run.mjs --browser firefox). */
+export const FIREFOX = process.env.FIREFOX ?? '/usr/bin/firefox-esr';
+
+/**
+ * Headless Firefox on a fresh profile (its own OPFS; no first-run pages, updates or telemetry),
+ * started with `args` (a URL last); returns {process, close} — `close` kills it and removes the
+ * profile. The child's stdio as `stdio` says (spawn's option).
+ */
+export function launchFirefox(args, { stdio = 'ignore' } = {}) {
+  const profile = mkdtempSync(join(tmpdir(), 'clef-ff-'));
+  writeFileSync(join(profile, 'user.js'), [
+    'user_pref("browser.shell.checkDefaultBrowser", false);',
+    'user_pref("browser.startup.homepage_override.mstone", "ignore");',
+    'user_pref("datareporting.policy.dataSubmissionEnabled", false);',
+    'user_pref("toolkit.telemetry.reportingpolicy.firstRun", false);',
+    'user_pref("app.update.disabledForTesting", true);',
+    '',
+  ].join('\n'));
+  const child = spawn(FIREFOX, ['--headless', '--no-remote', '--profile', profile, ...args], { stdio });
+  return {
+    process: child,
+    close() {
+      child.kill('SIGKILL');
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
 
 /** Whether the browser tests can run here (chromium + a built www/dist). */
 export function skipReason() {

@@ -33,14 +33,13 @@
 // of the file's own vocabulary, joined (wllama takes only text prompts); both engines tokenize it,
 // and the run checks that they count the same prompt tokens.
 
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { createReadStream, existsSync, mkdtempSync, openSync, readSync, readFileSync, closeSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { ARGS, CHROMIUM, ENV_ARGS } from '../../tests/browser/helpers.mjs';
+import { ARGS, CHROMIUM, ENV_ARGS, launchFirefox } from '../../tests/browser/helpers.mjs';
 import { describe, describeKernels, describeLayers, summarize } from './trace.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -202,6 +201,7 @@ function driverRoute(req, res, url) {
   }
   return false;
 }
+/** COOP + COEP, unless --not-isolated: a plain static host (no SharedArrayBuffer: wllama runs one thread, ours exchanges by postMessage). */
 const isolation = () => (opt.isolated ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } : {});
 
 const server = createServer((req, res) => {
@@ -209,8 +209,7 @@ const server = createServer((req, res) => {
   if (opt.browser === 'firefox' && driverRoute(req, res, url)) return;
   const path = route(url);
   const headers = {
-    // --not-isolated: a plain static host (no SharedArrayBuffer: wllama runs one thread, ours exchanges by postMessage).
-    ...(opt.isolated ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } : {}),
+    ...isolation(),
     'Cross-Origin-Resource-Policy': 'same-origin', 'Cache-Control': 'no-store', 'Accept-Ranges': 'bytes',
     'Content-Type': MIME[extname(path ?? '')] ?? 'application/octet-stream',
   };
@@ -236,15 +235,16 @@ await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
 const base = `http://127.0.0.1:${server.address().port}`;
 
 // ---- the browser --------------------------------------------------------------------------------
-const profile = mkdtempSync(join(tmpdir(), 'bench-wllama-'));
+let profile = null;
 let ctx = null;
 let firefox = null;
 let bench;
 if (opt.browser === 'firefox') {
-  firefox = spawn(process.env.FIREFOX ?? 'firefox-esr', ['--headless', '--no-remote', '--profile', profile, base + '/driver.html'], { stdio: 'ignore' });
-  firefox.on('error', (e) => console.error(`cannot start Firefox (apt install firefox-esr, or set $FIREFOX): ${e.message}`));
+  firefox = launchFirefox([base + '/driver.html']);
+  firefox.process.on('error', (e) => console.error(`cannot start Firefox (apt install firefox-esr, or set $FIREFOX): ${e.message}`));
   bench = call;
 } else {
+  profile = mkdtempSync(join(tmpdir(), 'bench-wllama-'));
   ctx = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
@@ -299,9 +299,9 @@ if (firefox) {
   jobs.push({ stop: true });
   jobWaiter?.();
   await new Promise((r) => setTimeout(r, 200));
-  firefox.kill('SIGKILL');
+  firefox.close();
 }
-rmSync(profile, { recursive: true, force: true });
+if (profile) rmSync(profile, { recursive: true, force: true });
 server.close();
 
 // ---- report ------------------------------------------------------------------------------------
