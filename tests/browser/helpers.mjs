@@ -1,5 +1,6 @@
-// Shared helpers of the browser tests: Chromium through playwright-core, a JS-heap sampler for the
-// engine worker (Chrome DevTools Protocol), fixtures, and a synthetic "too large" GGUF.
+// Shared helpers of the browser tests: Chromium through playwright-core, headless Firefox on a fresh
+// profile (`launchFirefox`), a JS-heap sampler for the engine worker (Chrome DevTools Protocol),
+// fixtures, and a synthetic "too large" GGUF.
 
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
