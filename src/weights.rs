@@ -219,11 +219,9 @@ impl WeightStore {
 }
 
 /// `words` zeroed u64s, or `None` when the allocation fails. Through the allocator's zeroed
-/// allocation, not a reserve + fill: natively fresh pages (an mmap) are zero already and are not
-/// written twice. On wasm32 dlmalloc clears them anyway, which touches every page here rather than
-/// when the load writes it — the same page faults either way (an allocator that skips the clear of
-/// freshly grown memory moved them into the load's copies: no faster, BENCHMARKS.md "On a Zen 4
-/// EPYC again").
+/// allocation, not a reserve + fill: fresh pages (natively an mmap, on wasm32 grown memory:
+/// `fresh_alloc.rs`) are zero already and are not written twice, so each page is first touched
+/// where the load writes it.
 fn zeroed_words(words: usize) -> Option<Vec<u64>> {
     if words == 0 {
         return Some(Vec::new());

@@ -37,11 +37,19 @@ export interface PullResult {
   bytes: number;
 }
 
+/** Pieces at least this long are read straight into their place; shorter ones (a column split's
+ *  rows) through the stage, a run of them with one read. */
+export const DIRECT_MIN = 64 << 10;
+
 /**
  * Reads what `plan` needs of every chunk (through `read(fileOffset, dest)`, which returns the bytes
- * read) into a wasm stage and copies the plan's pieces to `shardPtr(shard) + dstOffset`: the whole
- * chunk, checked against its checksum, where this worker (`me`) is its checker; else only the span
- * from its first piece to the end of its last. `onBytes` is told every chunk's size as its pieces land.
+ * read) and puts the plan's pieces at `shardPtr(shard) + dstOffset`. A long piece is read straight
+ * into its place: the browser's read then takes the page faults of that fresh memory itself, which
+ * costs far less than a copy taking them (BENCHMARKS.md, "A cached load without the clear"). Short
+ * pieces are read through a wasm stage, a run of them at a time, and copied into place. Where this
+ * worker (`me`) is a chunk's checker the whole chunk is read, the bytes outside its long pieces
+ * through the stage, and its checksum computed over both in file order; else only what its pieces
+ * need. `onBytes` is told every chunk's size as its pieces land.
  */
 export function pullChunks(
   read: (fileOffset: number, dest: Uint8Array) => number,
@@ -65,16 +73,21 @@ export function pullChunks(
       const q = router.pieces(0, 0, c.start, n, false); // where its pieces go (the stage's bytes are not read)
       const check = c.checker === me && c.checksum !== undefined;
       if (!q.length && !check) continue;
-      const [lo, hi] = check ? [0, n] : span(q);
       const stage = router.stagePtr(0);
-      const got = read(c.start + lo, heap.get().subarray(stage + lo, stage + hi));
-      bytes += got;
-      if (got !== hi - lo || (check && router.stageChecksum(0, n) !== c.checksum)) {
+      const reads = chunkReads(q, ptrs, stage, n, check);
+      let short = false;
+      for (const r of reads) {
+        const got = read(c.start + r.from, heap.get().subarray(r.at, r.at + r.len));
+        bytes += got;
+        if (got !== r.len) short = true;
+        if (short) break;
+      }
+      if (short || (check && readsChecksum(reads) !== c.checksum)) {
         bad.push(c.index);
         continue;
       }
       if (!q.length) continue;
-      copyPieces(heap.get(), ptrs, stage, q);
+      copyPieces(heap.get(), ptrs, stage, stagedPieces(q));
       onBytes(n);
     }
   } finally {
@@ -83,14 +96,82 @@ export function pullChunks(
   return { bad, bytes };
 }
 
-/** The stage bytes [first piece's start, last piece's end) of pieces `q` (quads: shard, dst, src, len). */
-function span(q: Float64Array): [number, number] {
-  let [lo, hi] = [Infinity, 0];
-  for (let i = 0; i < q.length; i += 4) {
-    lo = Math.min(lo, q[i + 2]);
-    hi = Math.max(hi, q[i + 2] + q[i + 3]);
+/** One read of a chunk: its bytes [from, from + len) to wasm address `at` (a piece's place, or the stage). */
+export interface ChunkRead {
+  from: number;
+  len: number;
+  at: number;
+}
+
+/** Whether piece i of quads `q` (sorted by source) is read straight into place: long, and not overlapping another. */
+function isDirect(q: Float64Array, i: number, prevEnd: number): boolean {
+  const [src, len] = [q[i + 2], q[i + 3]];
+  return len >= DIRECT_MIN && src >= prevEnd && (i + 4 >= q.length || q[i + 6] >= src + len);
+}
+
+/** The quads (shard, dst, src, len) of `q` sorted by src. */
+function bySource(q: Float64Array): Float64Array {
+  const idx = Array.from({ length: q.length / 4 }, (_, k) => k * 4).sort((a, b) => q[a + 2] - q[b + 2]);
+  const out = new Float64Array(q.length);
+  idx.forEach((a, k) => out.set(q.subarray(a, a + 4), k * 4));
+  return out;
+}
+
+/**
+ * The reads of one chunk of `n` bytes, in file order: each long piece of `q` (quads: shard, dst,
+ * src, len) straight to `ptrs[shard] + dst`; the rest through the stage (at `stage` + its offset
+ * in the chunk) — everything else of the chunk when `whole` (its checker), else the spans of the
+ * short pieces (a run of them with the gaps between, as far as the next long piece).
+ */
+export function chunkReads(q: Float64Array, ptrs: number[], stage: number, n: number, whole: boolean): ChunkRead[] {
+  const s = bySource(q);
+  const reads: ChunkRead[] = [];
+  const staged = (from: number, to: number) => {
+    if (to > from) reads.push({ from, len: to - from, at: stage + from });
+  };
+  let at = 0; // whole: the end of the last long piece; else the end of the pending run
+  let prevEnd = 0;
+  let run = -1; // start of the pending run of short pieces (not whole)
+  for (let i = 0; i < s.length; i += 4) {
+    const [shard, dst, src, len] = [s[i], s[i + 1], s[i + 2], s[i + 3]];
+    if (isDirect(s, i, prevEnd)) {
+      if (whole) staged(at, src);
+      else if (run >= 0) staged(run, at);
+      run = -1;
+      reads.push({ from: src, len, at: ptrs[shard] + dst });
+      at = src + len;
+    } else if (!whole) {
+      if (run < 0) run = src;
+      at = Math.max(at, src + len);
+    }
+    prevEnd = Math.max(prevEnd, src + len);
   }
-  return [lo, hi];
+  if (whole) staged(at, n);
+  else if (run >= 0) staged(run, at);
+  return reads;
+}
+
+/** The quads of `q` that come through the stage (the ones chunkReads does not read into place). */
+function stagedPieces(q: Float64Array): Float64Array {
+  const s = bySource(q);
+  const out: number[] = [];
+  let prevEnd = 0;
+  for (let i = 0; i < s.length; i += 4) {
+    if (!isDirect(s, i, prevEnd)) out.push(s[i], s[i + 1], s[i + 2], s[i + 3]);
+    prevEnd = Math.max(prevEnd, s[i + 2] + s[i + 3]);
+  }
+  return Float64Array.from(out);
+}
+
+/** The checksum of a whole chunk read by chunkReads (`whole`): its reads cover it in file order. */
+function readsChecksum(reads: ChunkRead[]): string {
+  const c = new Checksum();
+  try {
+    for (const r of reads) c.updateFromMemory(r.at, r.len);
+    return c.digest();
+  } finally {
+    c.free();
+  }
 }
 
 /** What the coordinator's side works with. */
