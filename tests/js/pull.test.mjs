@@ -130,7 +130,7 @@ test('a short read marks its chunk bad', () => {
 test('chunkReads: a whole chunk in file order, pieces read once', () => {
   // quads (shard, dst, src, len), unsorted
   const q = Float64Array.from([0, 0, 100 * KiB, 80 * KiB, 1, 0, 10, 500, 1, 500, 5000, 500, 0, 80 * KiB, 200 * KiB, 10]);
-  const whole = chunkReads(q, [1 << 20, 2 << 20], 4 << 20, CHUNK, true);
+  const whole = chunkReads(q, [1 << 20, 2 << 20], 4 << 20, CHUNK, true).reads;
   let at = 0;
   for (const r of whole) {
     assert.equal(r.from, at);
@@ -139,7 +139,8 @@ test('chunkReads: a whole chunk in file order, pieces read once', () => {
   assert.equal(at, CHUNK);
   assert.deepEqual(whole.find((r) => r.from === 100 * KiB), { from: 100 * KiB, len: 80 * KiB, at: 1 << 20 });
   // Not whole: the short pieces' span (5500 bytes from 10) and the long piece; nothing else.
-  const part = chunkReads(q, [1 << 20, 2 << 20], 4 << 20, CHUNK, false);
+  const { reads: part, staged } = chunkReads(q, [1 << 20, 2 << 20], 4 << 20, CHUNK, false);
+  assert.deepEqual([...staged], [1, 0, 10, 500, 1, 500, 5000, 500, 0, 80 * KiB, 200 * KiB, 10], 'the short pieces, in file order');
   assert.deepEqual(part, [
     { from: 10, len: 5490, at: (4 << 20) + 10 },
     { from: 100 * KiB, len: 80 * KiB, at: 1 << 20 },

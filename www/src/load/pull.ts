@@ -74,7 +74,7 @@ export function pullChunks(
       const check = c.checker === me && c.checksum !== undefined;
       if (!q.length && !check) continue;
       const stage = router.stagePtr(0);
-      const reads = chunkReads(q, ptrs, stage, n, check);
+      const { reads, staged } = chunkReads(q, ptrs, stage, n, check);
       let short = false;
       for (const r of reads) {
         const got = read(c.start + r.from, heap.get().subarray(r.at, r.at + r.len));
@@ -87,7 +87,7 @@ export function pullChunks(
         continue;
       }
       if (!q.length) continue;
-      copyPieces(heap.get(), ptrs, stage, stagedPieces(q));
+      copyPieces(heap.get(), ptrs, stage, staged);
       onBytes(n);
     }
   } finally {
@@ -103,14 +103,17 @@ export interface ChunkRead {
   at: number;
 }
 
-/** Whether piece i of quads `q` (sorted by source) is read straight into place: long, and not overlapping another. */
-function isDirect(q: Float64Array, i: number, prevEnd: number): boolean {
-  const [src, len] = [q[i + 2], q[i + 3]];
-  return len >= DIRECT_MIN && src >= prevEnd && (i + 4 >= q.length || q[i + 6] >= src + len);
+/** How one chunk is read: the reads in file order, and the pieces (quads) that come through the stage. */
+export interface ChunkReads {
+  reads: ChunkRead[];
+  staged: Float64Array;
 }
 
-/** The quads (shard, dst, src, len) of `q` sorted by src. */
+/** The quads (shard, dst, src, len) of `q` in src order (`q` itself when they are: the usual case). */
 function bySource(q: Float64Array): Float64Array {
+  let sorted = true;
+  for (let i = 4; i < q.length && sorted; i += 4) sorted = q[i + 2] >= q[i - 2];
+  if (sorted) return q;
   const idx = Array.from({ length: q.length / 4 }, (_, k) => k * 4).sort((a, b) => q[a + 2] - q[b + 2]);
   const out = new Float64Array(q.length);
   idx.forEach((a, k) => out.set(q.subarray(a, a + 4), k * 4));
@@ -119,48 +122,48 @@ function bySource(q: Float64Array): Float64Array {
 
 /**
  * The reads of one chunk of `n` bytes, in file order: each long piece of `q` (quads: shard, dst,
- * src, len) straight to `ptrs[shard] + dst`; the rest through the stage (at `stage` + its offset
- * in the chunk) — everything else of the chunk when `whole` (its checker), else the spans of the
- * short pieces (a run of them with the gaps between, as far as the next long piece).
+ * src, len; at least DIRECT_MIN bytes and overlapping no other piece) straight to
+ * `ptrs[shard] + dst`; the rest through the stage (at `stage` + its offset in the chunk) —
+ * everything else of the chunk when `whole` (its checker), else the spans of the short pieces (a
+ * run of them with the gaps between, as far as the next long piece) — and those short pieces.
  */
-export function chunkReads(q: Float64Array, ptrs: number[], stage: number, n: number, whole: boolean): ChunkRead[] {
+export function chunkReads(q: Float64Array, ptrs: number[], stage: number, n: number, whole: boolean): ChunkReads {
   const s = bySource(q);
   const reads: ChunkRead[] = [];
-  const staged = (from: number, to: number) => {
+  const staged = new Float64Array(s.length);
+  let k = 0;
+  const viaStage = (from: number, to: number) => {
     if (to > from) reads.push({ from, len: to - from, at: stage + from });
   };
   let at = 0; // whole: the end of the last long piece; else the end of the pending run
-  let prevEnd = 0;
+  let prevEnd = 0; // the end of the pieces so far
   let run = -1; // start of the pending run of short pieces (not whole)
   for (let i = 0; i < s.length; i += 4) {
-    const [shard, dst, src, len] = [s[i], s[i + 1], s[i + 2], s[i + 3]];
-    if (isDirect(s, i, prevEnd)) {
-      if (whole) staged(at, src);
-      else if (run >= 0) staged(run, at);
+    const src = s[i + 2];
+    const len = s[i + 3];
+    const direct = len >= DIRECT_MIN && src >= prevEnd && (i + 4 >= s.length || s[i + 6] >= src + len);
+    if (direct) {
+      if (whole) viaStage(at, src);
+      else if (run >= 0) viaStage(run, at);
       run = -1;
-      reads.push({ from: src, len, at: ptrs[shard] + dst });
+      reads.push({ from: src, len, at: ptrs[s[i]] + s[i + 1] });
       at = src + len;
-    } else if (!whole) {
-      if (run < 0) run = src;
-      at = Math.max(at, src + len);
+    } else {
+      staged[k] = s[i];
+      staged[k + 1] = s[i + 1];
+      staged[k + 2] = src;
+      staged[k + 3] = len;
+      k += 4;
+      if (!whole) {
+        if (run < 0) run = src;
+        at = Math.max(at, src + len);
+      }
     }
     prevEnd = Math.max(prevEnd, src + len);
   }
-  if (whole) staged(at, n);
-  else if (run >= 0) staged(run, at);
-  return reads;
-}
-
-/** The quads of `q` that come through the stage (the ones chunkReads does not read into place). */
-function stagedPieces(q: Float64Array): Float64Array {
-  const s = bySource(q);
-  const out: number[] = [];
-  let prevEnd = 0;
-  for (let i = 0; i < s.length; i += 4) {
-    if (!isDirect(s, i, prevEnd)) out.push(s[i], s[i + 1], s[i + 2], s[i + 3]);
-    prevEnd = Math.max(prevEnd, s[i + 2] + s[i + 3]);
-  }
-  return Float64Array.from(out);
+  if (whole) viaStage(at, n);
+  else if (run >= 0) viaStage(run, at);
+  return { reads, staged: staged.subarray(0, k) };
 }
 
 /** The checksum of a whole chunk read by chunkReads (`whole`): its reads cover it in file order. */
