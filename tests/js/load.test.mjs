@@ -239,7 +239,7 @@ test('the chunk grid: indexes, ranges clipped to the data section, parts routed'
   assert.equal(chunks[1].parts[1].shardOffset, 0);
 });
 
-test('assignCheckers: each chunk is checked by the worker holding most of its bytes (row and column cuts); unheld chunks by none', async () => {
+test('assignCheckers: each chunk is checked by a worker holding bytes of it, the threads\' work evened out; unheld chunks by none', async () => {
   const C = 256;
   const chunks = [0, 1, 2, 3, 4].map((index) => ({ index, start: index * C, end: (index + 1) * C }));
   const coordinator = [{ shard: 0, dstOffset: 0, fileOffset: 0, len: 200, count: 1, fileStride: 200, dstStride: 200 }];
@@ -249,12 +249,21 @@ test('assignCheckers: each chunk is checked by the worker holding most of its by
     { shard: 1, dstOffset: 0, fileOffset: 600, len: 30, count: 10, fileStride: 40, dstStride: 30 },
   ];
   const s1 = [{ shard: 0, dstOffset: 0, fileOffset: 630, len: 10, count: 10, fileStride: 40, dstStride: 10 }];
-  const got = L.assignCheckers(chunks, [coordinator, s0, s1]);
-  assert.deepEqual(got.map((c) => c.checker), [-1, 0, 0, 0, undefined]); // chunk 3: columns up to 990, three quarters shard 0's
+  // Every worker its own thread: chunk 0 is the coordinator's and shard 0's, and the coordinator
+  // (200 bytes to place against shard 0's 700) takes it; chunk 1 only shard 0 holds; chunks 2 and 3
+  // go to shard 1, which has least to do (100 bytes); nobody holds chunk 4.
+  assert.deepEqual(L.assignCheckers(chunks, [coordinator, s0, s1]).map((c) => c.checker), [-1, 0, 1, 1, undefined]);
   assert.equal(L.PULL_COORDINATOR, -1);
-  // Only shard 1's columns in a chunk: shard 1 checks it.
-  assert.deepEqual(L.assignCheckers([{ index: 2, start: 630, end: 640 }], [coordinator, s0, s1]).map((c) => c.checker), [0]);
+  // Shard 0 in the coordinator's thread (local): chunk 0's two holders tie on their thread's load,
+  // and the one holding most of it takes it.
+  const local = (w) => (w === 1 ? 0 : w);
+  assert.deepEqual(L.assignCheckers(chunks, [coordinator, s0, s1], local).map((c) => c.checker), [-1, 0, 1, 1, undefined]);
+  // Only shard 1's columns in a chunk: shard 1 checks it. Level loads: the one holding most.
+  assert.deepEqual(L.assignCheckers([{ index: 2, start: 630, end: 640 }], [coordinator, s0, s1]).map((c) => c.checker), [1]);
   assert.deepEqual(L.assignCheckers([{ index: 2, start: 631, end: 639 }], [[], [], s1]).map((c) => c.checker), [1]);
+  const even = [{ shard: 0, dstOffset: 0, fileOffset: 0, len: 100, count: 1, fileStride: 100, dstStride: 100 }];
+  const more = [{ shard: 0, dstOffset: 0, fileOffset: 100, len: 100, count: 1, fileStride: 100, dstStride: 100 }];
+  assert.deepEqual(L.assignCheckers([{ index: 0, start: 50, end: 150 }], [[], even, more]).map((c) => c.checker), [0]);
 
   // The fixture's real plans over 3 shard workers: every chunk with planned bytes has a checker
   // that holds bytes of it, and each shard checks a share.
@@ -271,6 +280,14 @@ test('assignCheckers: each chunk is checked by the worker holding most of its by
   }
   const share = [0, 1, 2].map((s) => checked.filter((c) => c.checker === s).length / checked.length);
   assert.ok(share.every((f) => f > 0.15), `shares ${share.join(', ')}`);
+  // What each thread places and checks: level within a chunk's check.
+  const placed = plans.map((plan) => plan.reduce((a, o) => a + o.count * o.len, 0));
+  const work = plans.map((_, w) => placed[w] + checked.filter((c) => c.checker === (w === 0 ? -1 : w - 1)).reduce((a, c) => a + L.CHECK_COST * (c.end - c.start), 0));
+  const threads = [work[0] + work[1], work[2], work[3]]; // shard 0 local: the engine worker reads its part too
+  const local3 = L.assignCheckers(grid, plans, (w) => (w === 1 ? 0 : w));
+  const work3 = plans.map((_, w) => placed[w] + local3.filter((c) => c.checker === (w === 0 ? -1 : w - 1)).reduce((a, c) => a + L.CHECK_COST * (c.end - c.start), 0));
+  const t3 = [work3[0] + work3[1], work3[2], work3[3]];
+  assert.ok(Math.max(...t3) - Math.min(...t3) <= Math.max(...threads) - Math.min(...threads), `threads ${t3} against ${threads}`);
 });
 
 test('Placement.route: parts follow the segments; a shard part knows its offset and address', () => {

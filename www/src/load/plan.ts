@@ -66,23 +66,46 @@ export function writeBytes(placement: Placement, c: Chunk, bytes: Uint8Array): v
 }
 
 /**
- * Picks each chunk's checker: the worker whose plan (`plans[0]` the coordinator's, `plans[i + 1]`
- * shard i's) holds most of its bytes — it reads most of the chunk anyway. An op's bytes in a chunk
- * are estimated from its density (len per fileStride), which is exact for a whole op and close
- * enough for choosing. Chunks nobody holds bytes of are not checked (nothing of them is used).
+ * What checking a chunk costs the worker that does it, per byte of the chunk, against a byte of
+ * its own placed: reading the rest of the chunk through its stage and hashing all of it (a 2-worker
+ * pull of the 9B-shaped Q2_K file: 104 checks of 16 MiB cost a shard worker ~0.2 s of its 1.6,
+ * while its own 1.74 GB took ~1.3 s; BENCHMARKS.md, "A cached load without the clear").
  */
-export function assignCheckers(chunks: PullChunk[], plans: CopyOp[][]): PullChunk[] {
-  return chunks.map((c) => {
-    let [best, most] = [-1, 0];
-    plans.forEach((plan, w) => {
-      let b = 0;
-      for (const o of plan) {
-        const end = o.fileOffset + (o.count - 1) * o.fileStride + o.len;
-        const overlap = Math.min(end, c.end) - Math.max(o.fileOffset, c.start);
-        if (overlap > 0) b += o.count > 1 ? (overlap * o.len) / o.fileStride : overlap;
-      }
-      if (b > most) [best, most] = [w, b];
+export const CHECK_COST = 1 / 6;
+
+/**
+ * Picks each chunk's checker among the workers whose plan (`plans[0]` the coordinator's,
+ * `plans[i + 1]` shard i's) holds bytes of it, so that every thread has about as much to do:
+ * each thread starts with the bytes its plans place, and each chunk goes to the holder whose
+ * thread has least so far (counting the check, CHECK_COST per chunk byte; a tie to the one
+ * holding most). `thread(w)` is the thread plan w is read in — the engine worker reads the
+ * coordinator's part and, where shard 0 is local, shard 0's. An op's bytes in a chunk are
+ * estimated from its density (len per fileStride), which is exact for a whole op and close enough
+ * for choosing. Chunks nobody holds bytes of are not checked (nothing of them is used).
+ */
+export function assignCheckers(chunks: PullChunk[], plans: CopyOp[][], thread: (w: number) => number = (w) => w): PullChunk[] {
+  const held = chunks.map((c) => plans.map((plan) => {
+    let b = 0;
+    for (const o of plan) {
+      const end = o.fileOffset + (o.count - 1) * o.fileStride + o.len;
+      const overlap = Math.min(end, c.end) - Math.max(o.fileOffset, c.start);
+      if (overlap > 0) b += o.count > 1 ? (overlap * o.len) / o.fileStride : overlap;
+    }
+    return b;
+  }));
+  const work = new Map<number, number>();
+  const add = (w: number, b: number) => work.set(thread(w), (work.get(thread(w)) ?? 0) + b);
+  held.forEach((hs) => hs.forEach((b, w) => add(w, b)));
+  return chunks.map((c, k) => {
+    const check = CHECK_COST * (c.end - c.start);
+    let best = -1;
+    held[k].forEach((b, w) => {
+      if (b <= 0) return;
+      const [load, bestLoad] = [work.get(thread(w))!, best < 0 ? Infinity : work.get(thread(best))!];
+      if (load < bestLoad || (load === bestLoad && b > held[k][best])) best = w;
     });
-    return most > 0 ? { ...c, checker: best === 0 ? PULL_COORDINATOR : best - 1 } : { ...c, checker: undefined };
+    if (best < 0) return { ...c, checker: undefined };
+    add(best, check);
+    return { ...c, checker: best === 0 ? PULL_COORDINATOR : best - 1 };
   });
 }

@@ -7,10 +7,10 @@
 // needs into its own wasm memory, then copies its pieces into place. The reads and the page faults
 // of the destination memory spread over the cores; nothing is sent.
 //
-// From a cache every chunk is also checked against the manifest's checksum, once, by one worker:
-// the one holding most of its bytes (`assignCheckers`), which reads it whole. The others read only
-// the span of the chunk that holds their pieces. A file on disk has no checksums; every worker reads
-// only its spans.
+// From a cache every chunk is also checked against the manifest's checksum, once, by one worker
+// holding bytes of it, chosen so that every thread has about as much to do (`assignCheckers`),
+// which reads it whole. The others read only what their pieces need. A file on disk has no
+// checksums; every worker reads only its pieces.
 //
 //   coordinator                         shard worker i (shard-worker.ts 'pull')
 //   ModelCache.shareReadOnly()          open the cache's pieces / the file read-only
@@ -202,7 +202,9 @@ export interface PullInput {
  */
 export async function pullCached(p: PullInput & { cache: ModelCache; manifest: Manifest }): Promise<TransferResult | null> {
   const { cache, manifest: m, stats } = p;
-  const chunks = assignCheckers(gridChunks(p).map((c) => ({ ...c, checksum: m.chunks[c.index] })), [p.plan, ...p.shardPlans]);
+  // The coordinator's part is read in this worker, and so is shard 0's where it is local.
+  const thread = (w: number) => (w === 1 && p.pool.local ? 0 : w);
+  const chunks = assignCheckers(gridChunks(p).map((c) => ({ ...c, checksum: m.chunks[c.index] })), [p.plan, ...p.shardPlans], thread);
   if (!chunks.every((c) => c.checksum !== undefined && Checksum.isCurrent(c.checksum))) return null;
   if (!(await cache.shareReadOnly())) return null;
   let r: PullOutcome;
