@@ -69,7 +69,7 @@ export function writeBytes(placement: Placement, c: Chunk, bytes: Uint8Array): v
  * What checking a chunk costs the worker that does it, per byte of the chunk, against a byte of
  * its own placed: reading the rest of the chunk through its stage and hashing all of it (a 2-worker
  * pull of the 9B-shaped Q2_K file: 104 checks of 16 MiB cost a shard worker ~0.2 s of its 1.6,
- * while its own 1.74 GB took ~1.3 s; BENCHMARKS.md, "A cached load without the clear").
+ * while its own 1.74 GB took ~1.3 s; BENCHMARKS.md, "A cached split load: straight into place").
  */
 export const CHECK_COST = 1 / 6;
 

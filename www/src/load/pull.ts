@@ -44,9 +44,8 @@ export const DIRECT_MIN = 64 << 10;
 /**
  * Reads what `plan` needs of every chunk (through `read(fileOffset, dest)`, which returns the bytes
  * read) and puts the plan's pieces at `shardPtr(shard) + dstOffset`. A long piece is read straight
- * into its place: the browser's read then takes the page faults of that fresh memory itself, which
- * costs far less than a copy taking them (BENCHMARKS.md, "A cached load without the clear"). Short
- * pieces are read through a wasm stage, a run of them at a time, and copied into place. Where this
+ * into its place (no copy through the stage); short pieces are read through a wasm stage, a run of
+ * them at a time, and copied into place. Where this
  * worker (`me`) is a chunk's checker the whole chunk is read, the bytes outside its long pieces
  * through the stage, and its checksum computed over both in file order; else only what its pieces
  * need. `onBytes` is told every chunk's size as its pieces land.
