@@ -26,6 +26,8 @@ pub mod sampler;
 pub mod grammar;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
+#[cfg(target_arch = "wasm32")]
+mod fresh_alloc;
 pub mod engine;
 pub mod chat;
 pub mod clef;

@@ -218,6 +218,13 @@ pub fn kernel_self_test(rows: usize) -> String {
     crate::cli::self_test_json(rows).0
 }
 
+/// Whether the next weight allocations clear freshly grown memory (true, the default; false where
+/// every byte of them is then read straight into place: `src/fresh_alloc.rs`).
+#[wasm_bindgen(js_name = setClearFresh)]
+pub fn set_clear_fresh(on: bool) {
+    crate::fresh_alloc::set_clear_fresh(on);
+}
+
 /// The wasm linear memory (for writing downloaded bytes straight into the weight shards).
 #[wasm_bindgen(js_name = wasmMemory)]
 pub fn wasm_memory() -> JsValue {

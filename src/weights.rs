@@ -220,13 +220,8 @@ impl WeightStore {
 
 /// `words` zeroed u64s, or `None` when the allocation fails. Through the allocator's zeroed
 /// allocation, not a reserve + fill: natively fresh pages (an mmap) are zero already and are not
-/// written twice. On wasm32 dlmalloc clears them anyway, which touches every page here rather than
-/// when the load writes it. An allocator that skips the clear of freshly grown memory was measured
-/// twice: no faster in Chromium when the load's copies take the faults (BENCHMARKS.md "On a Zen 4
-/// EPYC again"), 7 % faster to a cached split model's first token where each worker reads its part
-/// straight into place, but 9 % slower in Firefox, whose loads route the bytes through the engine
-/// worker (BENCHMARKS.md, "A cached split load: straight into place, and the clear measured in
-/// both browsers").
+/// written twice; on wasm32 so are freshly grown ones while a load asks for it
+/// (`fresh_alloc.rs`: where every worker reads its part straight into place).
 fn zeroed_words(words: usize) -> Option<Vec<u64>> {
     if words == 0 {
         return Some(Vec::new());

@@ -20,7 +20,7 @@
 // Every byte is written straight to its final place; no whole-file copy exists in JS. This file
 // runs the steps in order with one explicit state (`Run`); the steps live in load/.
 
-import { ModelLoader, splitInfo, wasmMemory } from '../pkg/clef_web.js';
+import { ModelLoader, setClearFresh, splitInfo, wasmMemory } from '../pkg/clef_web.js';
 import type { CopyOp, ErrorCode, LoadParams, LoadProgress, LoadStats } from './protocol.js';
 import { type Manifest, type ModelCache, CacheError, PIECE_BYTES } from './cache.js';
 import { type ResolvedLoadParams, resolveLoadParams } from './validate.js';
@@ -36,7 +36,7 @@ import { Progress, emptyStats, jsHeap } from './load/progress.js';
 import { type RetryPolicy, retryPolicy } from './load/retry.js';
 import type { ByteSource } from './load/sources.js';
 import { transfer } from './load/transfer.js';
-import { pullCached, pullFile } from './load/pull.js';
+import { pullCached, pullFile, sharePull } from './load/pull.js';
 
 export { LoadError } from './load/errors.js';
 export { WASM_MAX_MEMORY } from './load/fit.js';
@@ -250,6 +250,12 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     m.oid = head.oid;
   }
   const chunkSize = m?.chunkSize ?? params.chunkSize;
+  // Split, every worker reads its part itself from a cache that lets it (load/pull.ts) or from a
+  // file on disk (Node): straight into place, so the weights need not be cleared when allocated
+  // (src/fresh_alloc.rs). Bytes that come through copies take the page faults faster after a clear.
+  const src = ctx.source;
+  const shared = workers > 1 && !!cache && !!m && (await sharePull(cache, m, info.dataOffset, size, chunkSize));
+  const fromFile = workers > 1 && !shared && !!src.filePath && !!src.readInto && !head.oid;
 
   // ---- allocate ----------------------------------------------------------------------------------
   lap('header');
@@ -264,9 +270,15 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       placement = new ShardPlacement(l.plan() as CopyOp[], info.dataOffset, size, (i) => l.shardPtr(i));
     } else {
       pool = await ctx.startShards!(workers);
-      loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers, expand, band);
+      const clearFresh = !shared && !fromFile;
+      setClearFresh(clearFresh);
+      try {
+        loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers, expand, band);
+      } finally {
+        setClearFresh(true);
+      }
       const l = loader;
-      shardPlans = await pool.alloc(headerBytes, size, expand, band);
+      shardPlans = await pool.alloc(headerBytes, size, expand, band, clearFresh);
       placement = new SplitPlacement({ plan: l.plan() as CopyOp[], shardPtr: (i) => l.shardPtr(i) }, pool.destinations(shardPlans), info.dataOffset, size, chunkSize);
     }
   } catch (e) {
@@ -286,14 +298,13 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
     // has no sha256 to check. Else, or if that fails: the transfer.
     let trusted = isTrusted(m, info.dataOffset, size, chunkSize);
     const l = loader;
-    const src = ctx.source;
     const pull = pool && {
       name: ctx.name, pool, plan: l.plan() as CopyOp[], shardPtr: (i: number) => l.shardPtr(i), shardPlans,
       dataStart: info.dataOffset, size, chunkSize, progress, stats, onWarning: ctx.onWarning,
     };
     const pulled = !pull ? null
-      : cache && m && trusted ? await pullCached({ ...pull, cache, manifest: m })
-      : src.filePath && src.readInto && !head.oid ? await pullFile({ ...pull, path: src.filePath, read: (at, dest) => src.readInto!(at, dest) })
+      : shared && cache && m ? await pullCached({ ...pull, cache, manifest: m })
+      : fromFile ? await pullFile({ ...pull, path: src.filePath!, read: (at, dest) => src.readInto!(at, dest) })
       : null;
     trusted = isTrusted(m, info.dataOffset, size, chunkSize);
     const r = pulled ?? await transfer({

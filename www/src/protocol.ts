@@ -565,7 +565,7 @@ export type ShardRequest =
    * with its neighbours, in percent of its share (src/split.rs; the engine worker decides both,
    * loader.ts). Answered with the load plan at once; the allocation follows (a failure fails the pool).
    */
-  | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number; expand: boolean; band: number }
+  | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number; expand: boolean; band: number; clearFresh: boolean }
   /**
    * Copy `bytes` into the weights: quads (shard, dstOffset, offset in bytes, len). Answered with
    * `spare` (the buffer handed back for the next chunk), or an error.

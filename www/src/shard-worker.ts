@@ -8,7 +8,7 @@
 // its own copy of the wasm-bindgen glue, so a second instance with its own memory — and drives
 // the same host by direct calls instead of messages.
 
-import { initSync, kernelTrials, ModelLoader, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
+import { initSync, kernelTrials, ModelLoader, setClearFresh, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
 import { openReadOnly } from './cache.js';
 import { serve } from './exchange.js';
 import { pullChunks } from './load/pull.js';
@@ -77,15 +77,20 @@ export function createShardHost(post: Post): ShardHost {
           ok(req.id, 'init', null);
           return;
         case 'alloc': {
-          // The plan goes back at once; the allocation follows (touching every page of it: the
-          // longest step of a cached load), while the coordinator already reads and routes the
+          // The plan goes back at once; the allocation follows (clearing every page of it unless
+          // this shard reads its part itself), while the coordinator already reads and routes the
           // chunks. Their writes wait in this worker's queue; a failed allocation fails the pool.
           loader?.free();
           loader = null;
           index = req.index;
           const plan = ModelLoader.planForRole(req.header, req.size, 'shard', req.index, req.count, req.expand, req.band) as CopyOp[];
           ok(req.id, 'alloc', { plan });
-          loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count, req.expand, req.band);
+          setClearFresh(req.clearFresh); // false: this shard reads its part straight into place (load/pull.ts)
+          try {
+            loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count, req.expand, req.band);
+          } finally {
+            setClearFresh(true);
+          }
           ptrs = [];
           for (let i = 0; i < loader.shardCount(); i++) ptrs[i] = loader.shardPtr(i);
           return;

@@ -27,6 +27,7 @@ import { PULL_COORDINATOR, type CopyOp, type LoadStats, type PullChunk, type Pul
 import type { ShardPool } from '../shards.js';
 import { Heap, copyPieces, flatPlan } from './placement.js';
 import { assignCheckers, chunkIndexes, chunkRange } from './plan.js';
+import { isTrusted } from './cached.js';
 import type { Progress } from './progress.js';
 import type { TransferResult } from './transfer.js';
 
@@ -194,20 +195,30 @@ export interface PullInput {
 }
 
 /**
- * The whole data section from a verified, complete cache, every worker reading its own part and
- * checking its share of the chunks. Null when this cannot be done or did not work out (a checksum
- * of an earlier build's kind, no read-only handles, a bad chunk — dropped from the manifest): the
- * caller runs the general transfer.
+ * Whether every worker can read this cache itself (`pullCached`): a verified cache holding every
+ * chunk of [dataStart, size), each with a checksum of the current kind, whose pieces this browser
+ * lets several readers open — then they are open read-only, shared, until `pullCached` takes them
+ * back. Asked before the weights are allocated: read straight into place, they need no clear.
+ */
+export async function sharePull(cache: ModelCache, m: Manifest, dataStart: number, size: number, chunkSize: number): Promise<boolean> {
+  if (!isTrusted(m, dataStart, size, chunkSize)) return false;
+  if (!chunkIndexes(dataStart, size, chunkSize).every((k) => Checksum.isCurrent(m.chunks[k]))) return false;
+  return cache.shareReadOnly();
+}
+
+/**
+ * The whole data section from a cache `sharePull` opened for sharing, every worker reading its own
+ * part and checking its share of the chunks; the cache's own handles are taken back. Null when it
+ * did not work out (a worker could not read, a bad chunk — dropped from the manifest): the caller
+ * runs the general transfer.
  */
 export async function pullCached(p: PullInput & { cache: ModelCache; manifest: Manifest }): Promise<TransferResult | null> {
   const { cache, manifest: m, stats } = p;
-  // The coordinator's part is read in this worker, and so is shard 0's where it is local.
-  const thread = (w: number) => (w === 1 && p.pool.local ? 0 : w);
-  const chunks = assignCheckers(gridChunks(p).map((c) => ({ ...c, checksum: m.chunks[c.index] })), [p.plan, ...p.shardPlans], thread);
-  if (!chunks.every((c) => c.checksum !== undefined && Checksum.isCurrent(c.checksum))) return null;
-  if (!(await cache.shareReadOnly())) return null;
   let r: PullOutcome;
   try {
+    // The coordinator's part is read in this worker, and so is shard 0's where it is local.
+    const thread = (w: number) => (w === 1 && p.pool.local ? 0 : w);
+    const chunks = assignCheckers(gridChunks(p).map((c) => ({ ...c, checksum: m.chunks[c.index] })), [p.plan, ...p.shardPlans], thread);
     r = await pullAll(p, { kind: 'opfs', dirName: cache.dirName, size: p.size, pieceSize: m.pieceSize }, (at, dest) => cache.read(at, dest), chunks);
   } finally {
     await cache.ownPieces();
