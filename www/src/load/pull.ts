@@ -13,7 +13,7 @@
 // checksums; every worker reads only its pieces.
 //
 //   coordinator                         shard worker i (shard-worker.ts 'pull')
-//   ModelCache.shareReadOnly()          open the cache's pieces / the file read-only
+//   sharePull() (before the allocation) open the cache's pieces / the file read-only
 //   post 'pull' to every shard ──────►  pullChunks(its plan, i)
 //   pullChunks(own plan, COORDINATOR)   … progress messages
 //   wait for every answer  ◄──────────  {bad chunk indexes, bytes read}
@@ -46,10 +46,10 @@ export const DIRECT_MIN = 64 << 10;
  * Reads what `plan` needs of every chunk (through `read(fileOffset, dest)`, which returns the bytes
  * read) and puts the plan's pieces at `shardPtr(shard) + dstOffset`. A long piece is read straight
  * into its place (no copy through the stage); short pieces are read through a wasm stage, a run of
- * them at a time, and copied into place. Where this
- * worker (`me`) is a chunk's checker the whole chunk is read, the bytes outside its long pieces
- * through the stage, and its checksum computed over both in file order; else only what its pieces
- * need. `onBytes` is told every chunk's size as its pieces land.
+ * them at a time, and copied into place. Where this worker (`me`) is a chunk's checker the whole
+ * chunk is read, the bytes outside its long pieces through the stage, and its checksum computed
+ * over both in file order; else only what its pieces need. `onBytes` is told every chunk's size as
+ * its pieces land.
  */
 export function pullChunks(
   read: (fileOffset: number, dest: Uint8Array) => number,
