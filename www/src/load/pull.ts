@@ -79,8 +79,10 @@ export function pullChunks(
       for (const r of reads) {
         const got = read(c.start + r.from, heap.get().subarray(r.at, r.at + r.len));
         bytes += got;
-        if (got !== r.len) short = true;
-        if (short) break;
+        if (got !== r.len) {
+          short = true;
+          break;
+        }
       }
       if (short || (check && readsChecksum(reads) !== c.checksum)) {
         bad.push(c.index);
