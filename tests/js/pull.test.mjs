@@ -1,13 +1,14 @@
 // load/pull.ts pullChunks: a worker reading its part of a cached model — long pieces straight into
 // place, short ones (a column split's rows) through the stage, and a checker's whole-chunk checksum
 // over both in file order. Every byte must land where its plan says, whichever way it came.
+// pullTurns: the same by workers that take the cache's pieces in turns (Firefox).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { importTs, initWasm } from './bundle.mjs';
 
 const g = await initWasm();
-const { pullChunks, chunkReads, DIRECT_MIN } = await importTs('www/src/load/pull.ts');
+const { pullChunks, pullTurns, chunkReads, DIRECT_MIN } = await importTs('www/src/load/pull.ts');
 
 const KiB = 1024;
 const CHUNK = 256 * KiB;
@@ -147,4 +148,73 @@ test('chunkReads: a whole chunk in file order, pieces read once', () => {
     { from: 200 * KiB, len: 10, at: (4 << 20) + 200 * KiB },
   ]);
   assert.ok(DIRECT_MIN <= 80 * KiB && DIRECT_MIN > 5000);
+});
+
+// The cache's pieces one chunk each, held by one worker at a time (as cache.ts openTurns with its
+// Web Locks): `log` records each turn; a turn holds its piece across a tick before and after reading.
+function fakeTurns(log, held, who) {
+  const tick = () => new Promise((r) => setTimeout(r, 0));
+  return {
+    pieceSize: CHUNK,
+    async take(p, wait, f) {
+      while (held.has(p)) {
+        if (!wait) return false;
+        await held.get(p);
+      }
+      let release;
+      held.set(p, new Promise((r) => (release = r)));
+      try {
+        log.push([who, p, wait]);
+        await tick();
+        f((at, dest) => {
+          const from = p * CHUNK + at;
+          const n = Math.max(0, Math.min(dest.length, FILE - from, CHUNK - at));
+          dest.set(file.subarray(from, from + n));
+          return n;
+        });
+        await tick();
+      } finally {
+        held.delete(p);
+        release();
+      }
+      return true;
+    },
+  };
+}
+
+test('pullTurns: two workers take the pieces in turns, each starting at its own, and every byte lands', async () => {
+  const heap = new Uint8Array(mem.buffer);
+  for (const p of ptrs) heap.fill(0xee, p, p + SHARD);
+  // The coordinator (-1) holds shard 0's pieces and checks chunk 1; shard worker 0 the rest.
+  const mine = plan.filter((o) => o.shard === 0);
+  const theirs = plan.filter((o) => o.shard !== 0);
+  const cs = chunks(0).map((c) => ({ ...c, checker: c.index === 1 ? -1 : 0 }));
+  const log = [];
+  const held = new Map();
+  const [a, b] = await Promise.all([
+    pullTurns(fakeTurns(log, held, 'coordinator'), mine, (i) => ptrs[i], cs, CHUNK, -1),
+    pullTurns(fakeTurns(log, held, 'shard'), theirs, (i) => ptrs[i], cs, CHUNK, 0),
+  ]);
+  assert.deepEqual([a.bad, b.bad], [[], []]);
+  assertPlaced(ptrs.map((p) => new Uint8Array(mem.buffer, p, SHARD).slice()));
+  // Each worker visits each piece it needs once, starting at its own (the coordinator at the first,
+  // shard worker 0 at the second); when the next in its order is held it takes a free one instead
+  // of waiting, so here no one ever waits.
+  const turns = (who) => log.filter(([w]) => w === who).map(([, p]) => p);
+  assert.deepEqual(turns('coordinator'), [0, 2, 1]);
+  assert.deepEqual(turns('shard'), [1, 0, 2]);
+  assert.ok(log.every(([, , wait]) => !wait), JSON.stringify(log));
+});
+
+test('pullTurns: a flipped byte in a piece marks its chunk bad', async () => {
+  const cs = chunks(0);
+  const turns = fakeTurns([], new Map(), 'w');
+  const take = turns.take;
+  turns.take = (p, wait, f) => take(p, wait, (read) => f((at, dest) => {
+    const n = read(at, dest);
+    if (p === 2 && at <= 7 && at + n > 7) dest[7 - at] ^= 1;
+    return n;
+  }));
+  const r = await pullTurns(turns, plan, (i) => ptrs[i], cs, CHUNK, 0);
+  assert.deepEqual(r.bad, [2]);
 });

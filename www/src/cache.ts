@@ -361,30 +361,28 @@ export class ModelCache {
   }
 
   /**
-   * Reopens the pieces read-only, so that other workers can open them read-only too (a split
-   * model's shard workers reading their own parts: load/pull.ts). False where the browser has no
-   * read-only access handles, or lets only one reader hold them; then the pieces are open as
-   * before. `ownPieces` undoes it.
+   * Lets other workers read the pieces (a split model's shard workers reading their own parts:
+   * load/pull.ts): 'shared' — reopened read-only, which others can open too (Chromium); 'turns' —
+   * closed, for every worker to hold one piece at a time (`openTurns`: Firefox, which takes even
+   * read-only handles exclusively and refuses a second with NoModificationAllowedError). Null
+   * where neither works; the pieces are then open as before. `ownPieces` undoes it.
    */
-  async shareReadOnly(): Promise<boolean> {
+  async share(): Promise<PieceSharing | null> {
     this.closePieces();
     try {
       const m = this.manifest!;
       for (let i = 0; i < pieceCount(m); i++) this.pieces.push(await openPiece(this.dir, i, 'read-only'));
-      // A second reader must be let in: Firefox (153) takes even read-only handles exclusively,
-      // and refuses the next with NoModificationAllowedError. There the general path is the way
-      // (its one reader through a sync handle loaded a 3.8 GB file's data in 2.2–2.8 s, every
-      // worker reading snapshots with FileReaderSync in 11–12.5 s).
-      (await openPiece(this.dir, 0, 'read-only')).close();
-      return true;
+      (await openPiece(this.dir, 0, 'read-only')).close(); // a second reader must be let in
+      return 'shared';
     } catch {
       this.closePieces();
+      if (webLocks()) return 'turns';
       await this.openPieces();
-      return false;
+      return null;
     }
   }
 
-  /** Back to this worker's own (writable) handles after `shareReadOnly`. */
+  /** Back to this worker's own (writable) handles after `share`. */
   async ownPieces(): Promise<void> {
     this.closePieces();
     await this.openPieces();
@@ -550,7 +548,7 @@ async function openPiece(dir: FileSystemDirectoryHandle, i: number, mode: 'read-
 
 /**
  * Read-only access, from any worker, to the pieces of the cache in directory `dirName` (whose
- * owner has called `ModelCache.shareReadOnly`). Null where OPFS is unavailable.
+ * owner has called `ModelCache.share` and got 'shared'). Null where OPFS is unavailable.
  */
 export async function openReadOnly(dirName: string, size: number, pieceSize: number): Promise<{ read(fileOffset: number, dest: Uint8Array): number; close(): void } | null> {
   const root = await cacheRoot(false);
@@ -566,6 +564,60 @@ export async function openReadOnly(dirName: string, size: number, pieceSize: num
   return {
     read: (fileOffset, dest) => readPieces(pieces, pieceSize, fileOffset, dest),
     close: () => pieces.forEach((h) => h.close()),
+  };
+}
+
+/**
+ * How several workers read a cache's pieces at once (`ModelCache.share`, load/pull.ts): every
+ * worker holding every piece read-only ('shared'), or one at a time per piece ('turns').
+ */
+export type PieceSharing = 'shared' | 'turns';
+
+/**
+ * A cache's pieces, each held by one worker at a time (`openTurns`). Several workers reading their
+ * parts of one file in turns, piece by piece, read it about as fast as where they may share: a
+ * 3 GiB file in three pieces, into fresh wasm memory, by 2 workers in Firefox 153 0.88–0.97 s, by
+ * one 1.6–3.1 s (BENCHMARKS.md).
+ */
+export interface PieceTurns {
+  /** File bytes per piece. */
+  pieceSize: number;
+  /**
+   * Runs `f` with piece `p` open to this worker alone (`read` at an offset within the piece):
+   * once no other worker holds it when `wait`, else only if none does now. Whether `f` ran.
+   */
+  take(p: number, wait: boolean, f: (read: (pieceOffset: number, dest: Uint8Array) => number) => void): Promise<boolean>;
+}
+
+/** The Web Locks API (window and worker; not Node's), where there is one. */
+function webLocks(): LockManager | null {
+  return (typeof navigator !== 'undefined' && navigator.locks) || null;
+}
+
+/**
+ * Turns at the pieces of the cache in directory `dirName` (whose owner has called
+ * `ModelCache.share` and got 'turns'), from any worker of this origin: a piece is held under a Web
+ * Lock of its own while read through an access handle, then closed. Null where OPFS or the Web
+ * Locks API is unavailable.
+ */
+export async function openTurns(from: { dirName: string; pieceSize: number }): Promise<PieceTurns | null> {
+  const locks = webLocks();
+  const root = await cacheRoot(false);
+  if (!root || !locks) return null;
+  const dir = await root.getDirectoryHandle(from.dirName);
+  return {
+    pieceSize: from.pieceSize,
+    take: (p, wait, f) =>
+      locks.request(`clef-cache/${from.dirName}/${p}`, { ifAvailable: !wait }, async (lock) => {
+        if (!lock) return false;
+        const h = await openPiece(dir, p, 'read-only');
+        try {
+          f((at, dest) => h.read(dest, { at }));
+        } finally {
+          h.close();
+        }
+        return true;
+      }),
   };
 }
 

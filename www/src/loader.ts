@@ -254,7 +254,8 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   // file on disk (Node): straight into place, so the weights need not be cleared when allocated
   // (src/fresh_alloc.rs). Bytes that come through copies take the page faults faster after a clear.
   const src = ctx.source;
-  const shared = workers > 1 && !!cache && !!m && (await sharePull(cache, m, info.dataOffset, size, chunkSize));
+  const sharing = workers > 1 && cache && m ? await sharePull(cache, m, info.dataOffset, size, chunkSize) : null;
+  const shared = !!sharing;
   const fromFile = workers > 1 && !shared && !!src.filePath && !!src.readInto && !head.oid;
 
   // ---- allocate ----------------------------------------------------------------------------------
@@ -303,7 +304,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       dataStart: info.dataOffset, size, chunkSize, progress, stats, onWarning: ctx.onWarning,
     };
     const pulled = !pull ? null
-      : shared && cache && m ? await pullCached({ ...pull, cache, manifest: m })
+      : sharing && cache && m ? await pullCached({ ...pull, cache, manifest: m, sharing })
       : fromFile ? await pullFile({ ...pull, path: src.filePath!, read: (at, dest) => src.readInto!(at, dest) })
       : null;
     trusted = isTrusted(m, info.dataOffset, size, chunkSize);

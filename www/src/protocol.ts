@@ -629,8 +629,8 @@ export type Exchange = 'auto' | 'shared' | 'message';
 
 /** Where workers read a split model's bytes themselves (load/pull.ts). */
 export type PullFrom =
-  /** A verified OPFS cache (cache.ts), opened read-only by every worker. */
-  | { kind: 'opfs'; dirName: string; size: number; pieceSize: number }
+  /** A verified OPFS cache (cache.ts), opened read-only by every worker — all its pieces at once, or (`turns`) one at a time. */
+  | { kind: 'opfs'; dirName: string; size: number; pieceSize: number; turns: boolean }
   /** A file on disk (Node). */
   | { kind: 'file'; path: string };
 

@@ -9,9 +9,9 @@
 // the same host by direct calls instead of messages.
 
 import { initSync, kernelTrials, ModelLoader, setClearFresh, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
-import { openReadOnly } from './cache.js';
+import { openReadOnly, openTurns } from './cache.js';
 import { serve } from './exchange.js';
-import { pullChunks } from './load/pull.js';
+import { pullChunks, pullTurns } from './load/pull.js';
 import { readFully } from './load/sources.js';
 import type { CopyOp, ErrorInfo, LmRowsPart, PullFrom, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
 
@@ -154,19 +154,27 @@ export function createShardHost(post: Post): ShardHost {
   }
   /** This shard's part straight from the OPFS cache (load/pull.ts); progress every ~64 MiB. */
   async function pull(req: Extract<ShardRequest, { type: 'pull' }>, l: ModelLoader): Promise<void> {
-    const source = await openPullSource(req.from);
     let unreported = 0;
+    const onBytes = (n: number) => {
+      unreported += n;
+      if (unreported >= PULL_REPORT_BYTES) {
+        post({ type: 'pulled', id: req.id, bytes: unreported });
+        unreported = 0;
+      }
+    };
+    const plan = l.plan() as CopyOp[];
     let r;
-    try {
-      r = pullChunks(source.read, l.plan() as CopyOp[], (i) => ptrs[i], req.chunks, req.chunkSize, index, (n) => {
-        unreported += n;
-        if (unreported >= PULL_REPORT_BYTES) {
-          post({ type: 'pulled', id: req.id, bytes: unreported });
-          unreported = 0;
-        }
-      });
-    } finally {
-      source.close(); // before the answer: the coordinator then takes its writable cache handles back
+    if (req.from.kind === 'opfs' && req.from.turns) {
+      const turns = await openTurns(req.from);
+      if (!turns) throw Object.assign(new Error('the OPFS cache is not available in this worker'), { code: 'internal' });
+      r = await pullTurns(turns, plan, (i) => ptrs[i], req.chunks, req.chunkSize, index, onBytes); // each piece closed after its turn
+    } else {
+      const source = await openPullSource(req.from);
+      try {
+        r = pullChunks(source.read, plan, (i) => ptrs[i], req.chunks, req.chunkSize, index, onBytes);
+      } finally {
+        source.close(); // before the answer: the coordinator then takes its writable cache handles back
+      }
     }
     if (unreported) post({ type: 'pulled', id: req.id, bytes: unreported });
     ok(req.id, 'pull', r);

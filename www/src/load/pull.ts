@@ -12,17 +12,22 @@
 // which reads it whole. The others read only what their pieces need. A file on disk has no
 // checksums; every worker reads only its pieces.
 //
+// The cache's files (pieces of 1 GiB, cache.ts) are open to every worker at once where the browser
+// lets several readers hold a file (Chromium: `pullChunks`), else each worker takes them in turns,
+// one piece at a time under a Web Lock (Firefox: `pullTurns`; a worker waits only when every piece
+// it still needs is held by another).
+//
 //   coordinator                         shard worker i (shard-worker.ts 'pull')
 //   sharePull() (before the allocation) open the cache's pieces / the file read-only
-//   post 'pull' to every shard ──────►  pullChunks(its plan, i)
-//   pullChunks(own plan, COORDINATOR)   … progress messages
+//   post 'pull' to every shard ──────►  pullChunks / pullTurns (its plan, i)
+//   pullChunks / pullTurns (own plan)   … progress messages
 //   wait for every answer  ◄──────────  {bad chunk indexes, bytes read}
 //
 // Any bad chunk, or a browser without read-only access handles: null, and the caller runs the
 // general path (which finds the bad chunks again and fetches them).
 
 import { Checksum, ChunkRouter } from '../../pkg/clef_web.js';
-import type { Manifest, ModelCache } from '../cache.js';
+import { openTurns, type Manifest, type ModelCache, type PieceSharing, type PieceTurns } from '../cache.js';
 import { PULL_COORDINATOR, type CopyOp, type LoadStats, type PullChunk, type PullFrom } from '../protocol.js';
 import type { ShardPool } from '../shards.js';
 import { Heap, copyPieces, flatPlan } from './placement.js';
@@ -60,42 +65,116 @@ export function pullChunks(
   me: number,
   onBytes: (n: number) => void = () => {},
 ): PullResult {
-  const router = ChunkRouter.stageOnly(chunkSize);
-  router.addDestination(flatPlan(plan));
-  const ptrs: number[] = [];
-  for (const op of plan) ptrs[op.shard] ??= shardPtr(op.shard);
-  const heap = new Heap();
-  const bad: number[] = [];
-  let bytes = 0;
+  const puller = new ChunkPuller(plan, shardPtr, chunkSize, me);
   try {
-    for (const c of chunks) {
-      const n = c.end - c.start;
-      const q = router.pieces(0, 0, c.start, n, false); // where its pieces go (the stage's bytes are not read)
-      const check = c.checker === me && c.checksum !== undefined;
-      if (!q.length && !check) continue;
-      const stage = router.stagePtr(0);
-      const { reads, staged } = chunkReads(q, ptrs, stage, n, check);
-      let short = false;
-      for (const r of reads) {
-        const got = read(c.start + r.from, heap.get().subarray(r.at, r.at + r.len));
-        bytes += got;
-        if (got !== r.len) {
-          short = true;
-          break;
-        }
-      }
-      if (short || (check && readsChecksum(reads) !== c.checksum)) {
-        bad.push(c.index);
-        continue;
-      }
-      if (!q.length) continue;
-      copyPieces(heap.get(), ptrs, stage, staged);
-      onBytes(n);
-    }
+    for (const c of chunks) puller.pull(read, c, onBytes);
+    return puller.result;
   } finally {
-    router.free();
+    puller.free();
   }
-  return { bad, bytes };
+}
+
+/**
+ * `pullChunks` over the pieces of a cache that lets one worker at a time hold each (`PieceTurns`):
+ * piece by piece, every chunk of a piece while holding it. Each worker starts at another piece (its
+ * index on from the coordinator's) and then takes whichever piece it still needs that no one holds;
+ * it waits only when all of them are held.
+ */
+export async function pullTurns(
+  turns: PieceTurns,
+  plan: CopyOp[],
+  shardPtr: (i: number) => number,
+  chunks: PullChunk[],
+  chunkSize: number,
+  me: number,
+  onBytes: (n: number) => void = () => {},
+): Promise<PullResult> {
+  const puller = new ChunkPuller(plan, shardPtr, chunkSize, me);
+  try {
+    // The chunks with something for this worker, by piece, with where their pieces go.
+    const byPiece = new Map<number, Array<[PullChunk, Float64Array]>>();
+    for (const c of chunks) {
+      const q = puller.piecesOf(c);
+      if (!q.length && !puller.checks(c)) continue;
+      const p = Math.floor(c.start / turns.pieceSize);
+      if (!byPiece.has(p)) byPiece.set(p, []);
+      byPiece.get(p)!.push([c, q]);
+    }
+    const all = [...byPiece.keys()].sort((a, b) => a - b);
+    const first = all.length ? (me - PULL_COORDINATOR) % all.length : 0;
+    const left = [...all.slice(first), ...all.slice(0, first)];
+    const visit = (p: number) => (readPiece: (pieceOffset: number, dest: Uint8Array) => number) => {
+      const base = p * turns.pieceSize;
+      for (const [c, q] of byPiece.get(p)!) puller.pull((at, dest) => readPiece(at - base, dest), c, onBytes, q);
+    };
+    while (left.length) {
+      let k = 0;
+      while (k < left.length && !(await turns.take(left[k], false, visit(left[k])))) k++;
+      if (k === left.length) {
+        k = 0;
+        await turns.take(left[0], true, visit(left[0]));
+      }
+      left.splice(k, 1);
+    }
+    return puller.result;
+  } finally {
+    puller.free();
+  }
+}
+
+/** One worker's reading of its part, chunk by chunk (`pullChunks`, `pullTurns`). */
+class ChunkPuller {
+  private router: ChunkRouter;
+  private ptrs: number[] = [];
+  private heap = new Heap();
+  readonly result: PullResult = { bad: [], bytes: 0 };
+
+  constructor(plan: CopyOp[], shardPtr: (i: number) => number, chunkSize: number, private me: number) {
+    this.router = ChunkRouter.stageOnly(chunkSize);
+    this.router.addDestination(flatPlan(plan));
+    for (const op of plan) this.ptrs[op.shard] ??= shardPtr(op.shard);
+  }
+
+  /** The quads (shard, dst, src, len) of chunk `c`'s pieces for this worker (the stage's bytes are not read). */
+  piecesOf(c: PullChunk): Float64Array {
+    return this.router.pieces(0, 0, c.start, c.end - c.start, false);
+  }
+
+  /** Whether this worker checks chunk `c` (and so reads it whole). */
+  checks(c: PullChunk): boolean {
+    return c.checker === this.me && c.checksum !== undefined;
+  }
+
+  /**
+   * Reads what chunk `c` holds for this worker (`q`: its pieces); a short read or a wrong checksum
+   * marks it bad.
+   */
+  pull(read: (fileOffset: number, dest: Uint8Array) => number, c: PullChunk, onBytes: (n: number) => void, q = this.piecesOf(c)): void {
+    const n = c.end - c.start;
+    const check = this.checks(c);
+    if (!q.length && !check) return;
+    const stage = this.router.stagePtr(0);
+    const { reads, staged } = chunkReads(q, this.ptrs, stage, n, check);
+    for (const r of reads) {
+      const got = read(c.start + r.from, this.heap.get().subarray(r.at, r.at + r.len));
+      this.result.bytes += got;
+      if (got !== r.len) {
+        this.result.bad.push(c.index);
+        return;
+      }
+    }
+    if (check && readsChecksum(reads) !== c.checksum) {
+      this.result.bad.push(c.index);
+      return;
+    }
+    if (!q.length) return;
+    copyPieces(this.heap.get(), this.ptrs, stage, staged);
+    onBytes(n);
+  }
+
+  free(): void {
+    this.router.free();
+  }
 }
 
 /** One read of a chunk: its bytes [from, from + len) to wasm address `at` (a piece's place, or the stage). */
@@ -197,15 +276,16 @@ export interface PullInput {
 }
 
 /**
- * Whether every worker can read this cache itself (`pullCached`): a verified cache holding every
- * chunk of [dataStart, size), each with a checksum of the current kind, whose pieces this browser
- * lets several readers open — then they are open read-only, shared, until `pullCached` takes them
- * back. Asked before the weights are allocated: read straight into place, they need no clear.
+ * Whether every worker can read this cache itself (`pullCached`), and how: a verified cache holding
+ * every chunk of [dataStart, size), each with a checksum of the current kind, whose pieces this
+ * browser lets several workers read (`ModelCache.share`: at once, or in turns) — then the cache
+ * has let go of them until `pullCached` takes them back. Null: the general path. Asked before the
+ * weights are allocated: read straight into place, they need no clear.
  */
-export async function sharePull(cache: ModelCache, m: Manifest, dataStart: number, size: number, chunkSize: number): Promise<boolean> {
-  if (!isTrusted(m, dataStart, size, chunkSize)) return false;
-  if (!chunkIndexes(dataStart, size, chunkSize).every((k) => Checksum.isCurrent(m.chunks[k]))) return false;
-  return cache.shareReadOnly();
+export async function sharePull(cache: ModelCache, m: Manifest, dataStart: number, size: number, chunkSize: number): Promise<PieceSharing | null> {
+  if (!isTrusted(m, dataStart, size, chunkSize)) return null;
+  if (!chunkIndexes(dataStart, size, chunkSize).every((k) => Checksum.isCurrent(m.chunks[k]))) return null;
+  return cache.share();
 }
 
 /**
@@ -214,14 +294,21 @@ export async function sharePull(cache: ModelCache, m: Manifest, dataStart: numbe
  * did not work out (a worker could not read, a bad chunk — dropped from the manifest): the caller
  * runs the general transfer.
  */
-export async function pullCached(p: PullInput & { cache: ModelCache; manifest: Manifest }): Promise<TransferResult | null> {
+export async function pullCached(p: PullInput & { cache: ModelCache; manifest: Manifest; sharing: PieceSharing }): Promise<TransferResult | null> {
   const { cache, manifest: m, stats } = p;
+  const turns = p.sharing === 'turns';
   let r: PullOutcome;
   try {
     // The coordinator's part is read in this worker, and so is shard 0's where it is local.
     const thread = (w: number) => (w === 1 && p.pool.local ? 0 : w);
     const chunks = assignCheckers(gridChunks(p).map((c) => ({ ...c, checksum: m.chunks[c.index] })), [p.plan, ...p.shardPlans], thread);
-    r = await pullAll(p, { kind: 'opfs', dirName: cache.dirName, size: p.size, pieceSize: m.pieceSize }, (at, dest) => cache.read(at, dest), chunks);
+    const from: PullFrom = { kind: 'opfs', dirName: cache.dirName, size: p.size, pieceSize: m.pieceSize, turns };
+    r = await pullAll(p, from, chunks, async () => {
+      if (!turns) return pullChunks((at, dest) => cache.read(at, dest), p.plan, p.shardPtr, chunks, p.chunkSize, PULL_COORDINATOR);
+      const t = await openTurns(from);
+      if (!t) throw new Error('the OPFS cache is not available');
+      return pullTurns(t, p.plan, p.shardPtr, chunks, p.chunkSize, PULL_COORDINATOR);
+    });
   } finally {
     await cache.ownPieces();
   }
@@ -241,7 +328,8 @@ export async function pullCached(p: PullInput & { cache: ModelCache; manifest: M
  * when a worker could not (the caller runs the general transfer, which reports what is wrong).
  */
 export async function pullFile(p: PullInput & { path: string; read: (fileOffset: number, dest: Uint8Array) => number }): Promise<TransferResult | null> {
-  const r = await pullAll(p, { kind: 'file', path: p.path }, p.read, gridChunks(p));
+  const chunks = gridChunks(p);
+  const r = await pullAll(p, { kind: 'file', path: p.path }, chunks, async () => pullChunks(p.read, p.plan, p.shardPtr, chunks, p.chunkSize, PULL_COORDINATOR));
   return r.failed || r.bad.size ? null : r.result;
 }
 
@@ -257,8 +345,8 @@ interface PullOutcome {
   result: TransferResult;
 }
 
-/** Every shard pulls from `from` in its worker while this worker pulls its own part through `read`. */
-async function pullAll(p: PullInput, from: PullFrom, read: (fileOffset: number, dest: Uint8Array) => number, chunks: PullChunk[]): Promise<PullOutcome> {
+/** Every shard pulls from `from` in its worker while this worker pulls its own part (`mine`). */
+async function pullAll(p: PullInput, from: PullFrom, chunks: PullChunk[], mine: () => Promise<PullResult>): Promise<PullOutcome> {
   const { pool, progress, stats } = p;
   const t0 = performance.now();
   const data = p.size - p.dataStart;
@@ -275,9 +363,9 @@ async function pullAll(p: PullInput, from: PullFrom, read: (fileOffset: number, 
   });
   shards.catch(() => {}); // awaited below
   try {
-    const mine = pullChunks(read, p.plan, p.shardPtr, chunks, p.chunkSize, PULL_COORDINATOR);
-    mine.bad.forEach((k) => bad.add(k));
-    bytes += mine.bytes;
+    const r = await mine();
+    r.bad.forEach((k) => bad.add(k));
+    bytes += r.bytes;
   } catch (e) {
     failed = (e as Error).message; // (no memory for the stage, say): the general path
   }
