@@ -1,6 +1,6 @@
 //! The global allocator of the wasm build: the standard one (dlmalloc), except that — while a load
-//! asks for it ([`set_clear_fresh`]) — a large zeroed allocation is not cleared where it lies in
-//! memory grown for it.
+//! asks for it ([`skipping_fresh_clear`]) — a large zeroed allocation is not cleared where it lies
+//! in memory grown for it.
 //!
 //! A model's weights are one zeroed allocation per shard of its store (`weights.rs`), gigabytes
 //! that the load then overwrites. dlmalloc clears every zeroed allocation, so each page of fresh
@@ -8,9 +8,9 @@
 //! the load. WebAssembly's `memory.grow` hands out zeroed pages, so bytes at or above the memory's
 //! size before the allocation are zero already; only the part below it (memory dlmalloc reused) must
 //! be cleared. Where every worker reads its part of a cached split model straight into place
-//! (Chromium: `load/pull.ts`) skipping the clear saves the second pass (7 % to the first token);
-//! where the bytes come through copies (Firefox's cached loads, downloads) the clear's one pass
-//! takes the faults faster than the copies would (+9 % in Firefox without it), so it stays on there
+//! (`load/pull.ts`) skipping the clear saves the second pass (7 % to the first token in Chromium);
+//! where the bytes come through copies (downloads, the general path) the clear's one pass takes the
+//! faults faster than the copies would (+9 % in Firefox without it), so it stays on there
 //! (BENCHMARKS.md, "A cached split load: straight into place, and the clear measured in both
 //! browsers").
 
@@ -23,10 +23,19 @@ const LARGE: usize = 1 << 20;
 /// Whether zeroed allocations clear freshly grown memory too (dlmalloc's way: the default).
 static CLEAR_FRESH: AtomicBool = AtomicBool::new(true);
 
-/// Sets whether large zeroed allocations clear freshly grown memory (true: as dlmalloc does). A
-/// load turns it off around the allocation of weights that every worker reads straight into place.
-pub fn set_clear_fresh(on: bool) {
-    CLEAR_FRESH.store(on, Ordering::Relaxed);
+/// Runs `f` — when `skip`, with large zeroed allocations not clearing freshly grown memory (the
+/// weights of a load whose every byte is then read straight into place) — and restores the
+/// default, dlmalloc's way.
+pub fn skipping_fresh_clear<T>(skip: bool, f: impl FnOnce() -> T) -> T {
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CLEAR_FRESH.store(true, Ordering::Relaxed);
+        }
+    }
+    let _restore = Restore;
+    CLEAR_FRESH.store(!skip, Ordering::Relaxed);
+    f()
 }
 
 pub struct FreshZeroed;
@@ -77,7 +86,13 @@ mod tests {
     /// wholly in reused memory, in freshly grown memory, and across the boundary.
     #[test]
     fn zeroed_blocks_are_zero_in_reused_and_grown_memory() {
-        super::set_clear_fresh(false);
+        let (large_zeroed, grown) = super::skipping_fresh_clear(true, churn);
+        assert!(super::CLEAR_FRESH.load(super::Ordering::Relaxed), "the default is back");
+        assert!(large_zeroed > 20 && grown > 5 && grown < large_zeroed, "{large_zeroed} large zeroed blocks, {grown} grown for");
+    }
+
+    /// 400 allocations and frees; (large zeroed blocks, how many of them grew the memory).
+    fn churn() -> (usize, usize) {
         let mut x: u32 = 12345;
         let mut next = move || {
             x ^= x << 13;
@@ -119,7 +134,6 @@ mod tests {
         for (p, l) in live {
             unsafe { dealloc(p, l) };
         }
-        super::set_clear_fresh(true);
-        assert!(large_zeroed > 20 && grown > 5 && grown < large_zeroed, "{large_zeroed} large zeroed blocks, {grown} grown for");
+        (large_zeroed, grown)
     }
 }

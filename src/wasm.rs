@@ -218,13 +218,6 @@ pub fn kernel_self_test(rows: usize) -> String {
     crate::cli::self_test_json(rows).0
 }
 
-/// Whether the next weight allocations clear freshly grown memory (true, the default; false where
-/// every byte of them is then read straight into place: `src/fresh_alloc.rs`).
-#[wasm_bindgen(js_name = setClearFresh)]
-pub fn set_clear_fresh(on: bool) {
-    crate::fresh_alloc::set_clear_fresh(on);
-}
-
 /// The wasm linear memory (for writing downloaded bytes straight into the weight shards).
 #[wasm_bindgen(js_name = wasmMemory)]
 pub fn wasm_memory() -> JsValue {
@@ -306,20 +299,24 @@ impl ModelLoader {
     /// weights cannot be allocated here.
     #[wasm_bindgen(constructor)]
     pub fn new(prefix: &[u8], file_size: f64) -> Result<ModelLoader, JsValue> {
-        ModelLoader::for_role(prefix, file_size, "whole", 0, 1, false, None)
+        ModelLoader::for_role(prefix, file_size, "whole", 0, 1, false, None, None)
     }
 
     /// The part of a split model one worker holds: `role` = "whole", "coordinator" or "shard"
     /// (`index` of `count`); `expand`: store the tensors that have a faster stored form in it
     /// (`splitInfo`'s `expandedWeightBytes`); `band`: the shards' bands, in percent of a shard's
-    /// share (src/split.rs; absent: none) — the same for the coordinator and every shard.
+    /// share (src/split.rs; absent: none) — the same for the coordinator and every shard;
+    /// `into_place`: every byte of the weights will be read straight into its place, so the
+    /// allocation need not clear memory grown for it (`src/fresh_alloc.rs`; absent: false).
     #[wasm_bindgen(js_name = forRole)]
-    pub fn for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize, expand: bool, band: Option<usize>) -> Result<ModelLoader, JsValue> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn for_role(prefix: &[u8], file_size: f64, role: &str, index: usize, count: usize, expand: bool, band: Option<usize>, into_place: Option<bool>) -> Result<ModelLoader, JsValue> {
         let role = parse_role(role, index, count, band)?;
         // A shard builds no tokenizer (`finishShard`): the layout is all it needs of the header.
         let detail = if matches!(role, Role::Shard(_)) { Detail::Layout } else { Detail::Full };
         let header = read_header(prefix, file_size, detail)?;
-        let (config, store) = Model::allocate_role(&header, role, expand).map_err(|e| model_err(&e))?;
+        let (config, store) =
+            crate::fresh_alloc::skipping_fresh_clear(into_place == Some(true), || Model::allocate_role(&header, role, expand)).map_err(|e| model_err(&e))?;
         Ok(ModelLoader { header, config, role, store: Some(store), kv_type: Default::default(), shards: (count, band.unwrap_or(0)) })
     }
 

@@ -20,7 +20,7 @@
 // Every byte is written straight to its final place; no whole-file copy exists in JS. This file
 // runs the steps in order with one explicit state (`Run`); the steps live in load/.
 
-import { ModelLoader, setClearFresh, splitInfo, wasmMemory } from '../pkg/clef_web.js';
+import { ModelLoader, splitInfo, wasmMemory } from '../pkg/clef_web.js';
 import type { CopyOp, ErrorCode, LoadParams, LoadProgress, LoadStats } from './protocol.js';
 import { type Manifest, type ModelCache, CacheError, PIECE_BYTES } from './cache.js';
 import { type ResolvedLoadParams, resolveLoadParams } from './validate.js';
@@ -271,15 +271,10 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       placement = new ShardPlacement(l.plan() as CopyOp[], info.dataOffset, size, (i) => l.shardPtr(i));
     } else {
       pool = await ctx.startShards!(workers);
-      const clearFresh = !shared && !fromFile;
-      setClearFresh(clearFresh);
-      try {
-        loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers, expand, band);
-      } finally {
-        setClearFresh(true);
-      }
+      const intoPlace = shared || fromFile;
+      loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers, expand, band, intoPlace);
       const l = loader;
-      shardPlans = await pool.alloc(headerBytes, size, expand, band, clearFresh);
+      shardPlans = await pool.alloc(headerBytes, size, expand, band, intoPlace);
       placement = new SplitPlacement({ plan: l.plan() as CopyOp[], shardPtr: (i) => l.shardPtr(i) }, pool.destinations(shardPlans), info.dataOffset, size, chunkSize);
     }
   } catch (e) {

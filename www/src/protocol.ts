@@ -563,9 +563,11 @@ export type ShardRequest =
    * Allocate shard `index` of `count` of the model whose header is `header` (its first dataOffset
    * bytes); `expand`: store the tensors that have a faster form in it; `band`: the bands it shares
    * with its neighbours, in percent of its share (src/split.rs; the engine worker decides both,
-   * loader.ts). Answered with the load plan at once; the allocation follows (a failure fails the pool).
+   * loader.ts); `intoPlace`: the shard will read every byte of its part straight into place
+   * (load/pull.ts), so the allocation need not clear memory grown for it (src/fresh_alloc.rs).
+   * Answered with the load plan at once; the allocation follows (a failure fails the pool).
    */
-  | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number; expand: boolean; band: number; clearFresh: boolean }
+  | { type: 'alloc'; id: number; header: Uint8Array; size: number; index: number; count: number; expand: boolean; band: number; intoPlace: boolean }
   /**
    * Copy `bytes` into the weights: quads (shard, dstOffset, offset in bytes, len). Answered with
    * `spare` (the buffer handed back for the next chunk), or an error.

@@ -8,7 +8,7 @@
 // its own copy of the wasm-bindgen glue, so a second instance with its own memory — and drives
 // the same host by direct calls instead of messages.
 
-import { initSync, kernelTrials, ModelLoader, setClearFresh, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
+import { initSync, kernelTrials, ModelLoader, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
 import { openReadOnly, openTurns } from './cache.js';
 import { serve } from './exchange.js';
 import { pullChunks, pullTurns } from './load/pull.js';
@@ -85,12 +85,7 @@ export function createShardHost(post: Post): ShardHost {
           index = req.index;
           const plan = ModelLoader.planForRole(req.header, req.size, 'shard', req.index, req.count, req.expand, req.band) as CopyOp[];
           ok(req.id, 'alloc', { plan });
-          setClearFresh(req.clearFresh); // false: this shard reads its part straight into place (load/pull.ts)
-          try {
-            loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count, req.expand, req.band);
-          } finally {
-            setClearFresh(true);
-          }
+          loader = ModelLoader.forRole(req.header, req.size, 'shard', req.index, req.count, req.expand, req.band, req.intoPlace);
           ptrs = [];
           for (let i = 0; i < loader.shardCount(); i++) ptrs[i] = loader.shardPtr(i);
           return;

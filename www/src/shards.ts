@@ -156,8 +156,8 @@ export class ShardPool {
   }
 
   /** Allocates every shard of the model with this header; returns each one's load plan. */
-  async alloc(header: Uint8Array, size: number, expand: boolean, band: number, clearFresh: boolean): Promise<CopyOp[][]> {
-    const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'alloc', { header, size, index: i, count: this.size, expand, band, clearFresh })));
+  async alloc(header: Uint8Array, size: number, expand: boolean, band: number, intoPlace: boolean): Promise<CopyOp[][]> {
+    const r = await Promise.all(this.ports.map((_, i) => this.request(i, 'alloc', { header, size, index: i, count: this.size, expand, band, intoPlace })));
     return r.map((x) => x.plan);
   }
 
