@@ -14,8 +14,7 @@ use crate::gguf::{self, GgufError, Header};
 use crate::ops::{self, l2norm, matmul, rmsnorm, sigmoid, softplus, Linear, MatmulScratch, Precision};
 use crate::kv::{KvCache, KvType};
 use crate::split::{self, Cut, Share, ShardId, ShardPlan};
-use crate::quant::GgmlType;
-use crate::weights::{Layout, Relocation, StoreError, TensorView, WeightStore};
+use crate::weights::{Layout, StoreError, TensorView, WeightStore};
 use std::fmt;
 use std::ops::Range;
 
@@ -290,47 +289,6 @@ struct Part {
     layers: Vec<LayerPart>,
     /// LM-head rows `plan.vocab` (token_embd's rows when tied).
     output: Option<Head>,
-}
-
-impl Part {
-    /// The weight matrices multiplied with every token: the layers' and an untied LM head (a
-    /// quarter of the bytes a token reads in the 2–3 bit files; the rows a decision reads are
-    /// un-interleaved where they are read, `clef::lm_rows`). Not the embeddings (a tied head is
-    /// them), whose rows are looked up one by one.
-    fn matrices(&mut self, tied_output: bool) -> Vec<&mut Linear> {
-        let mut mats: Vec<&mut Linear> = Vec::new();
-        for layer in &mut self.layers {
-            match &mut layer.mixer {
-                Some(Mixer::DeltaNet(w)) => mats.extend([&mut w.qkv, &mut w.gate, &mut w.beta, &mut w.alpha, &mut w.out]),
-                Some(Mixer::Attention(w)) => mats.extend([&mut w.q, &mut w.k, &mut w.v, &mut w.out]),
-                None => {}
-            }
-            if let Some(f) = &mut layer.ffn {
-                mats.extend([&mut f.gate, &mut f.up]);
-                mats.extend(f.down.iter_mut());
-            }
-        }
-        mats.extend(self.output.as_mut().filter(|_| !tied_output).map(|h| &mut h.all));
-        mats
-    }
-}
-
-/// Expands matrix `w`'s file rows (blocks of `from`, at `raw` in `shard`, before or at its place)
-/// into its stored form and interleaves them four by four into its place, in one pass: group by
-/// group from the last, each through `scratch` — a group's output covers only the input of the
-/// groups after it, already done.
-fn expand_interleave(shard: &mut [u8], from: GgmlType, raw: usize, w: &mut Linear, scratch: &mut Vec<u8>) {
-    use crate::quant::{kquants::forms, r4};
-    let k = r4::r4_kernels(w.t.ty).expect("an interleaved matrix's type has an R4 form");
-    let blocks = r4::R * (w.n_in / from.block_elems()); // per group of four rows
-    let (src, dst) = (r4::R * from.row_bytes(w.n_in), r4::R * w.row_bytes);
-    scratch.resize(dst, 0);
-    for g in (0..w.n_out / r4::R).rev() {
-        scratch[..src].copy_from_slice(&shard[raw + g * src..][..src]);
-        forms::expand_in_place(from, scratch, 0, 0, blocks);
-        r4::pack_rows(k, scratch, &mut shard[w.t.offset + g * dst..][..dst]);
-    }
-    w.r4 = true;
 }
 
 /// A loaded model, or the part of it this instance holds ([`Role`]).
@@ -654,14 +612,8 @@ impl Model {
     }
 
     /// [`Model::from_store`] for a store allocated by [`Model::allocate_role`] with `role`.
-    pub fn from_store_role(config: Config, store: WeightStore, role: Role) -> Result<Model, ModelError> {
-        Model::from_store_interleaving(config, store, role, crate::quant::r4::faster)
-    }
-
-    /// [`Model::from_store_role`], the matrices of the types `which` picks stored four rows
-    /// interleaved (this build's choice: [`crate::quant::r4::faster`]).
-    pub fn from_store_interleaving(config: Config, mut store: WeightStore, role: Role, which: impl Fn(GgmlType) -> bool) -> Result<Model, ModelError> {
-        let relocations = store.take_relocations();
+    pub fn from_store_role(config: Config, mut store: WeightStore, role: Role) -> Result<Model, ModelError> {
+        store.finish_load();
         let c = &config;
         let get = |name: &str, dims: &[usize]| -> Result<TensorView, ModelError> {
             let t = store.find(name).ok_or_else(|| ModelError::Tensor(format!("missing tensor {name}")))?;
@@ -787,53 +739,39 @@ impl Model {
             }
         };
         let mut model = Model { config, role, store, kv_type: KvType::F32, trunk, part };
-        model.settle(relocations, which);
+        model.interleave_weights(crate::quant::r4::faster);
         Ok(model)
-    }
-
-    /// The loaded file bytes into their stored forms: the tensors stored in another form expanded
-    /// (`relocations`), the matrices of the types `which` picks interleaved. A tensor that is both
-    /// (IQ2_S, IQ3_S, Q3_K, Q6_K in the relaxed build) goes in one pass ([`expand_interleave`])
-    /// rather than two over its whole bytes: 0.3 s of a 9B Q2_K file's shard, half of it the
-    /// expansion (BENCHMARKS.md). Returns how many matrices went the one-pass way. The build
-    /// calls it ([`Model::from_store_interleaving`]) with the store's relocations.
-    pub fn settle(&mut self, relocations: Vec<Relocation>, which: impl Fn(GgmlType) -> bool) -> usize {
-        let mut fused = 0;
-        use crate::quant::kquants::forms;
-        let tied = self.config.tied_output;
-        let mut scratch = Vec::new();
-        for r in relocations {
-            let end = r.at + forms::expanded_len(r.from, r.len);
-            let in_slot = |w: &Linear| w.t.shard == r.shard && (r.at..end).contains(&(w.t.offset as u64));
-            let mut mats: Vec<&mut Linear> = self.part.as_mut().map(|p| p.matrices(tied)).unwrap_or_default().into_iter().filter(|w| in_slot(w)).collect();
-            // One pass where the relocation's slot is matrices that all interleave (a tensor, or
-            // ffn_down's column pieces one after the other); from the last, as the expansion goes.
-            let whole = mats.iter().map(|w| w.t.size as u64).sum::<u64>() == end - r.at;
-            if !whole || !mats.iter().all(|w| which(w.t.ty) && ops::interleaves(w)) {
-                self.store.expand(r);
-                continue;
-            }
-            mats.sort_by_key(|w| std::cmp::Reverse(w.t.offset));
-            for w in mats {
-                let raw = r.at as usize + (w.t.offset - r.at as usize) / w.t.ty.block_bytes() * r.from.block_bytes();
-                expand_interleave(self.store.shard_mut(r.shard), r.from, raw, w, &mut scratch);
-                fused += 1;
-            }
-        }
-        self.interleave_weights(which);
-        fused
     }
 
     /// Rearranges the layers' weight matrices and an untied LM head of the types `which` picks into
     /// the four-rows-interleaved layout ([`crate::quant::r4`], in place); returns how many. The
     /// embeddings (and a tied LM head, which is them) stay plain: their rows are gathered one by one. [`Model::from_store_role`]
     /// does this for the types where this build's R4 kernel is the faster one.
-    pub fn interleave_weights(&mut self, which: impl Fn(GgmlType) -> bool) -> usize {
+    pub fn interleave_weights(&mut self, which: impl Fn(crate::quant::GgmlType) -> bool) -> usize {
         let Some(part) = self.part.as_mut() else { return 0 };
         let mut scratch = Vec::new();
         let mut done = 0;
-        for w in part.matrices(self.config.tied_output) {
-            if which(w.t.ty) && ops::interleave(&mut self.store, w, &mut scratch) {
+        for layer in &mut part.layers {
+            let mut mats: Vec<&mut Linear> = Vec::new();
+            match &mut layer.mixer {
+                Some(Mixer::DeltaNet(w)) => mats.extend([&mut w.qkv, &mut w.gate, &mut w.beta, &mut w.alpha, &mut w.out]),
+                Some(Mixer::Attention(w)) => mats.extend([&mut w.q, &mut w.k, &mut w.v, &mut w.out]),
+                None => {}
+            }
+            if let Some(f) = &mut layer.ffn {
+                mats.extend([&mut f.gate, &mut f.up]);
+                mats.extend(f.down.iter_mut());
+            }
+            for w in mats {
+                if which(w.t.ty) && ops::interleave(&mut self.store, w, &mut scratch) {
+                    done += 1;
+                }
+            }
+        }
+        // An untied LM head too (a quarter of the bytes a token reads in the 2-3 bit files); its
+        // rows a decision reads are un-interleaved where they are read (`clef::lm_rows`).
+        if let Some(h) = part.output.as_mut().filter(|_| !self.config.tied_output) {
+            if which(h.all.t.ty) && ops::interleave(&mut self.store, &mut h.all, &mut scratch) {
                 done += 1;
             }
         }

@@ -65,18 +65,12 @@ impl Linear {
     }
 }
 
-/// Whether `w` can still be interleaved ([`interleave`]): plain rows, a multiple of 4 of them, of a
-/// type with an R4 form.
-pub fn interleaves(w: &Linear) -> bool {
-    !w.r4 && w.n_out % quant::r4::R == 0 && quant::r4::r4_kernels(w.t.ty).is_some()
-}
-
 /// Rearranges `w`'s rows in the store into the four-rows-interleaved layout ([`quant::r4`]) when
 /// its type has one and its row count is a multiple of 4; returns whether it did. `scratch` holds
 /// four rows. After this every reader of the matrix must go through [`matmul`].
 pub fn interleave(store: &mut WeightStore, w: &mut Linear, scratch: &mut Vec<u8>) -> bool {
     match quant::r4::r4_kernels(w.t.ty) {
-        Some(k4) if interleaves(w) => {
+        Some(k4) if !w.r4 && w.n_out % quant::r4::R == 0 => {
             quant::r4::interleave_matrix(k4, store.bytes_mut(&w.t), w.row_bytes, scratch);
             w.r4 = true;
             true

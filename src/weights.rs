@@ -170,7 +170,7 @@ pub struct WeightStore {
     shard_len: Vec<u64>,
     plan: Vec<CopyOp>,
     tensors: Vec<TensorView>,
-    /// Expansions still to do once the bytes are in ([`WeightStore::take_relocations`]: the model build).
+    /// Expansions still to do once the bytes are in ([`WeightStore::finish_load`]).
     relocations: Vec<Relocation>,
     filled: Vec<bool>,
     /// The shard plan this store was cut by (`None`: whole tensors).
@@ -441,17 +441,15 @@ impl WeightStore {
         self.filled.fill(true);
     }
 
-    /// The expansions the loaded file bytes still need to reach their stored forms
-    /// ([`Relocation`]); taken once, after the last byte is in, by the model build
-    /// (`Model::from_store_interleaving`), which does them.
-    pub fn take_relocations(&mut self) -> Vec<Relocation> {
-        std::mem::take(&mut self.relocations)
-    }
-
-    /// Expands relocation `r`'s bytes in place, all of them.
-    pub fn expand(&mut self, r: Relocation) {
-        let nb = (r.len / crate::quant::kquants::forms::source_bytes(r.from) as u64) as usize;
-        crate::quant::kquants::forms::expand_in_place(r.from, self.shard_mut(r.shard), r.at as usize, r.at as usize, nb);
+    /// Turns the loaded file bytes into the stored forms ([`Relocation`]); once, after the
+    /// last byte is in (the model build calls it).
+    pub fn finish_load(&mut self) {
+        for r in std::mem::take(&mut self.relocations) {
+            let len = self.shard_len[r.shard] as usize;
+            let shard = &mut bytemuck::cast_slice_mut(&mut self.shards[r.shard])[..len];
+            let nb = (r.len / crate::quant::kquants::forms::source_bytes(r.from) as u64) as usize;
+            crate::quant::kquants::forms::expand_in_place(r.from, shard, r.at as usize, r.at as usize, nb);
+        }
     }
 
     pub fn is_filled(&self) -> bool {

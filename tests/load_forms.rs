@@ -12,8 +12,6 @@
 use clef_web::cluster::Cluster;
 use clef_web::gguf::parse_header;
 use clef_web::model::{Logits, Model, Role, Scratch};
-use clef_web::quant::r4::r4_kernels;
-use clef_web::split::ShardId;
 use clef_web::ops::Precision;
 use clef_web::quant::gemm8::{set_profile, Profile};
 use clef_web::quant::kquants::forms;
@@ -46,12 +44,8 @@ fn run(file: &[u8]) -> (Vec<Vec<f32>>, usize, Vec<u64>) {
     (out, expanded, bytes)
 }
 
-/// The switches this binary's tests set (process-wide) are held by one test at a time.
-static SWITCHES: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn expanding_matrices_compute_the_same() {
-    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
     // IQ2_M and IQ3_XXS hold IQ2_S and IQ3_S matrices, the IQ2_S file IQ2_XS and IQ3_S ones, the
     // IQ2_XS file IQ2_XS ones, the IQ3_S file IQ3_S ones, Q3_K_M and Q2_K Q3_K ones; Q6_K and
     // Q4_K_M Q6_K ones (most of the others a Q6_K LM head).
@@ -93,46 +87,4 @@ fn expanding_matrices_compute_the_same() {
     forms::set_enabled(false);
     assert_eq!(forms::stored_as("output.weight", q6, false), None);
     forms::set_enabled(true);
-}
-
-/// The build's one pass over a matrix that is both expanded and interleaved (`Model::settle`: four
-/// rows at a time, from the last) leaves the very bytes of the two passes (expand everything, then
-/// interleave), whole and in shards (ffn_down's column pieces one after the other in one slot) —
-/// for every type with a load-time form, natively (the relaxed build's choice of which types to
-/// interleave, `r4::faster`, is replaced by every type with an R4 form).
-#[test]
-fn one_pass_expands_and_interleaves_as_two() {
-    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
-    set_profile(Profile::Wide);
-    forms::set_enabled(true);
-    let any = |ty: GgmlType| r4_kernels(ty).is_some();
-    let none = |_: GgmlType| false;
-    // IQ2_S (and IQ3_S) matrices, IQ3_S, Q3_K, Q3_K and a Q6_K head, Q6_K.
-    for name in ["A-IQ2_M.gguf", "A-IQ3_S.gguf", "A-Q3_K_M.gguf", "A-Q2_K.gguf", "A-Q6_K.gguf"] {
-        let file = fixture(name);
-        let h = parse_header(&file, Some(file.len() as u64)).unwrap();
-        let roles = [Role::Whole, Role::Shard(ShardId { index: 0, count: 2, band_pct: 0 }), Role::Shard(ShardId { index: 1, count: 3, band_pct: 0 })];
-        for role in roles {
-            let filled = || {
-                let (cfg, mut store) = Model::allocate_role_auto(&h, role).unwrap();
-                store.write_file_bytes(0, &file);
-                store.mark_all_filled();
-                (cfg, store)
-            };
-            // Two passes: every relocation expanded by the build, then everything interleaved.
-            let (cfg, store) = filled();
-            let mut two = Model::from_store_interleaving(cfg, store, role, none).unwrap();
-            assert!(two.interleave_weights(any) > 0);
-            // One: the build sees no relocations (nothing touched), then settles them itself.
-            let (cfg, mut store) = filled();
-            let relocations = store.take_relocations();
-            let mut one = Model::from_store_interleaving(cfg, store, role, none).unwrap();
-            let fused = one.settle(relocations, any);
-            assert!(fused > 0, "{name} {role:?}: no matrix went the one-pass way");
-            for i in 0..two.store.shard_count() {
-                assert!(two.store.shard_mut(i) == one.store.shard_mut(i), "{name} {role:?}: shard {i} differs");
-            }
-            assert_eq!(two.lm_head_interleaved(), one.lm_head_interleaved());
-        }
-    }
 }
