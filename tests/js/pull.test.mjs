@@ -85,7 +85,7 @@ function run({ checker, corrupt = -1, shortAt = -1 }) {
     if (corrupt >= at && corrupt < at + n) dest[corrupt - at] ^= 1;
     return n;
   };
-  const r = pullChunks(read, plan, (i) => ptrs[i], chunks(checker), CHUNK, 0);
+  const r = pullChunks(read, { plan, shardPtr: (i) => ptrs[i], chunks: chunks(checker), chunkSize: CHUNK, me: 0 });
   const got = ptrs.map((p) => new Uint8Array(mem.buffer, p, SHARD).slice());
   return { r, reads, got };
 }
@@ -192,8 +192,8 @@ test('pullTurns: two workers take the pieces in turns, each starting at its own,
   const log = [];
   const held = new Map();
   const [a, b] = await Promise.all([
-    pullTurns(fakeTurns(log, held, 'coordinator'), mine, (i) => ptrs[i], cs, CHUNK, -1),
-    pullTurns(fakeTurns(log, held, 'shard'), theirs, (i) => ptrs[i], cs, CHUNK, 0),
+    pullTurns(fakeTurns(log, held, 'coordinator'), { plan: mine, shardPtr: (i) => ptrs[i], chunks: cs, chunkSize: CHUNK, me: -1 }),
+    pullTurns(fakeTurns(log, held, 'shard'), { plan: theirs, shardPtr: (i) => ptrs[i], chunks: cs, chunkSize: CHUNK, me: 0 }),
   ]);
   assert.deepEqual([a.bad, b.bad], [[], []]);
   assertPlaced(ptrs.map((p) => new Uint8Array(mem.buffer, p, SHARD).slice()));
@@ -215,6 +215,6 @@ test('pullTurns: a flipped byte in a piece marks its chunk bad', async () => {
     if (p === 2 && at <= 7 && at + n > 7) dest[7 - at] ^= 1;
     return n;
   }));
-  const r = await pullTurns(turns, plan, (i) => ptrs[i], cs, CHUNK, 0);
+  const r = await pullTurns(turns, { plan, shardPtr: (i) => ptrs[i], chunks: cs, chunkSize: CHUNK, me: 0 });
   assert.deepEqual(r.bad, [2]);
 });

@@ -11,7 +11,7 @@
 import { initSync, kernelTrials, ModelLoader, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
 import { openReadOnly, openTurns } from './cache.js';
 import { serve } from './exchange.js';
-import { pullChunks, pullTurns } from './load/pull.js';
+import { pullChunks, pullTurns, type WorkerPull } from './load/pull.js';
 import { readFully } from './load/sources.js';
 import type { CopyOp, ErrorInfo, LmRowsPart, PullFrom, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
 
@@ -157,16 +157,16 @@ export function createShardHost(post: Post): ShardHost {
         unreported = 0;
       }
     };
-    const plan = l.plan() as CopyOp[];
+    const part: WorkerPull = { plan: l.plan() as CopyOp[], shardPtr: (i) => ptrs[i], chunks: req.chunks, chunkSize: req.chunkSize, me: index, onBytes };
     let r;
     if (req.from.kind === 'opfs' && req.from.turns) {
       const turns = await openTurns(req.from);
       if (!turns) throw Object.assign(new Error('the OPFS cache is not available in this worker'), { code: 'internal' });
-      r = await pullTurns(turns, plan, (i) => ptrs[i], req.chunks, req.chunkSize, index, onBytes); // each piece closed after its turn
+      r = await pullTurns(turns, part); // each piece closed after its turn
     } else {
       const source = await openPullSource(req.from);
       try {
-        r = pullChunks(source.read, plan, (i) => ptrs[i], req.chunks, req.chunkSize, index, onBytes);
+        r = pullChunks(source.read, part);
       } finally {
         source.close(); // before the answer: the coordinator then takes its writable cache handles back
       }

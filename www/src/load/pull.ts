@@ -47,27 +47,31 @@ export interface PullResult {
  *  rows) through the stage, a run of them with one read. */
 export const DIRECT_MIN = 64 << 10;
 
+/** What one worker reads (`pullChunks`, `pullTurns`). */
+export interface WorkerPull {
+  /** Its load plan, and where its weight shards lie. */
+  plan: CopyOp[];
+  shardPtr: (i: number) => number;
+  chunks: PullChunk[];
+  chunkSize: number;
+  /** Which worker it is (`PULL_COORDINATOR` or a shard index): the chunks it checks. */
+  me: number;
+  /** Told every chunk's size as its pieces land. */
+  onBytes?: (n: number) => void;
+}
+
 /**
- * Reads what `plan` needs of every chunk (through `read(fileOffset, dest)`, which returns the bytes
- * read) and puts the plan's pieces at `shardPtr(shard) + dstOffset`. A long piece is read straight
- * into its place (no copy through the stage); short pieces are read through a wasm stage, a run of
- * them at a time, and copied into place. Where this worker (`me`) is a chunk's checker the whole
+ * Reads what `w.plan` needs of every chunk (through `read(fileOffset, dest)`, which returns the
+ * bytes read) and puts the plan's pieces at `shardPtr(shard) + dstOffset`. A long piece is read
+ * straight into its place (no copy through the stage); short pieces are read through a wasm stage,
+ * a run of them at a time, and copied into place. Where this worker is a chunk's checker the whole
  * chunk is read, the bytes outside its long pieces through the stage, and its checksum computed
- * over both in file order; else only what its pieces need. `onBytes` is told every chunk's size as
- * its pieces land.
+ * over both in file order; else only what its pieces need.
  */
-export function pullChunks(
-  read: (fileOffset: number, dest: Uint8Array) => number,
-  plan: CopyOp[],
-  shardPtr: (i: number) => number,
-  chunks: PullChunk[],
-  chunkSize: number,
-  me: number,
-  onBytes: (n: number) => void = () => {},
-): PullResult {
-  const puller = new ChunkPuller(plan, shardPtr, chunkSize, me);
+export function pullChunks(read: (fileOffset: number, dest: Uint8Array) => number, w: WorkerPull): PullResult {
+  const puller = new ChunkPuller(w);
   try {
-    for (const c of chunks) puller.pull(read, c, onBytes);
+    for (const c of w.chunks) puller.pull(read, c);
     return puller.result;
   } finally {
     puller.free();
@@ -80,20 +84,12 @@ export function pullChunks(
  * index on from the coordinator's) and then takes whichever piece it still needs that no one holds;
  * it waits only when all of them are held.
  */
-export async function pullTurns(
-  turns: PieceTurns,
-  plan: CopyOp[],
-  shardPtr: (i: number) => number,
-  chunks: PullChunk[],
-  chunkSize: number,
-  me: number,
-  onBytes: (n: number) => void = () => {},
-): Promise<PullResult> {
-  const puller = new ChunkPuller(plan, shardPtr, chunkSize, me);
+export async function pullTurns(turns: PieceTurns, w: WorkerPull): Promise<PullResult> {
+  const puller = new ChunkPuller(w);
   try {
     // The chunks with something for this worker, by piece, with where their pieces go.
     const byPiece = new Map<number, Array<[PullChunk, Float64Array]>>();
-    for (const c of chunks) {
+    for (const c of w.chunks) {
       const q = puller.piecesOf(c);
       if (!q.length && !puller.checks(c)) continue;
       const p = Math.floor(c.start / turns.pieceSize);
@@ -101,11 +97,11 @@ export async function pullTurns(
       byPiece.get(p)!.push([c, q]);
     }
     const all = [...byPiece.keys()].sort((a, b) => a - b);
-    const first = all.length ? (me - PULL_COORDINATOR) % all.length : 0;
+    const first = all.length ? (w.me - PULL_COORDINATOR) % all.length : 0;
     const left = [...all.slice(first), ...all.slice(0, first)];
     const visit = (p: number) => (readPiece: (pieceOffset: number, dest: Uint8Array) => number) => {
       const base = p * turns.pieceSize;
-      for (const [c, q] of byPiece.get(p)!) puller.pull((at, dest) => readPiece(at - base, dest), c, onBytes, q);
+      for (const [c, q] of byPiece.get(p)!) puller.pull((at, dest) => readPiece(at - base, dest), c, q);
     };
     while (left.length) {
       let k = 0;
@@ -129,10 +125,10 @@ class ChunkPuller {
   private heap = new Heap();
   readonly result: PullResult = { bad: [], bytes: 0 };
 
-  constructor(plan: CopyOp[], shardPtr: (i: number) => number, chunkSize: number, private me: number) {
-    this.router = ChunkRouter.stageOnly(chunkSize);
-    this.router.addDestination(flatPlan(plan));
-    for (const op of plan) this.ptrs[op.shard] ??= shardPtr(op.shard);
+  constructor(private w: WorkerPull) {
+    this.router = ChunkRouter.stageOnly(w.chunkSize);
+    this.router.addDestination(flatPlan(w.plan));
+    for (const op of w.plan) this.ptrs[op.shard] ??= w.shardPtr(op.shard);
   }
 
   /** The quads (shard, dst, src, len) of chunk `c`'s pieces for this worker (the stage's bytes are not read). */
@@ -142,14 +138,14 @@ class ChunkPuller {
 
   /** Whether this worker checks chunk `c` (and so reads it whole). */
   checks(c: PullChunk): boolean {
-    return c.checker === this.me && c.checksum !== undefined;
+    return c.checker === this.w.me && c.checksum !== undefined;
   }
 
   /**
    * Reads what chunk `c` holds for this worker (`q`: its pieces); a short read or a wrong checksum
    * marks it bad.
    */
-  pull(read: (fileOffset: number, dest: Uint8Array) => number, c: PullChunk, onBytes: (n: number) => void, q = this.piecesOf(c)): void {
+  pull(read: (fileOffset: number, dest: Uint8Array) => number, c: PullChunk, q = this.piecesOf(c)): void {
     const n = c.end - c.start;
     const check = this.checks(c);
     if (!q.length && !check) return;
@@ -169,7 +165,7 @@ class ChunkPuller {
     }
     if (!q.length) return;
     copyPieces(this.heap.get(), this.ptrs, stage, staged);
-    onBytes(n);
+    this.w.onBytes?.(n);
   }
 
   free(): void {
@@ -303,11 +299,12 @@ export async function pullCached(p: PullInput & { cache: ModelCache; manifest: M
     const thread = (w: number) => (w === 1 && p.pool.local ? 0 : w);
     const chunks = assignCheckers(gridChunks(p).map((c) => ({ ...c, checksum: m.chunks[c.index] })), [p.plan, ...p.shardPlans], thread);
     const from: PullFrom = { kind: 'opfs', dirName: cache.dirName, size: p.size, pieceSize: m.pieceSize, turns };
+    const mine: WorkerPull = { plan: p.plan, shardPtr: p.shardPtr, chunks, chunkSize: p.chunkSize, me: PULL_COORDINATOR };
     r = await pullAll(p, from, chunks, async () => {
-      if (!turns) return pullChunks((at, dest) => cache.read(at, dest), p.plan, p.shardPtr, chunks, p.chunkSize, PULL_COORDINATOR);
+      if (!turns) return pullChunks((at, dest) => cache.read(at, dest), mine);
       const t = await openTurns(from);
       if (!t) throw new Error('the OPFS cache is not available');
-      return pullTurns(t, p.plan, p.shardPtr, chunks, p.chunkSize, PULL_COORDINATOR);
+      return pullTurns(t, mine);
     });
   } finally {
     await cache.ownPieces();
@@ -329,7 +326,8 @@ export async function pullCached(p: PullInput & { cache: ModelCache; manifest: M
  */
 export async function pullFile(p: PullInput & { path: string; read: (fileOffset: number, dest: Uint8Array) => number }): Promise<TransferResult | null> {
   const chunks = gridChunks(p);
-  const r = await pullAll(p, { kind: 'file', path: p.path }, chunks, async () => pullChunks(p.read, p.plan, p.shardPtr, chunks, p.chunkSize, PULL_COORDINATOR));
+  const mine: WorkerPull = { plan: p.plan, shardPtr: p.shardPtr, chunks, chunkSize: p.chunkSize, me: PULL_COORDINATOR };
+  const r = await pullAll(p, { kind: 'file', path: p.path }, chunks, async () => pullChunks(p.read, mine));
   return r.failed || r.bad.size ? null : r.result;
 }
 
