@@ -608,7 +608,8 @@ export async function openTurns(from: { dirName: string; pieceSize: number }): P
   return {
     pieceSize: from.pieceSize,
     take: (p, wait, f) =>
-      locks.request(`clef-cache/${from.dirName}/${p}`, { ifAvailable: !wait }, async (lock) => {
+      // Not load/lock.ts's lock of the whole cache (which the load holds throughout): one per piece.
+      locks.request(`clef-cache-piece:${from.dirName}/${p}`, { ifAvailable: !wait }, async (lock) => {
         if (!lock) return false;
         const h = await openPiece(dir, p, 'read-only');
         try {
