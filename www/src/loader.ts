@@ -255,8 +255,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   // (src/fresh_alloc.rs). Bytes that come through copies take the page faults faster after a clear.
   const src = ctx.source;
   const sharing = workers > 1 && cache && m ? await sharePull(cache, m, info.dataOffset, size, chunkSize) : null;
-  const shared = !!sharing;
-  const fromFile = workers > 1 && !shared && !!src.filePath && !!src.readInto && !head.oid;
+  const fromFile = workers > 1 && !sharing && !!src.filePath && !!src.readInto && !head.oid;
 
   // ---- allocate ----------------------------------------------------------------------------------
   lap('header');
@@ -271,7 +270,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       placement = new ShardPlacement(l.plan() as CopyOp[], info.dataOffset, size, (i) => l.shardPtr(i));
     } else {
       pool = await ctx.startShards!(workers);
-      const intoPlace = shared || fromFile;
+      const intoPlace = !!sharing || fromFile;
       loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers, expand, band, intoPlace);
       const l = loader;
       shardPlans = await pool.alloc(headerBytes, size, expand, band, intoPlace);

@@ -9,9 +9,9 @@
 // the same host by direct calls instead of messages.
 
 import { initSync, kernelTrials, ModelLoader, setGemmProfile, wasmMemory, type WasmShard } from '../pkg/clef_web.js';
-import { openReadOnly, openTurns } from './cache.js';
+import { openReadOnly } from './cache.js';
 import { serve } from './exchange.js';
-import { pullChunks, pullTurns, type WorkerPull } from './load/pull.js';
+import { pullChunks, pullInTurns, type WorkerPull } from './load/pull.js';
 import { readFully } from './load/sources.js';
 import type { CopyOp, ErrorInfo, LmRowsPart, PullFrom, ShardRequest, ShardResponse, ShardResults } from './protocol.js';
 
@@ -160,9 +160,7 @@ export function createShardHost(post: Post): ShardHost {
     const part: WorkerPull = { plan: l.plan() as CopyOp[], shardPtr: (i) => ptrs[i], chunks: req.chunks, chunkSize: req.chunkSize, me: index, onBytes };
     let r;
     if (req.from.kind === 'opfs' && req.from.turns) {
-      const turns = await openTurns(req.from);
-      if (!turns) throw Object.assign(new Error('the OPFS cache is not available in this worker'), { code: 'internal' });
-      r = await pullTurns(turns, part); // each piece closed after its turn
+      r = await pullInTurns(req.from, part);
     } else {
       const source = await openPullSource(req.from);
       try {

@@ -118,6 +118,13 @@ export async function pullTurns(turns: PieceTurns, w: WorkerPull): Promise<PullR
   }
 }
 
+/** `pullTurns` at the pieces of the cache `from` names (`openTurns`), from any worker. */
+export async function pullInTurns(from: { dirName: string; pieceSize: number }, w: WorkerPull): Promise<PullResult> {
+  const turns = await openTurns(from);
+  if (!turns) throw Object.assign(new Error('the OPFS cache is not available in this worker'), { code: 'internal' });
+  return pullTurns(turns, w); // each piece closed after its turn
+}
+
 /** One worker's reading of its part, chunk by chunk (`pullChunks`, `pullTurns`). */
 class ChunkPuller {
   private router: ChunkRouter;
@@ -299,13 +306,7 @@ export async function pullCached(p: PullInput & { cache: ModelCache; manifest: M
     const thread = (w: number) => (w === 1 && p.pool.local ? 0 : w);
     const chunks = assignCheckers(gridChunks(p).map((c) => ({ ...c, checksum: m.chunks[c.index] })), [p.plan, ...p.shardPlans], thread);
     const from: PullFrom = { kind: 'opfs', dirName: cache.dirName, size: p.size, pieceSize: m.pieceSize, turns };
-    const mine: WorkerPull = { plan: p.plan, shardPtr: p.shardPtr, chunks, chunkSize: p.chunkSize, me: PULL_COORDINATOR };
-    r = await pullAll(p, from, chunks, async () => {
-      if (!turns) return pullChunks((at, dest) => cache.read(at, dest), mine);
-      const t = await openTurns(from);
-      if (!t) throw new Error('the OPFS cache is not available');
-      return pullTurns(t, mine);
-    });
+    r = await pullAll(p, from, chunks, async (mine) => (turns ? pullInTurns(from, mine) : pullChunks((at, dest) => cache.read(at, dest), mine)));
   } finally {
     await cache.ownPieces();
   }
@@ -325,9 +326,7 @@ export async function pullCached(p: PullInput & { cache: ModelCache; manifest: M
  * when a worker could not (the caller runs the general transfer, which reports what is wrong).
  */
 export async function pullFile(p: PullInput & { path: string; read: (fileOffset: number, dest: Uint8Array) => number }): Promise<TransferResult | null> {
-  const chunks = gridChunks(p);
-  const mine: WorkerPull = { plan: p.plan, shardPtr: p.shardPtr, chunks, chunkSize: p.chunkSize, me: PULL_COORDINATOR };
-  const r = await pullAll(p, { kind: 'file', path: p.path }, chunks, async () => pullChunks(p.read, mine));
+  const r = await pullAll(p, { kind: 'file', path: p.path }, gridChunks(p), async (mine) => pullChunks(p.read, mine));
   return r.failed || r.bad.size ? null : r.result;
 }
 
@@ -343,8 +342,8 @@ interface PullOutcome {
   result: TransferResult;
 }
 
-/** Every shard pulls from `from` in its worker while this worker pulls its own part (`mine`). */
-async function pullAll(p: PullInput, from: PullFrom, chunks: PullChunk[], mine: () => Promise<PullResult>): Promise<PullOutcome> {
+/** Every shard pulls from `from` in its worker while this worker pulls its own part (`pullMine`). */
+async function pullAll(p: PullInput, from: PullFrom, chunks: PullChunk[], pullMine: (mine: WorkerPull) => Promise<PullResult>): Promise<PullOutcome> {
   const { pool, progress, stats } = p;
   const t0 = performance.now();
   const data = p.size - p.dataStart;
@@ -361,7 +360,7 @@ async function pullAll(p: PullInput, from: PullFrom, chunks: PullChunk[], mine: 
   });
   shards.catch(() => {}); // awaited below
   try {
-    const r = await mine();
+    const r = await pullMine({ plan: p.plan, shardPtr: p.shardPtr, chunks, chunkSize: p.chunkSize, me: PULL_COORDINATOR });
     r.bad.forEach((k) => bad.add(k));
     bytes += r.bytes;
   } catch (e) {
