@@ -23,8 +23,9 @@
 //   pullChunks / pullTurns (own plan)   … progress messages
 //   wait for every answer  ◄──────────  {bad chunk indexes, bytes read}
 //
-// Any bad chunk, or a browser without read-only access handles: null, and the caller runs the
-// general path (which finds the bad chunks again and fetches them).
+// Any bad chunk, or a browser whose workers can neither share the cache's files nor take turns at
+// them (no Web Locks): null, and the caller runs the general path (which finds the bad chunks again
+// and fetches them).
 
 import { Checksum, ChunkRouter } from '../../pkg/clef_web.js';
 import { openTurns, type Manifest, type ModelCache, type PieceSharing, type PieceTurns } from '../cache.js';
