@@ -34,9 +34,14 @@ impl Cluster {
 
     /// [`Cluster::from_bytes`] with bands of `band_pct` ([`ShardId::band_pct`]; 0: none).
     pub fn with_band(file: &[u8], n: usize, n_ctx: usize, band_pct: usize) -> Result<(Model, Cluster), ModelError> {
-        let coordinator = Model::from_bytes_role(file, Role::Coordinator)?;
+        Cluster::with_forms(file, n, n_ctx, band_pct, None)
+    }
+
+    /// [`Cluster::with_band`] with the shards' stored forms chosen ([`Model::from_bytes_forms`]).
+    pub fn with_forms(file: &[u8], n: usize, n_ctx: usize, band_pct: usize, expand: Option<bool>) -> Result<(Model, Cluster), ModelError> {
+        let coordinator = Model::from_bytes_forms(file, Role::Coordinator, expand)?;
         let shards: Vec<ShardEngine> = (0..n)
-            .map(|index| ShardEngine::new(Model::from_bytes_role(file, Role::Shard(ShardId { index, count: n, band_pct }))?, n_ctx))
+            .map(|index| ShardEngine::new(Model::from_bytes_forms(file, Role::Shard(ShardId { index, count: n, band_pct }), expand)?, n_ctx))
             .collect::<Result<_, ModelError>>()?;
         let h = crate::gguf::parse_header(file, Some(file.len() as u64))?;
         let split = Balanced::for_tensors(&coordinator.config, n, band_pct, |name| h.tensors.iter().find(|t| t.name == name).map(|t| t.ty));

@@ -18,6 +18,7 @@ pub mod split;
 pub mod balance;
 pub mod kv;
 pub mod cluster;
+pub mod warm;
 pub mod shard;
 pub mod cli;
 pub mod json;

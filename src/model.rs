@@ -790,8 +790,17 @@ impl Model {
 
     /// [`Model::from_bytes`] for one role.
     pub fn from_bytes_role(file: &[u8], role: Role) -> Result<Model, ModelError> {
+        Model::from_bytes_forms(file, role, None)
+    }
+
+    /// [`Model::from_bytes_role`] with the stored forms chosen: `expand` as
+    /// [`Model::allocate_role`]'s (`None`: [`Model::allocate_role_auto`]'s choice).
+    pub fn from_bytes_forms(file: &[u8], role: Role, expand: Option<bool>) -> Result<Model, ModelError> {
         let h = gguf::parse_header(file, Some(file.len() as u64))?;
-        let (cfg, mut store) = Model::allocate_role_auto(&h, role)?;
+        let (cfg, mut store) = match expand {
+            Some(expand) => Model::allocate_role(&h, role, expand)?,
+            None => Model::allocate_role_auto(&h, role)?,
+        };
         if let Some(end) = store.plan().iter().map(|op| op.file_end()).max() {
             if end > file.len() as u64 {
                 return Err(GgufError::Truncated { what: format!("tensor data ends at {end}, the file has {} bytes", file.len()) }.into());

@@ -218,6 +218,29 @@ pub fn kernel_self_test(rows: usize) -> String {
     crate::cli::self_test_json(rows).0
 }
 
+/// Warms the engine's code (src/warm.rs): a miniature of the model whose header `prefix` holds,
+/// split as the load will split it (`shards`, `expand`, `band` as for `forRole`), run one pass per
+/// `step`. Free it before allocating the model, so that its memory is reused.
+#[wasm_bindgen]
+pub struct WarmUp {
+    warm: crate::warm::Warm,
+}
+
+#[wasm_bindgen]
+impl WarmUp {
+    #[wasm_bindgen(constructor)]
+    pub fn new(prefix: &[u8], file_size: f64, shards: usize, expand: bool, band: Option<usize>) -> Result<WarmUp, JsValue> {
+        let header = read_header(prefix, file_size, Detail::Layout)?;
+        let warm = crate::warm::Warm::new(&header, shards, expand, band.unwrap_or(0)).map_err(|e| model_err(&e))?;
+        Ok(WarmUp { warm })
+    }
+
+    /// Runs the next pass; false once every pass has run.
+    pub fn step(&mut self) -> Result<bool, JsValue> {
+        self.warm.step().map_err(|e| model_err(&e))
+    }
+}
+
 /// The wasm linear memory (for writing downloaded bytes straight into the weight shards).
 #[wasm_bindgen(js_name = wasmMemory)]
 pub fn wasm_memory() -> JsValue {

@@ -12,6 +12,7 @@
 
 #![allow(dead_code)]
 
+pub use clef_web::gguf::{encode_value, put_bytes};
 use clef_web::gguf::{Array, Value};
 use clef_web::quant::GgmlType;
 
@@ -119,117 +120,6 @@ impl GgufBuilder {
             out.extend_from_slice(&t.offset.to_le_bytes());
         }
         out
-    }
-}
-
-/// A GGUF string: u64 length + bytes.
-pub fn put_bytes(out: &mut Vec<u8>, s: &[u8]) {
-    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
-    out.extend_from_slice(s);
-}
-
-/// (type id, encoding) of a value.
-pub fn encode_value(v: &Value) -> (u32, Vec<u8>) {
-    let mut o = Vec::new();
-    let ty = match v {
-        Value::U8(x) => {
-            o.push(*x);
-            0
-        }
-        Value::I8(x) => {
-            o.extend_from_slice(&x.to_le_bytes());
-            1
-        }
-        Value::U16(x) => {
-            o.extend_from_slice(&x.to_le_bytes());
-            2
-        }
-        Value::I16(x) => {
-            o.extend_from_slice(&x.to_le_bytes());
-            3
-        }
-        Value::U32(x) => {
-            o.extend_from_slice(&x.to_le_bytes());
-            4
-        }
-        Value::I32(x) => {
-            o.extend_from_slice(&x.to_le_bytes());
-            5
-        }
-        Value::F32(x) => {
-            o.extend_from_slice(&x.to_le_bytes());
-            6
-        }
-        Value::Bool(x) => {
-            o.push(*x as u8);
-            7
-        }
-        Value::String(s) => {
-            put_bytes(&mut o, s.as_bytes());
-            8
-        }
-        Value::Array(a) => {
-            encode_array(&mut o, a);
-            9
-        }
-        Value::U64(x) => {
-            o.extend_from_slice(&x.to_le_bytes());
-            10
-        }
-        Value::I64(x) => {
-            o.extend_from_slice(&x.to_le_bytes());
-            11
-        }
-        Value::F64(x) => {
-            o.extend_from_slice(&x.to_le_bytes());
-            12
-        }
-    };
-    (ty, o)
-}
-
-/// An array body: item type, count, items.
-pub fn encode_array(o: &mut Vec<u8>, a: &Array) {
-    fn head(o: &mut Vec<u8>, ty: u32, n: usize) {
-        o.extend_from_slice(&ty.to_le_bytes());
-        o.extend_from_slice(&(n as u64).to_le_bytes());
-    }
-    macro_rules! le {
-        ($ty:expr, $v:expr) => {{
-            head(o, $ty, $v.len());
-            for x in $v {
-                o.extend_from_slice(&x.to_le_bytes());
-            }
-        }};
-    }
-    match a {
-        Array::U8(v) => le!(0, v),
-        Array::I8(v) => le!(1, v),
-        Array::U16(v) => le!(2, v),
-        Array::I16(v) => le!(3, v),
-        Array::U32(v) => le!(4, v),
-        Array::I32(v) => le!(5, v),
-        Array::F32(v) => le!(6, v),
-        Array::Bool(v) => {
-            head(o, 7, v.len());
-            o.extend(v.iter().map(|&b| b as u8));
-        }
-        Array::String(v) => {
-            head(o, 8, v.len());
-            for s in v {
-                put_bytes(o, s.as_bytes());
-            }
-        }
-        Array::Array(v) => {
-            head(o, 9, v.len());
-            for inner in v {
-                encode_array(o, inner);
-            }
-        }
-        Array::U64(v) => le!(10, v),
-        Array::I64(v) => le!(11, v),
-        Array::F64(v) => le!(12, v),
-        Array::Elided { .. } => panic!("an elided array (a layout parse's) has no items to write"),
     }
 }
 

@@ -20,7 +20,7 @@
 // Every byte is written straight to its final place; no whole-file copy exists in JS. This file
 // runs the steps in order with one explicit state (`Run`); the steps live in load/.
 
-import { ModelLoader, splitInfo, wasmMemory } from '../pkg/clef_web.js';
+import { ModelLoader, type WarmUp, splitInfo, wasmMemory } from '../pkg/clef_web.js';
 import type { CopyOp, ErrorCode, LoadParams, LoadProgress, LoadStats } from './protocol.js';
 import { type Manifest, type ModelCache, CacheError, PIECE_BYTES } from './cache.js';
 import { type ResolvedLoadParams, resolveLoadParams } from './validate.js';
@@ -37,6 +37,7 @@ import { type RetryPolicy, retryPolicy } from './load/retry.js';
 import type { ByteSource } from './load/sources.js';
 import { transfer } from './load/transfer.js';
 import { pullCached, pullFile, sharePull } from './load/pull.js';
+import { buildWarmUp } from './load/warm.js';
 
 export { LoadError } from './load/errors.js';
 export { WASM_MAX_MEMORY } from './load/fit.js';
@@ -58,6 +59,8 @@ export interface LoadOutcome {
   workersReason: string;
   info: HeaderInfo;
   nCtx: number;
+  /** The miniature that warms the engine's code once the model is ready (load/warm.ts; null: none). */
+  warm: WarmUp | null;
   /** The `out_of_memory` error for an allocation refused after the load (the state and KV cache in `finish`). */
   refused: (what: string) => LoadError;
   source: 'network' | 'cache' | 'network+cache' | 'file';
@@ -263,13 +266,26 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   let pool: ShardPool | null = null;
   let shardPlans: CopyOp[][] = [];
   let placement: Placement;
+  let warm: WarmUp | null = null;
+  const miniature = (n: number, b: number) => {
+    const t = performance.now();
+    const w = buildWarmUp(headerBytes, size, info.weightBytes, n, expand, b, ctx.onWarning);
+    ms.warm = performance.now() - t;
+    return w;
+  };
   try {
     if (workers === 1) {
+      warm = miniature(1, 0);
       loader = ModelLoader.forRole(headerBytes, size, 'whole', 0, 1, expand);
       const l = loader;
       placement = new ShardPlacement(l.plan() as CopyOp[], info.dataOffset, size, (i) => l.shardPtr(i));
     } else {
-      pool = await ctx.startShards!(workers);
+      // The shard workers start while this one builds the miniature that warms the code they
+      // will share (load/warm.ts).
+      const starting = ctx.startShards!(workers);
+      starting.catch(() => {}); // awaited below
+      warm = miniature(workers, band);
+      pool = await starting;
       const intoPlace = !!sharing || fromFile;
       loader = ModelLoader.forRole(headerBytes, size, 'coordinator', 0, workers, expand, band, intoPlace);
       const l = loader;
@@ -277,6 +293,7 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       placement = new SplitPlacement({ plan: l.plan() as CopyOp[], shardPtr: (i) => l.shardPtr(i) }, pool.destinations(shardPlans), info.dataOffset, size, chunkSize);
     }
   } catch (e) {
+    warm?.free();
     pool?.terminate();
     cache?.close();
     const code = e instanceof ShardError ? e.code : errCode(e);
@@ -330,9 +347,10 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
       source: ctx.local ? 'file' : stats.cachedBytes > 0 ? (r.downloadedData > 0 ? 'network+cache' : 'cache') : 'network',
       sha256: r.sha256 ?? (trusted ? m!.oid : null),
       verified: !!r.sha256 || trusted,
-      etag: head.etag, stats,
+      etag: head.etag, stats, warm,
     };
   } catch (e) {
+    warm?.free();
     loader.free();
     pool?.terminate();
     // A shard worker allocates its weights while the data streams in (shard-worker.ts 'alloc').

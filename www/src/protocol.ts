@@ -219,6 +219,8 @@ export interface LoadPhaseMs {
   header: number;
   /** Starting shard workers and allocating every part's weight memory. */
   allocate: number;
+  /** Of `allocate`: building the miniature of the model that warms the engine's code before the first request (load/warm.ts; 0: none). */
+  warm: number;
   /** The data section: read / fetched, checked, delivered (split: the coordinator's side). */
   data: number;
   /** Of `data`: reading cached chunks. */

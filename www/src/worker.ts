@@ -13,7 +13,7 @@
 // decideFinish), with a progress event and a look at `abort` between slices. A head-less model
 // gets its head with `loadHead` (load/head.ts: the model's streaming, cache and sha256).
 
-import init, { initSync, kernelTrials, setGemmProfile, simdLevel, WasmEngine, wasmMemory } from '../pkg/clef_web.js';
+import init, { initSync, kernelTrials, setGemmProfile, simdLevel, WasmEngine, type WarmUp, wasmMemory } from '../pkg/clef_web.js';
 import { detectSimd, wasmFile } from './simd.js';
 import type {
   ChatMessageInput, DecideParams, GemmProfile, DecideResult, DecisionInfo, ErrorCode, ErrorInfo, GenerateParams, GenerateResult, HeadInfo, HeadSpec,
@@ -226,6 +226,7 @@ export function createCore(post: Post, env: CoreEnv) {
             out.loader.setKvCache(kv);
             eng = out.loader.finish(out.nCtx);
           } catch (e) {
+            out.warm?.free();
             out.pool?.terminate();
             if (errCode(e) === 'out_of_memory') throw out.refused(`the state and a ${out.nCtx}-token context`);
             throw e;
@@ -237,6 +238,7 @@ export function createCore(post: Post, env: CoreEnv) {
             try {
               memory += (await shardsBuilt).reduce((a, b) => a + b, 0);
             } catch (e) {
+              out.warm?.free();
               eng.free();
               out.pool.terminate();
               throw e;
@@ -248,6 +250,7 @@ export function createCore(post: Post, env: CoreEnv) {
           const h = out.info;
           eng.setModelName(name);
           engine = eng;
+          if (out.warm) void warmWhileIdle(out.warm, eng);
           info = {
             name: h.name || name, architecture: h.architecture, fileSize: h.fileSize, weightBytes: h.weightBytes,
             contextLength: eng.nCtx(), trainedContextLength: h.contextLength, nVocab: h.nVocab, nLayer: h.nLayer, nEmbd: h.nEmbd,
@@ -451,6 +454,21 @@ export function createCore(post: Post, env: CoreEnv) {
     } catch (e) {
       if (engine === eng) eng.decideCancel();
       throw e;
+    }
+  }
+
+  /**
+   * Runs the warm-up's passes (load/warm.ts) while no request is queued, then frees it: by the
+   * first request the code its passes run is compiled. A request stops it (after one pass at most).
+   */
+  async function warmWhileIdle(w: WarmUp, eng: WasmEngine) {
+    try {
+      do await macrotask();
+      while (engine === eng && !pending.size && !loading && w.step());
+    } catch (e) {
+      console.warn(`clef: could not warm the engine's code (the first request will be slower): ${(e as Error).message}`);
+    } finally {
+      w.free();
     }
   }
 

@@ -16,7 +16,7 @@ export function emptyStats(): LoadStats {
   return {
     seconds: 0, downloadedBytes: 0, cachedBytes: 0, downloadBytesPerSecond: 0, cacheBytesPerSecond: 0,
     retries: 0, refetchedChunks: 0, peakJsHeapBytes: jsHeap(), wasmMemoryBytes: 0, simd: '',
-    phaseMs: { header: 0, allocate: 0, data: 0, cacheRead: 0, deliver: 0, settle: 0, build: 0 },
+    phaseMs: { header: 0, allocate: 0, warm: 0, data: 0, cacheRead: 0, deliver: 0, settle: 0, build: 0 },
     pulledByWorkers: false,
     pulledBytes: 0,
     expanded: false,
