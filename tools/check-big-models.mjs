@@ -11,7 +11,8 @@
 // greedily generates 8 tokens from a 16-token prompt. With --opfs (the first file only; the
 // profile's quota must hold it): load it a second time from the OPFS cache and compare the time to
 // the first token with a plain read of the cached pieces (createSyncAccessHandle().read into a
-// buffer, in a worker) — the issue's target is ≤ 2×. CLEF_CHROMIUM_ARGS: more Chromium flags,
+// buffer, in a worker) — the issue's target is ≤ 2×; and a chat's first request a moment after a
+// cached load (the engine's code warmed meanwhile, src/warm.rs) against the next one. CLEF_CHROMIUM_ARGS: more Chromium flags,
 // space-separated (e.g. `--js-flags=--no-wasm-dynamic-tiering`).
 
 import { basename } from 'node:path';
@@ -128,7 +129,20 @@ try {
         };
         const read = await timeRead(1, false);
         const freshRead = await timeRead(used, true);
-        return { loadMs, firstMs, source, read, freshRead, stats, used };
+        // The first request of a chat: a moment after the load is ready (the engine warms its
+        // code meanwhile, src/warm.rs), against the same request once more.
+        const chat = await ClefEngine.load(`synth/clef-flash-GGUF:${file}`, { hubUrl: hub, contextLength: 1024, ...(workers ? { workers } : {}) });
+        await new Promise((r) => setTimeout(r, 2000));
+        const firstToken = async (prompt) => {
+          const t = performance.now();
+          const s = await chat.completions.create({ prompt, max_tokens: 1, temperature: 0, ignore_eos: true, stream: true });
+          for await (const _ of s) break;
+          return performance.now() - t;
+        };
+        const chatFirst = await firstToken([1000, 1037, 1074]);
+        const chatLater = await firstToken([2000, 2037, 2074]);
+        await chat.unload();
+        return { loadMs, firstMs, source, read, freshRead, stats, used, chatFirst, chatLater };
       }, { hub: hub.url, file: basename(f), workers });
       console.log();
       console.log(`OPFS: ${basename(f)} loaded from the ${again.source} in ${(again.loadMs / 1000).toFixed(1)} s, first token at ${(again.firstMs / 1000).toFixed(1)} s; ` +
@@ -137,6 +151,7 @@ try {
       console.log(`The same bytes read into fresh wasm memories by ${again.used} workers in parallel (page faults included: the least any load does): ` +
         `${(again.freshRead.ms / 1000).toFixed(1)} s (${(again.freshRead.bytes / again.freshRead.ms / 1e6).toFixed(2)} GB/s); first token / that: ${(again.firstMs / again.freshRead.ms).toFixed(2)}×`);
       console.log();
+      console.log(`A chat's first request 2 s after a cached load: its first token in ${Math.round(again.chatFirst)} ms; the next request's in ${Math.round(again.chatLater)} ms`);
       console.log(`load phases (ms): ${JSON.stringify(Object.fromEntries(Object.entries(again.stats.phaseMs).map(([k, v]) => [k, Math.round(v)])))}`);
     }
   }

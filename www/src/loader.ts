@@ -269,7 +269,8 @@ async function runLoad(run: Run): Promise<LoadOutcome> {
   let warm: WarmUp | null = null;
   const miniature = (n: number, b: number) => {
     const t = performance.now();
-    const w = buildWarmUp(headerBytes, size, info.weightBytes, n, expand, b, ctx.onWarning);
+    // It lives in this instance beside the model until the first request: only where the fit leaves it room.
+    const w = buildWarmUp(headerBytes, size, info.weightBytes, available(0) - memoryNeeded(parts[0], nCtx), n, expand, b, ctx.onWarning);
     ms.warm = performance.now() - t;
     return w;
   };

@@ -15,14 +15,22 @@ import { WarmUp } from '../../pkg/clef_web.js';
 export const WARM_MIN_BYTES = 256 << 20;
 
 /**
+ * The memory the miniature may take beside the model in the engine worker's instance, at most
+ * (an F32 file's, split: a 46 MB miniature, twice that while it is built): a load whose fit leaves
+ * less room there is not warmed.
+ */
+export const WARM_ROOM = 128 << 20;
+
+/**
  * The miniature of the model whose header is `header` (`workers`, `expand`, `band` as the load's
- * `forRole`), built, or null (a small model, or the build failed: `onWarning` is told — a
- * failure costs only the warm start).
+ * `forRole`), built, or null: a small model, too little `room` (bytes the fit leaves free in this
+ * instance), or the build failed (`onWarning` is told — a failure costs only the warm start).
  */
 export function buildWarmUp(
-  header: Uint8Array, size: number, weightBytes: number, workers: number, expand: boolean, band: number, onWarning: (message: string) => void,
+  header: Uint8Array, size: number, weightBytes: number, room: number,
+  workers: number, expand: boolean, band: number, onWarning: (message: string) => void,
 ): WarmUp | null {
-  if (weightBytes < WARM_MIN_BYTES) return null;
+  if (weightBytes < WARM_MIN_BYTES || room < WARM_ROOM) return null;
   try {
     return new WarmUp(header, size, workers, expand, band);
   } catch (e) {
