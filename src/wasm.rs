@@ -220,7 +220,8 @@ pub fn kernel_self_test(rows: usize) -> String {
 
 /// Warms the engine's code (src/warm.rs): a miniature of the model whose header `prefix` holds,
 /// split as the load will split it (`shards`, `expand`, `band` as for `forRole`), run one pass per
-/// `step`. Free it before allocating the model, so that its memory is reused.
+/// `step` (`www/src/load/warm.ts`: built before the model's allocation, run once the model is
+/// ready while no request is queued, then freed).
 #[wasm_bindgen]
 pub struct WarmUp {
     warm: crate::warm::Warm,

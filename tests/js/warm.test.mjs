@@ -1,8 +1,8 @@
-// The warm-up a load builds (src/warm.rs, www/src/load/warm.ts) on the wasm build (SIMD128; the
-// relaxed-SIMD build with CLEF_WASM=relaxed-simd): the miniature of every fixture, whole and split,
-// with the file's stored forms and the expanded ones, runs its five passes through the SIMD kernels
-// (the native tests/warm.rs runs the scalar ones); `buildWarmUp` skips small models and loads that leave it too little room, and turns a
-// failure into a warning and no warm-up.
+// The warm-up a load builds (src/warm.rs, www/src/load/warm.ts) on the SIMD128 wasm build: the
+// miniature of every fixture, whole and split, with the file's stored forms and the expanded ones,
+// runs its five passes through the SIMD kernels (the native tests/warm.rs runs the scalar ones);
+// `buildWarmUp` skips small models and loads that leave it too little room, and turns a failure
+// into a warning and no warm-up.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
